@@ -1,0 +1,37 @@
+# The two commands: `make run` and `make test`. Both create .venv when missing.
+PYTHON ?= python3.11
+VENV   := .venv
+BIN    := $(VENV)/bin
+CONFIG := $(if $(wildcard soulbot.yaml),soulbot.yaml,deploy/soulbot.example.yaml)
+
+.PHONY: run test lint bench clean
+
+$(BIN)/python:
+	$(PYTHON) -m venv $(VENV)
+	$(BIN)/python -m pip install --quiet --upgrade pip
+
+# Stamps record which install is in the venv; they are redone when pyproject.toml changes.
+$(VENV)/.installed: pyproject.toml | $(BIN)/python
+	$(BIN)/python -m pip install --quiet -e .
+	touch $@
+
+$(VENV)/.installed-dev: pyproject.toml | $(BIN)/python
+	$(BIN)/python -m pip install --quiet -e '.[dev]'
+	touch $@ $(VENV)/.installed
+
+run: $(VENV)/.installed
+	$(BIN)/soulbot run --config $(CONFIG)
+
+lint: $(VENV)/.installed-dev
+	$(BIN)/ruff check bot adapters tests
+	$(BIN)/ruff format --check bot adapters tests
+	$(BIN)/mypy
+
+test: lint
+	$(BIN)/python -m pytest
+
+bench: $(VENV)/.installed-dev
+	@for b in bench/*.py; do [ -e "$$b" ] && $(BIN)/python "$$b"; done; true
+
+clean:
+	rm -rf $(VENV) .pytest_cache .mypy_cache .ruff_cache

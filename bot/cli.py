@@ -1,0 +1,185 @@
+"""The `soulbot` command: run | check | prompt | init."""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import os
+import sys
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any, TypeVar
+
+import click
+import structlog
+
+from bot import __version__
+from bot.config import Config, load_config
+from bot.daemon import Daemon
+from bot.errors import SoulbotError
+from bot.logs import LogFormat, configure_logging, default_format
+from bot.soul.persona import persona_from_legacy
+from bot.soul.prompt import estimate_tokens, system_blocks
+from bot.soul.registry import ReloadReport, SoulRegistry
+from bot.soul.workspace import create_workspace
+
+log = structlog.get_logger(__name__)
+
+F = TypeVar("F", bound=Callable[..., Any])
+DEFAULT_CONFIG = Path("soulbot.yaml")
+
+
+def common_options(func: F) -> F:
+    """`--config` and `--log-format` on every command."""
+    func = click.option(
+        "--config",
+        "config_path",
+        type=click.Path(path_type=Path),
+        envvar="SOULBOT_CONFIG",
+        help="Config file (default: ./soulbot.yaml when present, else built-in defaults). "
+        "Env: SOULBOT_CONFIG.",
+    )(func)
+    func = click.option(
+        "--log-format",
+        type=click.Choice(["json", "console"]),
+        default=None,
+        help="Log lines on stderr: json (default when stderr is not a terminal) or console.",
+    )(func)
+    return func
+
+
+def _setup(config_path: Path | None, log_format: str | None) -> Config:
+    """Configure logging, read the config, reconfigure logging with its level and
+    secrets. Exits 1 with the error on a bad config."""
+    fmt: LogFormat = (
+        "console" if (log_format or default_format(sys.stderr)) == "console" else "json"
+    )
+    configure_logging(fmt)
+    if config_path is None and DEFAULT_CONFIG.is_file():
+        config_path = DEFAULT_CONFIG
+    try:
+        config = load_config(config_path, os.environ)
+    except SoulbotError as exc:
+        click.echo(f"error: {exc}", err=True)
+        raise SystemExit(1) from None
+    if config_path is None:
+        log.info("config.default_used", reason="no --config given and no ./soulbot.yaml")
+    configure_logging(fmt, config.log_level, config.secrets())
+    return config
+
+
+def _registry(config: Config) -> tuple[SoulRegistry, ReloadReport]:
+    registry = SoulRegistry(config.workspaces)
+    try:
+        report = registry.reload_all()
+    except SoulbotError as exc:
+        click.echo(f"error: {exc}", err=True)
+        raise SystemExit(1) from None
+    return registry, report
+
+
+def reference_errors(config: Config, registry: SoulRegistry) -> list[str]:
+    """Config keys that name a soul that is not loaded."""
+    known = {s.id for s in registry.all()}
+    listed = ", ".join(sorted(known)) or "none"
+    named = [("default_soul", config.default_soul)]
+    named += [(f"bindings[{i}].soul", b.soul) for i, b in enumerate(config.bindings)]
+    return [
+        f"{key}: no soul with id '{value}' is loaded (loaded: {listed})"
+        for key, value in named
+        if value is not None and value not in known
+    ]
+
+
+@click.group(context_settings={"help_option_names": ["-h", "--help"]})
+@click.version_option(__version__, prog_name="soulbot")
+def main() -> None:
+    """soulbot: a persona with a life on Discord and Telegram."""
+
+
+@main.command()
+@common_options
+def run(config_path: Path | None, log_format: str | None) -> None:
+    """Run the daemon until SIGTERM or Ctrl-C."""
+    config = _setup(config_path, log_format)
+    registry, _ = _registry(config)
+    if not registry.all():
+        click.echo("error: no soul loaded; `soulbot check` lists what failed", err=True)
+        raise SystemExit(1)
+    raise SystemExit(asyncio.run(Daemon(config, registry).serve()))
+
+
+@main.command()
+@common_options
+def check(config_path: Path | None, log_format: str | None) -> None:
+    """Load the config and every soul; list them, and every error (exit 1)."""
+    config = _setup(config_path, log_format)
+    registry, report = _registry(config)
+    rows = [("ID", "NAME", "FILES", "PROMPT TOKENS")]
+    for soul in registry.all():
+        size = sum(estimate_tokens(b.text) for b in system_blocks(soul))
+        rows.append((soul.id, soul.name, " ".join(soul.files), str(size)))
+    widths = [max(len(row[i]) for row in rows) for i in range(4)]
+    for row in rows:
+        click.echo("  ".join(cell.ljust(w) for cell, w in zip(row, widths, strict=True)).rstrip())
+    warnings = [w for soul in registry.all() for w in soul.warnings]
+    if warnings:
+        click.echo("\nwarnings:")
+        for warning in warnings:
+            click.echo(f"  {warning}")
+    errors = [failure.error for failure, _ in report.failed]
+    errors += reference_errors(config, registry)
+    if errors:
+        click.echo("\nerrors:")
+        for error in errors:
+            for i, line in enumerate(error.split("\n")):
+                click.echo(f"  {'-' if i == 0 else ' '} {line}")
+        raise SystemExit(1)
+    click.echo(f"\n{len(rows) - 1} soul(s) loaded, no errors")
+
+
+@main.command()
+@click.argument("soul")
+@common_options
+def prompt(soul: str, config_path: Path | None, log_format: str | None) -> None:
+    """Print SOUL's system prompt exactly as it is sent, block by block."""
+    config = _setup(config_path, log_format)
+    registry, _ = _registry(config)
+    found = registry.get(soul)
+    if found is None:
+        known = ", ".join(s.id for s in registry.all()) or "none"
+        click.echo(f"error: no soul with id '{soul}' is loaded (loaded: {known})", err=True)
+        raise SystemExit(1)
+    blocks = system_blocks(found)
+    for i, block in enumerate(blocks, 1):
+        click.echo(f"──────── block {i}/{len(blocks)}: {block.kind} ────────")
+        click.echo(block.text)
+
+
+@main.command()
+@click.argument("name")
+@click.option(
+    "--from-json",
+    "legacy",
+    type=click.Path(exists=True, dir_okay=False, path_type=Path),
+    help="Write SOUL.md from a legacy JSON persona definition.",
+)
+@common_options
+def init(name: str, legacy: Path | None, config_path: Path | None, log_format: str | None) -> None:
+    """Create workspaces/NAME/ with every workspace file."""
+    config = _setup(config_path, log_format)
+    try:
+        persona = None
+        if legacy is not None:
+            try:
+                data = json.loads(legacy.read_text(encoding="utf-8"))
+            except (ValueError, OSError) as exc:
+                raise SoulbotError(f"{legacy}: not a readable JSON persona: {exc}") from None
+            if not isinstance(data, dict):
+                raise SoulbotError(f"{legacy}: a JSON persona must be an object")
+            persona = persona_from_legacy(data, str(legacy))
+        folder = create_workspace(config.workspaces, name, persona)
+    except SoulbotError as exc:
+        click.echo(f"error: {exc}", err=True)
+        raise SystemExit(1) from None
+    click.echo(f"created {folder}; edit {folder / 'SOUL.md'}, then run `soulbot check`")

@@ -1,0 +1,1 @@
+"""Souls: workspace folders (SOUL.md and its companions) loaded into `Soul` objects."""

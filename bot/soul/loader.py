@@ -1,0 +1,116 @@
+"""Load a soul workspace folder into a `Soul`.
+
+Reads SOUL.md (required), STYLE.md, IDENTITY.md, AGENTS.md and memory/index.md
+(optional) through no link; starts memory/ (migrating a legacy MEMORY.md) when
+it is missing; validates the front matter; derives the soul id. Warnings (a
+skipped file, a `---js` block, unknown fields) are kept on the Soul and logged
+as `soul.warning`.
+"""
+
+from __future__ import annotations
+
+import os
+from dataclasses import dataclass
+from pathlib import Path
+
+import structlog
+
+from bot.errors import SoulLoadError
+from bot.soul import files
+from bot.soul.frontmatter import split_front_matter
+from bot.soul.persona import FRONT_MATTER_FIELDS, Persona, persona_from_fields, soul_id
+
+log = structlog.get_logger(__name__)
+
+
+@dataclass(frozen=True)
+class Soul:
+    """A loaded soul: its persona, the companion files and the memory index.
+
+    `wiki_index` is memory/index.md without the migration end marker; `files`
+    lists the workspace files that were read.
+    """
+
+    id: str
+    folder: Path
+    persona: Persona
+    style: str | None
+    identity: str | None
+    agents: str | None
+    wiki_index: str | None
+    files: tuple[str, ...]
+    warnings: tuple[str, ...]
+
+    @property
+    def name(self) -> str:
+        return self.persona.name or self.id
+
+
+def _index_for_prompt(text: str | None) -> str | None:
+    if text is None:
+        return None
+    lines = [line for line in text.split("\n") if line.strip() != files.MIGRATED_END]
+    return "\n".join(lines)
+
+
+def parse_soul_text(text: str, source: str, warnings: list[str]) -> Persona:
+    """The Persona of a SOUL.md text; `source` names it in errors and warnings.
+
+    Raises SoulLoadError for bad front matter.
+    """
+    head = split_front_matter(text, source)
+    if head.engine is not None:
+        warnings.append(
+            f"{source}: a '---{head.engine}' front matter block is not YAML; "
+            "it gives no fields and is never evaluated"
+        )
+    unknown = sorted(set(head.fields) - set(FRONT_MATTER_FIELDS))
+    if unknown:
+        warnings.append(f"{source}: unknown front matter fields ignored: {', '.join(unknown)}")
+    known = {k: v for k, v in head.fields.items() if k in FRONT_MATTER_FIELDS}
+    return persona_from_fields(known, head.body, source)
+
+
+def load_soul(folder: Path) -> Soul:
+    """Load the soul in `folder`. Raises SoulLoadError naming the file and field."""
+    warnings: list[str] = []
+    dir_fd = files.open_folder(folder)
+    try:
+        soul_md = folder / "SOUL.md"
+        text = files.read_text(dir_fd, "SOUL.md", soul_md, warnings)
+        if text is None:
+            reasons = "; ".join(warnings)
+            raise SoulLoadError(
+                f"{soul_md}: missing, and a soul needs one" + (f" ({reasons})" if reasons else "")
+            )
+        persona = parse_soul_text(text, str(soul_md), warnings)
+        found = ["SOUL.md"]
+        companions: dict[str, str | None] = {}
+        for name in ("STYLE.md", "IDENTITY.md", "AGENTS.md"):
+            companions[name] = files.read_text(dir_fd, name, folder / name, warnings)
+            if companions[name] is not None:
+                found.append(name)
+        files.ensure_memory(dir_fd, folder, warnings)
+        index = files.read_index(dir_fd, folder, warnings)
+        if index is not None:
+            found.append("memory/index.md")
+    finally:
+        os.close(dir_fd)
+    for warning in warnings:
+        log.warning("soul.warning", path=str(folder), warning=warning)
+    ident = soul_id(persona)
+    if ident is None:
+        raise SoulLoadError(
+            f"{soul_md}: the soul has no id: set 'agentId' or 'name' in a YAML front matter"
+        )
+    return Soul(
+        id=ident,
+        folder=folder,
+        persona=persona,
+        style=companions["STYLE.md"],
+        identity=companions["IDENTITY.md"],
+        agents=companions["AGENTS.md"],
+        wiki_index=_index_for_prompt(index),
+        files=tuple(found),
+        warnings=tuple(warnings),
+    )

@@ -1,0 +1,127 @@
+"""Every soul under the workspaces folder, reloadable one by one or all at once.
+
+A soul that fails to load logs one `soul.load_failed` line (`path`, `error`)
+and every other soul still loads. A reload swaps the new set in one assignment,
+and a soul whose new version fails keeps its previous good version live.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from pathlib import Path
+
+import structlog
+
+from bot.errors import SoulbotError, SoulLoadError
+from bot.soul.loader import Soul, load_soul
+
+log = structlog.get_logger(__name__)
+
+
+@dataclass(frozen=True)
+class LoadFailure:
+    """A soul folder that did not load, and why."""
+
+    path: Path
+    error: str
+
+
+@dataclass(frozen=True)
+class ReloadReport:
+    """What a load or reload did: souls loaded, folders that failed (with
+    `kept` true when an older version stays live), souls removed."""
+
+    loaded: tuple[Soul, ...] = ()
+    failed: tuple[tuple[LoadFailure, bool], ...] = ()
+    removed: tuple[str, ...] = ()
+
+    @property
+    def ok(self) -> bool:
+        return not self.failed
+
+
+@dataclass
+class SoulRegistry:
+    """The live souls, by id. Loading is synchronous file I/O: call it from a
+    worker thread when an event loop must not stall."""
+
+    workspaces: Path
+    _souls: dict[str, Soul] = field(default_factory=dict)
+
+    def get(self, soul_id: str) -> Soul | None:
+        return self._souls.get(soul_id)
+
+    def all(self) -> list[Soul]:
+        return sorted(self._souls.values(), key=lambda s: s.id)
+
+    def _folders(self) -> list[Path]:
+        try:
+            entries = sorted(self.workspaces.iterdir())
+        except FileNotFoundError:
+            raise SoulbotError(f"{self.workspaces}: the workspaces folder does not exist") from None
+        except NotADirectoryError:
+            raise SoulbotError(f"{self.workspaces}: the workspaces path is not a folder") from None
+        return [p for p in entries if not p.name.startswith(".") and (p.is_symlink() or p.is_dir())]
+
+    def _load(self, folder: Path, claimed: dict[str, Path]) -> Soul | LoadFailure:
+        try:
+            soul = load_soul(folder)
+        except SoulLoadError as exc:
+            log.error("soul.load_failed", path=str(folder), error=str(exc))
+            return LoadFailure(folder, str(exc))
+        other = claimed.get(soul.id)
+        if other is not None and other != folder:
+            error = f"{folder}: soul id '{soul.id}' is already used by {other}"
+            log.error("soul.load_failed", path=str(folder), error=error)
+            return LoadFailure(folder, error)
+        claimed[soul.id] = folder
+        log.info("soul.loaded", soul=soul.id, path=str(folder), files=list(soul.files))
+        return soul
+
+    def reload_all(self) -> ReloadReport:
+        """Load every soul folder again and swap the result in at once."""
+        fresh: dict[str, Soul] = {}
+        claimed: dict[str, Path] = {}
+        loaded: list[Soul] = []
+        failed: list[tuple[LoadFailure, bool]] = []
+        for folder in self._folders():
+            result = self._load(folder, claimed)
+            if isinstance(result, Soul):
+                fresh[result.id] = result
+                loaded.append(result)
+                continue
+            previous = self._by_folder(folder)
+            if previous is not None and previous.id not in fresh:
+                fresh[previous.id] = previous
+                claimed[previous.id] = folder
+            failed.append((result, previous is not None))
+        removed = tuple(sorted(set(self._souls) - set(fresh)))
+        for soul_id in removed:
+            log.info("soul.removed", soul=soul_id)
+        self._souls = fresh
+        return ReloadReport(tuple(loaded), tuple(failed), removed)
+
+    def reload(self, name: str) -> ReloadReport:
+        """Reload one soul, named by its id or its folder name.
+
+        Raises SoulbotError when no soul and no folder has that name.
+        """
+        current = self._souls.get(name)
+        folder = current.folder if current else self.workspaces / name
+        if current is None and not (folder.is_dir() or folder.is_symlink()):
+            raise SoulbotError(f"no soul or workspace folder is named '{name}'")
+        claimed = {s.id: s.folder for s in self._souls.values()}
+        if current is not None:
+            del claimed[current.id]
+        result = self._load(folder, claimed)
+        if isinstance(result, LoadFailure):
+            previous = current or self._by_folder(folder)
+            return ReloadReport(failed=((result, previous is not None),))
+        fresh = {k: v for k, v in self._souls.items() if v.folder != folder}
+        fresh[result.id] = result
+        self._souls = fresh
+        log.info("soul.reloaded", soul=result.id)
+        return ReloadReport(loaded=(result,))
+
+    def _by_folder(self, folder: Path) -> Soul | None:
+        return next((s for s in self._souls.values() if s.folder == folder), None)

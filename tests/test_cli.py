@@ -1,0 +1,177 @@
+"""The `soulbot` command as a user runs it: a subprocess, real files."""
+
+from __future__ import annotations
+
+import json
+import os
+import shutil
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from bot import __version__
+
+REPO = Path(__file__).resolve().parents[1]
+EXAMPLE = REPO / "deploy" / "soulbot.example.yaml"
+BROKEN = "---\nname: Broken\nhexaco:\n  openness: high\n---\nBody"
+
+
+def soulbot(
+    *args: str,
+    cwd: Path = REPO,
+    env: dict[str, str] | None = None,
+) -> subprocess.CompletedProcess[str]:
+    environ = {k: v for k, v in os.environ.items() if not k.startswith("SOULBOT_")}
+    environ.update(env or {})
+    return subprocess.run(
+        [sys.executable, "-m", "bot", *args],
+        cwd=cwd,
+        env=environ,
+        capture_output=True,
+        text=True,
+        timeout=60,
+        check=False,
+    )
+
+
+@pytest.fixture
+def example(tmp_path: Path) -> Path:
+    """A copy of the example config and workspaces in tmp_path (run from there)."""
+    shutil.copytree(REPO / "workspaces", tmp_path / "workspaces")
+    shutil.copy(EXAMPLE, tmp_path / "soulbot.yaml")
+    return tmp_path
+
+
+def test_version_and_help() -> None:
+    assert soulbot("--version").stdout.strip() == f"soulbot, version {__version__}"
+    for command in ("run", "check", "prompt", "init"):
+        result = soulbot(command, "--help")
+        assert result.returncode == 0, result.stderr
+        assert "--config" in result.stdout
+
+
+def test_check_the_example_config(example: Path) -> None:
+    result = soulbot("check", "--config", "soulbot.yaml", cwd=example)
+    assert result.returncode == 0, result.stdout + result.stderr
+    header, row = result.stdout.splitlines()[:2]
+    assert header.split() == ["ID", "NAME", "FILES", "PROMPT", "TOKENS"]
+    assert row.split()[:3] == ["wren", "Wren", "SOUL.md"]
+    assert "memory/index.md" in row
+    assert int(row.split()[-1]) > 100
+    assert "1 soul(s) loaded, no errors" in result.stdout
+
+
+def test_check_in_the_repo_as_the_readme_says() -> None:
+    result = soulbot("check", "--config", "deploy/soulbot.example.yaml")
+    assert result.returncode == 0, result.stdout + result.stderr
+    assert "wren" in result.stdout
+
+
+def test_a_broken_soul_next_to_a_good_one(example: Path) -> None:
+    broken = example / "workspaces" / "broken"
+    broken.mkdir()
+    (broken / "SOUL.md").write_text(BROKEN)
+    result = soulbot("check", cwd=example)
+    assert result.returncode == 1
+    assert "wren" in result.stdout.split("errors:")[0]
+    errors = result.stdout.split("errors:")[1]
+    assert (
+        "workspaces/broken/SOUL.md: hexaco.openness: expected a number in [0, 1], got 'high'"
+        in errors
+    )
+    logged = [json.loads(line) for line in result.stderr.splitlines()]
+    failed = [e for e in logged if e["event"] == "soul.load_failed"]
+    assert len(failed) == 1 and failed[0]["path"].endswith("workspaces/broken")
+
+
+def test_check_reports_a_binding_to_an_unknown_soul(example: Path) -> None:
+    config = example / "soulbot.yaml"
+    config.write_text(
+        config.read_text().replace("bindings: []", "bindings: [{platform: telegram, soul: ghost}]")
+    )
+    result = soulbot("check", cwd=example)
+    assert result.returncode == 1
+    assert "bindings[0].soul: no soul with id 'ghost' is loaded (loaded: wren)" in result.stdout
+
+
+def test_a_bad_config_names_the_key_and_hides_the_secret(example: Path) -> None:
+    config = example / "soulbot.yaml"
+    text = config.read_text().replace("dm_policy: pairing", "dm_policy: anyone")
+    config.write_text(text.replace("${TELEGRAM_TOKEN:-}", "${TELEGRAM_TOKEN}"))
+    secret = "123456:ABC-very-secret-token"
+    result = soulbot("check", cwd=example, env={"TELEGRAM_TOKEN": secret})
+    assert result.returncode == 1
+    assert (
+        "soulbot.yaml: adapters.telegram.dm_policy: expected one of open, allowlist, pairing, "
+        "got 'anyone'" in result.stderr
+    )
+    assert "adapters.discord.dm_policy" in result.stderr
+    assert secret not in result.stdout + result.stderr
+
+
+def test_an_explicit_config_that_does_not_exist(tmp_path: Path) -> None:
+    result = soulbot("check", "--config", "nope.yaml", cwd=tmp_path)
+    assert result.returncode == 1
+    assert "nope.yaml: config file not found" in result.stderr
+
+
+def test_prompt_prints_blocks_in_order(example: Path) -> None:
+    result = soulbot("prompt", "wren", "--config", "soulbot.yaml", cwd=example)
+    assert result.returncode == 0, result.stderr
+    out = result.stdout
+    separators = [line for line in out.splitlines() if line.startswith("────────")]
+    kinds = [line.split(": ")[1].split()[0] for line in separators]
+    assert kinds == ["soul", "style", "memory_index", "traits", "hard_limits"]
+    assert out.index("## Style") > out.index("You are Wren")
+    assert out.rstrip().endswith("as if they were professional advice")
+
+
+def test_prompt_of_an_unknown_soul(example: Path) -> None:
+    result = soulbot("prompt", "nobody", cwd=example)
+    assert result.returncode == 1
+    assert "no soul with id 'nobody' is loaded (loaded: wren)" in result.stderr
+
+
+def test_init_then_check(tmp_path: Path) -> None:
+    (tmp_path / "workspaces").mkdir()
+    result = soulbot("init", "luna", cwd=tmp_path)
+    assert result.returncode == 0, result.stderr
+    assert (tmp_path / "workspaces" / "luna" / "SOUL.md").is_file()
+    check = soulbot("check", cwd=tmp_path)
+    assert check.returncode == 0, check.stdout + check.stderr
+    assert check.stdout.splitlines()[1].split()[:2] == ["luna", "luna"]
+    again = soulbot("init", "luna", cwd=tmp_path)
+    assert again.returncode == 1
+    assert "already exists" in again.stderr
+
+
+def test_init_from_a_legacy_json_persona(tmp_path: Path) -> None:
+    (tmp_path / "workspaces").mkdir()
+    legacy = {
+        "id": "old-bot",
+        "name": "Old",
+        "baseSystemPrompt": "You are Old.",
+        "personalityTraits": {"honesty": 0.7},
+    }
+    (tmp_path / "p.json").write_text(json.dumps(legacy))
+    result = soulbot("init", "old", "--from-json", "p.json", cwd=tmp_path)
+    assert result.returncode == 0, result.stderr
+    prompt = soulbot("prompt", "old-bot", cwd=tmp_path)
+    assert prompt.stdout.splitlines()[1] == "You are Old."
+    assert "honesty-humility 0.70" in prompt.stdout
+    (tmp_path / "bad.json").write_text(
+        json.dumps({"name": "B", "personalityTraits": {"openness": 3}})
+    )
+    bad = soulbot("init", "bad", "--from-json", "bad.json", cwd=tmp_path)
+    assert bad.returncode == 1
+    assert "bad.json: hexaco.openness: expected a number in [0, 1], got 3" in bad.stderr
+
+
+def test_console_log_format(example: Path) -> None:
+    result = soulbot("check", "--log-format", "console", cwd=example)
+    assert result.returncode == 0
+    assert "soul.loaded" in result.stderr
+    with pytest.raises(json.JSONDecodeError):
+        json.loads(result.stderr.splitlines()[0])
