@@ -53,6 +53,15 @@ def _check_url(value: str | None) -> str | None:
     return value
 
 
+class Price(_Section):
+    """US dollars per million tokens."""
+
+    input: float = Field(ge=0)
+    output: float = Field(ge=0)
+    cache_write: float = Field(ge=0)
+    cache_read: float = Field(ge=0)
+
+
 class ModelConfig(_Section):
     """The model client (`model:`)."""
 
@@ -61,7 +70,11 @@ class ModelConfig(_Section):
     api_key: SecretStr = SecretStr("")
     base_url: str | None = None
     max_tokens: int = Field(1024, ge=1)
+    timeout_s: float = Field(60.0, gt=0)
+    max_retries: int = Field(2, ge=0)
     max_concurrency: int = Field(8, ge=1)
+    tool_rounds: int = Field(4, ge=1)
+    prices: dict[str, Price] = {}
 
     _blank_url = field_validator("base_url", mode="before")(_empty_is_none)
     _url = field_validator("base_url")(_check_url)

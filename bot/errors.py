@@ -2,7 +2,9 @@
 
     SoulbotError
     ├── ConfigError        the config file: which file, which key path, what was expected
-    └── SoulLoadError      a soul workspace: which file, which field, what was expected
+    ├── SoulLoadError      a soul workspace: which file, which field, what was expected
+    ├── BudgetExceeded     a model call the daily token budget refuses (it is not made)
+    └── ModelError         a model call that failed after the SDK's retries
 
 Every message says what failed and where, and never carries a secret value.
 """
@@ -20,3 +22,26 @@ class ConfigError(SoulbotError):
 
 class SoulLoadError(SoulbotError):
     """A soul workspace cannot be loaded."""
+
+
+class BudgetExceeded(SoulbotError):
+    """A daily token budget refuses a model call; the call is not made.
+
+    `kind` is "soul" or "user"; `limit` and `used` are today's tokens.
+    """
+
+    def __init__(self, kind: str, who: str, limit: int, used: int) -> None:
+        super().__init__(f"daily {kind} token budget reached for {who}: {used} of {limit} used")
+        self.kind = kind
+        self.who = who
+        self.limit = limit
+        self.used = used
+
+
+class ModelError(SoulbotError):
+    """A model call failed (rate limit, overload, server error, timeout) after
+    the SDK's own retries. `error_class` names the SDK error."""
+
+    def __init__(self, error_class: str, message: str) -> None:
+        super().__init__(f"{error_class}: {message}")
+        self.error_class = error_class
