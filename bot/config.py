@@ -4,8 +4,8 @@ Every string value may hold `${NAME}` or `${NAME:-default}` (the default when
 NAME is unset or empty), taken from the environment; `$$` writes a literal `$`.
 Unknown keys, wrong types and missing values are a `ConfigError` naming the file
 and the key path. Secret values (`model.api_key`, the adapter tokens) are
-`SecretStr`: they print as `**********` and never appear in an error. Relative paths are relative to the working
-directory soulbot starts in.
+`SecretStr`: they print as `**********` and never appear in an error. Relative
+paths are relative to the working directory soulbot starts in.
 """
 
 from __future__ import annotations
