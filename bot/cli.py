@@ -1,4 +1,4 @@
-"""The `soulbot` command: run | check | prompt | init."""
+"""The `soulbot` command: run | chat | check | prompt | init | usage."""
 
 from __future__ import annotations
 
@@ -6,6 +6,7 @@ import asyncio
 import json
 import os
 import sys
+import time
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any, TypeVar
@@ -13,15 +14,21 @@ from typing import Any, TypeVar
 import click
 import structlog
 
+from adapters.base import Adapter
+from adapters.console_adapter import ConsoleAdapter
 from bot import __version__
-from bot.config import Config, load_config
+from bot.config import Config, ConsoleConfig, DiscordConfig, TelegramConfig, load_config
 from bot.daemon import Daemon
+from bot.db import DB_NAME, connect
 from bot.errors import SoulbotError
 from bot.logs import LogFormat, configure_logging, default_format
+from bot.runtime import Runtime, missing_credentials, pick_default_soul
+from bot.scheduler import Scheduler, nightly_trigger
 from bot.soul.persona import persona_from_legacy
 from bot.soul.prompt import estimate_tokens, system_blocks
 from bot.soul.registry import ReloadReport, SoulRegistry
 from bot.soul.workspace import create_workspace
+from bot.usage import usage_table
 
 log = structlog.get_logger(__name__)
 
@@ -48,9 +55,10 @@ def common_options(func: F) -> F:
     return func
 
 
-def _setup(config_path: Path | None, log_format: str | None) -> Config:
+def _setup(config_path: Path | None, log_format: str | None, quiet: bool = False) -> Config:
     """Configure logging, read the config, reconfigure logging with its level and
-    secrets. Exits 1 with the error on a bad config."""
+    secrets (`quiet`: warnings and worse only, for the terminal chat). Exits 1
+    with the error on a bad config."""
     fmt: LogFormat = (
         "console" if (log_format or default_format(sys.stderr)) == "console" else "json"
     )
@@ -64,7 +72,8 @@ def _setup(config_path: Path | None, log_format: str | None) -> Config:
         raise SystemExit(1) from None
     if config_path is None:
         log.info("config.default_used", reason="no --config given and no ./soulbot.yaml")
-    configure_logging(fmt, config.log_level, config.secrets())
+    level = "warning" if quiet and config.log_level in ("debug", "info") else config.log_level
+    configure_logging(fmt, level, config.secrets())
     return config
 
 
@@ -97,16 +106,111 @@ def main() -> None:
     """soulbot: a persona with a life on Discord and Telegram."""
 
 
-@main.command()
-@common_options
-def run(config_path: Path | None, log_format: str | None) -> None:
-    """Run the daemon until SIGTERM or Ctrl-C."""
-    config = _setup(config_path, log_format)
-    registry, _ = _registry(config)
+def _adapters(config: Config, soul_name: str, on_eof: Callable[[], None]) -> list[Adapter]:
+    """The adapters this config enables."""
+    platforms = {
+        "discord": config.adapters.discord.token.get_secret_value(),
+        "telegram": config.adapters.telegram.token.get_secret_value(),
+    }
+    for name, token in platforms.items():
+        if token:
+            log.warning("adapter.unavailable", adapter=name, reason="not part of this build yet")
+    console = config.adapters.console.enabled
+    if console is True or (console == "auto" and not any(platforms.values())):
+        return [ConsoleAdapter(soul_name, on_eof=on_eof)]
+    return []
+
+
+async def _serve(config: Config, registry: SoulRegistry, console_only: bool) -> int:
+    stop: list[Callable[[], None]] = []
+    default = registry.get(pick_default_soul(config, registry))
+    name = default.name if default else "soul"
+    adapters = _adapters(config, name, lambda: stop[0]())
+    if not adapters:
+        raise SoulbotError(
+            "no adapter is enabled: set a platform token or adapters.console.enabled"
+        )
+    runtime = await Runtime.open(config, registry, adapters)
+    trigger = nightly_trigger(config.memory.compile.cron, config.memory.compile.timezone)
+    daemon = Daemon(runtime, Scheduler(trigger))
+    stop.append(daemon.request_stop if console_only or len(adapters) == 1 else lambda: None)
+    return await daemon.serve()
+
+
+def _start(config: Config, registry: SoulRegistry, console_only: bool = False) -> None:
     if not registry.all():
         click.echo("error: no soul loaded; `soulbot check` lists what failed", err=True)
         raise SystemExit(1)
-    raise SystemExit(asyncio.run(Daemon(config, registry).serve()))
+    problem = missing_credentials(config)
+    if problem:
+        click.echo(f"error: {problem}", err=True)
+        raise SystemExit(2)
+    try:
+        code = asyncio.run(_serve(config, registry, console_only))
+    except SoulbotError as exc:
+        click.echo(f"error: {exc}", err=True)
+        raise SystemExit(1) from None
+    raise SystemExit(code)
+
+
+@main.command()
+@common_options
+def run(config_path: Path | None, log_format: str | None) -> None:
+    """Run the daemon until SIGTERM or Ctrl-C (a terminal chat when no platform is set)."""
+    config = _setup(config_path, log_format)
+    registry, _ = _registry(config)
+    _start(config, registry)
+
+
+@main.command()
+@click.argument("soul", required=False)
+@common_options
+def chat(soul: str | None, config_path: Path | None, log_format: str | None) -> None:
+    """Chat with SOUL (default: default_soul) in the terminal; /reset, /quit."""
+    config = _setup(config_path, log_format, quiet=True)
+    registry, _ = _registry(config)
+    if soul is not None and registry.get(soul) is None:
+        known = ", ".join(s.id for s in registry.all()) or "none"
+        click.echo(f"error: no soul with id '{soul}' is loaded (loaded: {known})", err=True)
+        raise SystemExit(1)
+    console = config.adapters.model_copy(
+        update={"console": ConsoleConfig(enabled=True), "discord": DiscordConfig(),
+                "telegram": TelegramConfig()}
+    )  # fmt: skip
+    only = config.model_copy(
+        update={"default_soul": soul or config.default_soul, "bindings": (), "adapters": console}
+    )
+    _start(only, registry, console_only=True)
+
+
+@main.command()
+@click.option(
+    "--days",
+    type=click.IntRange(min=1),
+    default=1,
+    show_default=True,
+    help="UTC days to cover, today included.",
+)
+@click.option(
+    "--by",
+    type=click.Choice(["soul", "source", "day", "model"]),
+    default="soul",
+    show_default=True,
+    help="Group rows by this key.",
+)
+@common_options
+def usage(days: int, by: str, config_path: Path | None, log_format: str | None) -> None:
+    """Print model usage and cost from the ledger, with totals."""
+    config = _setup(config_path, log_format)
+    path = config.data_dir / DB_NAME
+    if not path.is_file():
+        click.echo(f"No usage recorded yet ({path} does not exist).")
+        return
+    conn = connect(path)
+    try:
+        click.echo(usage_table(conn, days=days, by=by, now=time.time()))
+    finally:
+        conn.close()
 
 
 @main.command()

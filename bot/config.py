@@ -3,9 +3,11 @@
 Every string value may hold `${NAME}` or `${NAME:-default}` (the default when
 NAME is unset or empty), taken from the environment; `$$` writes a literal `$`.
 Unknown keys, wrong types and missing values are a `ConfigError` naming the file
-and the key path. Secret values (`model.api_key`, the adapter tokens) are
-`SecretStr`: they print as `**********` and never appear in an error. Relative
-paths are relative to the working directory soulbot starts in.
+and the key path. `model.api_key` and `model.base_url` default to the
+ANTHROPIC_API_KEY and ANTHROPIC_BASE_URL variables. Secret values
+(`model.api_key`, the adapter tokens) are `SecretStr`: they print as
+`**********` and never appear in an error. Relative paths are relative to the
+working directory soulbot starts in.
 """
 
 from __future__ import annotations
@@ -26,6 +28,7 @@ from pydantic import (
     SecretStr,
     ValidationError,
     field_validator,
+    model_validator,
 )
 from pydantic_core import PydanticCustomError
 
@@ -54,12 +57,20 @@ def _check_url(value: str | None) -> str | None:
 
 
 class Price(_Section):
-    """US dollars per million tokens."""
+    """US dollars per million tokens; cache writes default to 1.25 x input (the
+    5-minute cache) and cache reads to 0.1 x input."""
 
     input: float = Field(ge=0)
     output: float = Field(ge=0)
     cache_write: float = Field(ge=0)
     cache_read: float = Field(ge=0)
+
+    @model_validator(mode="before")
+    @classmethod
+    def _cache_rates(cls, data: Any) -> Any:
+        if isinstance(data, dict) and isinstance(data.get("input"), int | float):
+            data = {"cache_write": data["input"] * 1.25, "cache_read": data["input"] * 0.1, **data}
+        return data
 
 
 class ModelConfig(_Section):
@@ -78,6 +89,13 @@ class ModelConfig(_Section):
 
     _blank_url = field_validator("base_url", mode="before")(_empty_is_none)
     _url = field_validator("base_url")(_check_url)
+
+    @field_validator("prices")
+    @classmethod
+    def _model_names(cls, value: dict[str, Price]) -> dict[str, Price]:
+        if any(not name.strip() for name in value):
+            raise ValueError("expected model names (or name prefixes) as keys, not an empty one")
+        return value
 
 
 class CompileConfig(_Section):
@@ -220,6 +238,7 @@ class Config(_Section):
         return [v.get_secret_value() for v in values if v.get_secret_value()]
 
 
+_MODEL_ENV = {"api_key": "ANTHROPIC_API_KEY", "base_url": "ANTHROPIC_BASE_URL"}
 _REFERENCE = re.compile(r"\$\$|\$\{([A-Za-z_][A-Za-z0-9_]*)(:-([^}]*))?\}|\$\{")
 
 
@@ -275,6 +294,11 @@ def parse_config(text: str, source: str, environ: Mapping[str, str]) -> Config:
         raise ConfigError(f"{source}: expected a mapping of keys at the top level")
     unresolved: dict[str, str] = {}
     data = _interpolate(raw, environ, (), unresolved)
+    model = data.setdefault("model", {})
+    if isinstance(model, dict):  # the SDK's own variables, when the file names none
+        for key, variable in _MODEL_ENV.items():
+            if key not in model and environ.get(variable):
+                model[key] = environ[variable]
     lines = [f"{path}: {message}" for path, message in unresolved.items()]
     try:
         config = Config.model_validate(data)

@@ -1,37 +1,64 @@
-"""The daemon's lifecycle: start, serve until a signal, shut down.
+"""The daemon's lifecycle: start, serve until a signal, shut down in order.
 
-Signal handlers only set a flag (uvicorn's pattern): SIGTERM or SIGINT asks
-for a stop, and `serve` winds down and returns the exit code.
+Signal handlers only set flags (uvicorn's pattern). The first SIGTERM/SIGINT
+starts the graceful shutdown (DESIGN §7): adapters stop taking messages; up to
+`memory.compile.shutdown_wait_s` for the turns in flight (replies still go
+out); whatever is left is logged as `shutdown.pending` and cancelled; the
+registered shutdown tasks run (the memory compile); the store closes; exit 0.
+A second signal cuts the wait and the tasks short: the store still closes
+cleanly, and the exit code is 1.
 """
 
 from __future__ import annotations
 
 import asyncio
 import signal
+from collections.abc import Awaitable, Callable
 
 import structlog
 
-from bot.config import Config
-from bot.soul.registry import SoulRegistry
+from bot.runtime import Runtime
+from bot.scheduler import Scheduler
 
 log = structlog.get_logger(__name__)
 
+ShutdownTask = Callable[[], Awaitable[None]]
+
 
 class Daemon:
-    """Owns the registry and the serving loop. Use `serve()` once."""
+    """Owns the serving loop of a Runtime. Use `serve()` once."""
 
-    def __init__(self, config: Config, registry: SoulRegistry) -> None:
-        self._config = config
-        self._registry = registry
+    def __init__(self, runtime: Runtime, scheduler: Scheduler) -> None:
+        self._runtime = runtime
+        self._scheduler = scheduler
         self._stop = asyncio.Event()
+        self._force = asyncio.Event()
         self._served = False
+        self.shutdown_tasks: list[tuple[str, ShutdownTask]] = []
 
     def request_stop(self, signum: int | None = None) -> None:
-        """Ask for a graceful stop."""
+        """Ask for a graceful stop; a second signal forces it (a second request
+        without a signal, such as the end of console input, does not)."""
+        name = signal.Signals(signum).name if signum else None
         if self._stop.is_set():
+            if signum is not None:
+                log.warning("shutdown.forced", signal=name)
+                self._force.set()
             return
-        log.info("daemon.stopping", signal=signal.Signals(signum).name if signum else None)
+        log.info("daemon.stopping", signal=name)
         self._stop.set()
+
+    async def _or_forced(self, work: Awaitable[object]) -> bool:
+        """Run `work` unless a second signal comes first; True when it finished."""
+        task = asyncio.ensure_future(work)
+        forced = asyncio.ensure_future(self._force.wait())
+        await asyncio.wait({task, forced}, return_when=asyncio.FIRST_COMPLETED)
+        forced.cancel()
+        if not task.done():
+            task.cancel()
+            await asyncio.gather(task, return_exceptions=True)
+            return False
+        return True
 
     async def serve(self) -> int:
         """Run until asked to stop; returns the process exit code.
@@ -44,12 +71,38 @@ class Daemon:
         loop = asyncio.get_running_loop()
         for signum in (signal.SIGTERM, signal.SIGINT):
             loop.add_signal_handler(signum, self.request_stop, signum)
+        runtime = self._runtime
         try:
-            souls = [s.id for s in self._registry.all()]
-            log.info("daemon.started", souls=souls, default_soul=self._config.default_soul)
+            await runtime.start_adapters()
+            self._scheduler.start()
+            souls = [s.id for s in runtime.registry.all()]
+            log.info("daemon.started", souls=souls, adapters=list(runtime.adapters))
             await self._stop.wait()
+            return await self._shutdown()
         finally:
+            self._scheduler.stop()
+            await runtime.close()
             for signum in (signal.SIGTERM, signal.SIGINT):
                 loop.remove_signal_handler(signum)
-        log.info("daemon.stopped")
+            log.info("daemon.stopped")
+
+    async def _shutdown(self) -> int:
+        runtime = self._runtime
+        await runtime.stop_adapters()
+        wait_s = runtime.config.memory.compile.shutdown_wait_s
+        if not await self._or_forced(runtime.sessions.wait(wait_s)):
+            await runtime.sessions.cancel()
+            return 1
+        pending = len(runtime.sessions.in_flight())
+        if pending:
+            log.warning("shutdown.pending", turns=pending)
+            await runtime.sessions.cancel()
+        for name, task in self.shutdown_tasks:
+            try:
+                if not await self._or_forced(task()):
+                    return 1
+            except Exception as exc:
+                log.exception("shutdown.task_failed", task=name, error_class=type(exc).__name__)
+            else:
+                log.info("shutdown.task_done", task=name)
         return 0

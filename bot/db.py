@@ -14,9 +14,13 @@ from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 from typing import TypeVar
 
+from bot.errors import SoulbotError
+
 T = TypeVar("T")
 
 DB_NAME = "soulbot.db"
+# Bump with a migration step in `connect` whenever SCHEMA changes a table.
+SCHEMA_VERSION = 1
 
 SCHEMA = """
 CREATE TABLE IF NOT EXISTS usage (
@@ -45,6 +49,7 @@ CREATE TABLE IF NOT EXISTS history (
     kind TEXT NOT NULL,
     content TEXT NOT NULL,
     tokens INTEGER NOT NULL,
+    reply_to INTEGER,
     ts REAL NOT NULL
 );
 CREATE INDEX IF NOT EXISTS history_session ON history (session, generation, id);
@@ -62,13 +67,23 @@ CREATE TABLE IF NOT EXISTS seen_messages (
 
 
 def connect(path: Path) -> sqlite3.Connection:
-    """A connection to the database at `path`, in WAL mode, schema in place."""
+    """A connection to the database at `path` (created when missing), in WAL
+    mode, schema in place. Raises SoulbotError for a database written by a newer
+    soulbot."""
     path.parent.mkdir(parents=True, exist_ok=True)
     conn = sqlite3.connect(path, check_same_thread=False, isolation_level=None)
+    version = conn.execute("PRAGMA user_version").fetchone()[0]
+    if version > SCHEMA_VERSION:
+        conn.close()
+        raise SoulbotError(
+            f"{path}: written by a newer soulbot (schema {version}; this one reads "
+            f"{SCHEMA_VERSION})"
+        )
     conn.execute("PRAGMA journal_mode=WAL")
     conn.execute("PRAGMA synchronous=NORMAL")
     conn.execute("PRAGMA busy_timeout=5000")
     conn.executescript(SCHEMA)
+    conn.execute(f"PRAGMA user_version={SCHEMA_VERSION}")
     return conn
 
 
@@ -80,10 +95,14 @@ class Database:
         self.path = path
         self._executor: ThreadPoolExecutor | None = None
         self._conn: sqlite3.Connection | None = None
+        self._opened = False
 
     async def open(self) -> None:
-        if self._executor is not None:
+        """Open the database. Raises RuntimeError when called twice, SoulbotError
+        for a database of a newer soulbot."""
+        if self._opened:
             raise RuntimeError("Database.open() was already called")
+        self._opened = True
         self._executor = ThreadPoolExecutor(max_workers=1, thread_name_prefix="soulbot-db")
         loop = asyncio.get_running_loop()
         self._conn = await loop.run_in_executor(self._executor, connect, self.path)

@@ -25,6 +25,7 @@ import structlog
 from bot.validation import SECRET_KEY
 
 LogFormat = Literal["json", "console"]
+_CHATTY = ("httpx", "httpx2", "httpcore", "apscheduler")
 REDACTED = "[redacted]"
 
 
@@ -119,6 +120,9 @@ def configure_logging(
         root.removeHandler(old)
     root.addHandler(handler)
     root.setLevel(level.upper())
+    # Libraries that log every request or job at info: their warnings still show.
+    for name in _CHATTY:
+        logging.getLogger(name).setLevel(logging.DEBUG if level == "debug" else logging.WARNING)
     logging.captureWarnings(True)
     structlog.configure(
         processors=[

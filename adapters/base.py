@@ -1,0 +1,64 @@
+"""The seam between platforms and the runtime.
+
+An adapter turns a platform event into an `Inbound` and hands it to the
+`deliver` callback it was started with; the runtime answers with `send`.
+`stop` ends the intake (replies to turns in flight can still be sent);
+`close` releases everything once the last reply is out.
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Callable, Coroutine
+from dataclasses import dataclass, field
+from typing import Any, Protocol
+
+
+@dataclass(frozen=True)
+class Inbound:
+    """One message from a platform, in our own terms."""
+
+    platform: str
+    chat_id: str
+    user_id: str
+    user_name: str
+    text: str
+    is_dm: bool
+    mentions_bot: bool = False
+    reply_to_bot: bool = False
+    message_id: str = ""
+    thread_id: str | None = None
+    guild_id: str | None = None
+    ts: float = field(default_factory=time.time)
+
+
+@dataclass(frozen=True)
+class Outbound:
+    """One reply for a chat; `reply_to` is the platform message id it answers."""
+
+    platform: str
+    chat_id: str
+    text: str
+    thread_id: str | None = None
+    reply_to: str | None = None
+
+
+Deliver = Callable[[Inbound], Coroutine[Any, Any, None]]
+
+
+class Adapter(Protocol):
+    """A platform connection."""
+
+    name: str
+
+    async def start(self, deliver: Deliver) -> None:
+        """Connect and begin handing inbound messages to `deliver`."""
+
+    async def stop(self) -> None:
+        """Take no more messages; `send` keeps working. Idempotent."""
+
+    async def send(self, message: Outbound) -> None:
+        """Deliver a reply."""
+
+    async def close(self) -> None:
+        """Release the connection. Idempotent."""

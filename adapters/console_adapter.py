@@ -1,0 +1,134 @@
+"""The terminal: lines typed on stdin are messages, replies are printed.
+
+A daemon thread reads stdin (with line editing when it is a terminal) and hands
+each line to the event loop, so a blocked read never holds up shutdown. At the
+end of input the adapter calls `on_eof` (the `chat` command quits then).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import getpass
+import sys
+import threading
+import uuid
+from collections.abc import Callable
+from typing import TextIO
+
+from adapters.base import Deliver, Inbound, Outbound
+
+
+class ConsoleAdapter:
+    """Chat in the terminal as the local user."""
+
+    name = "console"
+
+    def __init__(
+        self,
+        soul_name: str,
+        stdin: TextIO | None = None,
+        stdout: TextIO | None = None,
+        on_eof: Callable[[], None] | None = None,
+    ) -> None:
+        self._soul_name = soul_name
+        self._stdin = stdin or sys.stdin
+        self._stdout = stdout or sys.stdout
+        self._on_eof = on_eof
+        self._user = getpass.getuser() if hasattr(getpass, "getuser") else "local"
+        self._deliver: Deliver | None = None
+        self._loop: asyncio.AbstractEventLoop | None = None
+        self._stopped = threading.Event()
+        self._count = 0
+        self._run_id = uuid.uuid4().hex[:12]  # message ids unique across restarts
+        self._queue: asyncio.Queue[Inbound | None] = asyncio.Queue()
+        self._pump_task: asyncio.Task[None] | None = None
+        self._interactive = self._stdin.isatty() and self._stdout.isatty()
+
+    def _prompt(self) -> str:
+        return "you> " if self._interactive else ""
+
+    async def start(self, deliver: Deliver) -> None:
+        if self._deliver is not None:
+            raise RuntimeError("ConsoleAdapter.start() was already called")
+        self._deliver = deliver
+        self._loop = asyncio.get_running_loop()
+        self._pump_task = self._loop.create_task(self._pump(), name="console-pump")
+        if self._interactive:
+            with contextlib.suppress(ImportError):
+                import readline  # noqa: F401  (line editing for input())
+            self._stdout.write(
+                f"Chatting with {self._soul_name}. /reset starts over, /quit ends.\n"
+            )
+            self._stdout.flush()
+        threading.Thread(target=self._read, name="console-stdin", daemon=True).start()
+
+    def _read(self) -> None:
+        while not self._stopped.is_set():
+            line: str | None
+            if self._interactive:
+                try:
+                    line = input(self._prompt())
+                except (EOFError, KeyboardInterrupt):
+                    line = None
+            else:
+                raw = self._stdin.readline()
+                line = raw.rstrip("\n") if raw else None
+            self._from_thread(line)
+            if line is None:
+                return
+
+    def _from_thread(self, line: str | None) -> None:
+        loop = self._loop
+        if loop is None or loop.is_closed():
+            return
+        with contextlib.suppress(RuntimeError):  # the loop closed meanwhile
+            loop.call_soon_threadsafe(self._accept, line)
+
+    def _accept(self, line: str | None) -> None:
+        if self._stopped.is_set() or self._deliver is None:
+            return
+        if line is not None and not line.strip():
+            return
+        if line is None or line.strip() in ("/quit", "/exit"):
+            self._stopped.set()
+            if self._on_eof is not None:
+                self._on_eof()
+            return
+        self._count += 1
+        inbound = Inbound(
+            platform="console",
+            chat_id=self._user,
+            user_id=self._user,
+            user_name=self._user,
+            text=line,
+            is_dm=True,
+            message_id=f"{self._run_id}:{self._count}",
+        )
+        self._queue.put_nowait(inbound)
+
+    async def _pump(self) -> None:
+        """Deliver lines one at a time, in the order they were typed."""
+        while True:
+            inbound = await self._queue.get()
+            if inbound is None or self._deliver is None:
+                return
+            await self._deliver(inbound)
+
+    async def stop(self) -> None:
+        """Stop reading; lines already read are still delivered."""
+        self._stopped.set()
+        if self._pump_task is not None:
+            self._queue.put_nowait(None)
+            await self._pump_task
+
+    async def send(self, message: Outbound) -> None:
+        prefix = f"{self._soul_name}> "
+        text = prefix + message.text.replace("\n", "\n" + " " * len(prefix)) + "\n"
+        if self._interactive:  # the reader's prompt is on screen: write over it, then again
+            text = "\r" + text + self._prompt()
+        self._stdout.write(text)
+        self._stdout.flush()
+
+    async def close(self) -> None:
+        self._stopped.set()

@@ -1,0 +1,106 @@
+"""The runtime's parts, wired together: database, ledger, model client, agent,
+sessions, router and adapters. `Runtime.open` and `close` own their order."""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+
+import structlog
+
+from adapters.base import Adapter, Outbound
+from bot.agent import Agent
+from bot.config import Config
+from bot.db import DB_NAME, Database
+from bot.errors import SoulbotError
+from bot.history import HistoryStore
+from bot.llm import ModelClient
+from bot.router import Router
+from bot.sessions import SessionManager
+from bot.soul.registry import SoulRegistry
+from bot.usage import Ledger
+
+log = structlog.get_logger(__name__)
+
+
+def pick_default_soul(config: Config, registry: SoulRegistry) -> str:
+    """`default_soul`, or the only soul loaded. Raises SoulbotError otherwise."""
+    ids = [s.id for s in registry.all()]
+    if config.default_soul is not None:
+        if config.default_soul not in ids:
+            raise SoulbotError(
+                f"default_soul: no soul with id '{config.default_soul}' is loaded "
+                f"(loaded: {', '.join(ids) or 'none'})"
+            )
+        return config.default_soul
+    if len(ids) == 1:
+        return ids[0]
+    raise SoulbotError(f"default_soul: set it to one of the loaded souls ({', '.join(ids)})")
+
+
+def missing_credentials(config: Config) -> str | None:
+    """The one line to print when the model cannot be reached, else None."""
+    if config.model.api_key.get_secret_value() or config.model.base_url:
+        return None
+    return (
+        "no model credentials: set ANTHROPIC_API_KEY (or model.api_key, or model.base_url "
+        "for a gateway or local server) and start again"
+    )
+
+
+@dataclass
+class Runtime:
+    """Everything a turn needs. Build with `Runtime.open`, end with `close`."""
+
+    config: Config
+    registry: SoulRegistry
+    db: Database
+    ledger: Ledger
+    model: ModelClient
+    sessions: SessionManager
+    router: Router
+    adapters: dict[str, Adapter] = field(default_factory=dict)
+
+    @classmethod
+    async def open(
+        cls, config: Config, registry: SoulRegistry, adapters: Sequence[Adapter]
+    ) -> Runtime:
+        """Open the database and wire the parts. Raises SoulbotError."""
+        default_soul = pick_default_soul(config, registry)
+        db = Database(config.data_dir / DB_NAME)
+        await db.open()
+        ledger = Ledger(db, prices=config.model.prices, budget=config.budget)
+        model = ModelClient(config.model, ledger)
+        by_name = {adapter.name: adapter for adapter in adapters}
+
+        async def send(message: Outbound) -> None:
+            await by_name[message.platform].send(message)
+
+        sessions = SessionManager(
+            HistoryStore(db), Agent(registry, model), send, config.memory.history_token_budget
+        )
+        router = Router(config, default_soul, sessions, send)
+        return cls(config, registry, db, ledger, model, sessions, router, by_name)
+
+    async def start_adapters(self) -> None:
+        for adapter in self.adapters.values():
+            await adapter.start(self.router.handle)
+            log.info("adapter.connected", adapter=adapter.name)
+
+    async def stop_adapters(self) -> None:
+        """Stop the intake of every adapter (replies still go out)."""
+        for adapter in self.adapters.values():
+            try:
+                await adapter.stop()
+            except Exception as exc:
+                log.error("adapter.error", adapter=adapter.name, error=str(exc))
+
+    async def close(self) -> None:
+        """Close adapters, the model client and the database, in that order."""
+        for adapter in self.adapters.values():
+            try:
+                await adapter.close()
+            except Exception as exc:
+                log.error("adapter.error", adapter=adapter.name, error=str(exc))
+        await self.model.close()
+        await self.db.close()

@@ -1,0 +1,71 @@
+"""The nightly jobs (APScheduler's AsyncIOScheduler behind our own start/stop).
+
+Tasks registered with `add_nightly` run one after another when the trigger
+fires (the memory compile, SOUL.md backups). A failing task is logged as
+`scheduler.task_failed` and the others still run; the scheduler keeps going.
+A run missed by up to an hour (a busy loop, a suspended machine) still runs
+once (misfire grace, coalescing); a run missed while the process was down is
+not made up.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Awaitable, Callable
+from typing import Any
+
+import structlog
+from apscheduler.schedulers.asyncio import AsyncIOScheduler
+from apscheduler.triggers.cron import CronTrigger
+
+log = structlog.get_logger(__name__)
+
+Task = Callable[[], Awaitable[None]]
+
+
+def nightly_trigger(cron: str, timezone: str) -> Any:
+    """The trigger for a crontab line in a time zone (validated by the config)."""
+    return CronTrigger.from_crontab(cron, timezone=timezone)
+
+
+class Scheduler:
+    """Runs the registered nightly tasks on `trigger`. Start inside the loop."""
+
+    def __init__(self, trigger: Any) -> None:
+        self._trigger = trigger
+        self._tasks: list[tuple[str, Task]] = []
+        self._scheduler: AsyncIOScheduler | None = None
+
+    def add_nightly(self, name: str, task: Task) -> None:
+        self._tasks.append((name, task))
+
+    async def run_nightly(self) -> None:
+        """Run every task once, in order; a failure is logged and skipped."""
+        for name, task in self._tasks:
+            try:
+                await task()
+            except Exception as exc:
+                log.exception("scheduler.task_failed", task=name, error_class=type(exc).__name__)
+            else:
+                log.info("scheduler.task_done", task=name)
+
+    def start(self) -> None:
+        if self._scheduler is not None:
+            raise RuntimeError("Scheduler.start() was already called")
+        self._scheduler = AsyncIOScheduler()
+        self._scheduler.add_job(
+            self.run_nightly,
+            self._trigger,
+            id="nightly",
+            misfire_grace_time=3600,
+            coalesce=True,
+            max_instances=1,
+        )
+        self._scheduler.start()
+        log.info(
+            "scheduler.started", next_run=str(self._scheduler.get_job("nightly").next_run_time)
+        )
+
+    def stop(self) -> None:
+        """Stop firing; a run in progress is left to the caller. Idempotent."""
+        if self._scheduler is not None and self._scheduler.running:
+            self._scheduler.shutdown(wait=False)

@@ -1,0 +1,1 @@
+"""Loopback fakes of the remote services, driven by the real SDKs in tests."""

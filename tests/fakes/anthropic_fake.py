@@ -1,0 +1,515 @@
+"""A fake of the Anthropic Messages API on 127.0.0.1 for the real ``anthropic`` SDK.
+
+Point ``AsyncAnthropic(api_key=..., base_url=fake.url, max_retries=0)`` at it. It
+serves non-streaming ``POST /v1/messages``:
+
+* Auth: ``x-api-key`` or ``Authorization: Bearer <key>``, else 401.
+* Every parsed request is logged (``fake.log``: body, raw bytes, headers;
+  ``fake.requests``: the bodies). A body that is not a JSON object is a 400 and
+  is not logged.
+* Order of a request: log, wait ``latency_s``, auth, outage (``down`` /
+  ``fail_until``), validation (model, max_tokens, messages, at most 4 cache
+  breakpoints), then the reply. Only a request that gets this far consumes a
+  reply: first the FIFO script (``script_text``, ``script_tool_use``,
+  ``script_error``, ``script_hang``), then ``responder(body)``, then the default
+  ``"echo: <text of the last user message>"``.
+
+Token rule (deterministic, not the real tokenizer): ``tokens(s) = ceil(len(s) / 4)``.
+The prompt is the ordered blocks tools, system (a string is one text block), then
+each message's content blocks (a string is one text block). A block counts
+``tokens(canonical JSON of the block without its cache_control)``, where canonical
+JSON is ``json.dumps(sort_keys=True, separators=(",", ":"), ensure_ascii=False)``;
+a prefix counts the sum of its blocks. Output tokens are
+``max(1, tokens(reply text + canonical JSON of the tool input))``.
+
+Prompt cache: a top-level block with ``cache_control`` (``ttl`` "5m", the default,
+or "1h") is a breakpoint; a request-level ``cache_control`` marks the last block, as
+the API does; blocks nested in a tool_result are not looked at. A prefix's key
+hashes the model and, per block, its section (tool/system/user/assistant) and
+canonical JSON. On a successful request the hit is the longest live cached prefix
+ending at a breakpoint or up to ``lookback_blocks`` blocks before one (20, like the
+real API; 0 = exact breakpoints only); it is read and its TTL refreshed. Every
+breakpoint prefix longer than the hit with at least ``min_cache_tokens`` tokens is
+written. ``cache_read`` = hit tokens, ``cache_creation`` = longest written prefix -
+``cache_read``, ``input_tokens`` = total - both. Errors touch no cache. TTLs use the
+injected ``clock``; latency and hangs sleep in real time.
+
+Standalone: ``python -m tests.fakes.anthropic_fake --port 0 --latency 0.0`` prints
+``PORT <n>`` and serves until SIGTERM/SIGINT. Control it over HTTP:
+``POST /_fake/script`` (a JSON list of ``Reply.from_json`` objects),
+``POST /_fake/config`` (``configure`` keywords), ``GET /_fake/requests`` (the
+bodies), ``POST /_fake/reset``.
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import contextlib
+import hashlib
+import itertools
+import json
+import math
+import signal
+import time
+from collections import deque
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from types import TracebackType
+from typing import Any, Literal, get_args
+
+from aiohttp import web
+
+JSON = dict[str, Any]
+ReplyKind = Literal["text", "tool_use", "error", "hang"]
+
+ERROR_TYPES: dict[int, str] = {
+    400: "invalid_request_error",
+    401: "authentication_error",
+    403: "permission_error",
+    404: "not_found_error",
+    413: "request_too_large",
+    429: "rate_limit_error",
+    500: "api_error",
+    529: "overloaded_error",
+}
+TTL_S: dict[str, float] = {"5m": 300.0, "1h": 3600.0}
+MAX_BREAKPOINTS = 4
+
+
+def canonical(obj: Any) -> str:
+    """The canonical JSON text that tokens are counted and cache keys hashed on."""
+    return json.dumps(obj, sort_keys=True, separators=(",", ":"), ensure_ascii=False)
+
+
+def tokens(text: str) -> int:
+    """The fake's token count of a text: ceil(len / 4)."""
+    return math.ceil(len(text) / 4)
+
+
+@dataclass(frozen=True)
+class Reply:
+    """One scripted answer; build it with the ``of_*`` constructors or ``from_json``."""
+
+    kind: ReplyKind
+    text: str | None = None
+    tool_name: str = ""
+    tool_input: JSON = field(default_factory=dict)
+    tool_id: str | None = None
+    status: int = 200
+    error_type: str = ""
+    message: str = ""
+    retry_after: float | None = None
+    seconds: float = 0.0
+
+    @classmethod
+    def of_text(cls, text: str) -> Reply:
+        return cls("text", text=text)
+
+    @classmethod
+    def of_tool_use(
+        cls, name: str, input: JSON, tool_id: str | None = None, text: str | None = None
+    ) -> Reply:
+        return cls("tool_use", text=text, tool_name=name, tool_input=input, tool_id=tool_id)
+
+    @classmethod
+    def of_error(
+        cls,
+        status: int,
+        error_type: str | None = None,
+        message: str = "scripted error",
+        retry_after: float | None = None,
+    ) -> Reply:
+        etype = error_type or ERROR_TYPES.get(status, "api_error")
+        return cls(
+            "error", status=status, error_type=etype, message=message, retry_after=retry_after
+        )
+
+    @classmethod
+    def of_hang(cls, seconds: float) -> Reply:
+        return cls("hang", seconds=seconds)
+
+    @classmethod
+    def from_json(cls, d: JSON) -> Reply:
+        """``{"kind": K, **keyword arguments of of_K}``, e.g. ``{"kind": "hang", "seconds": 5}``."""
+        args = dict(d)
+        kind = args.pop("kind", None)
+        if kind not in get_args(ReplyKind):
+            raise ValueError(f"unknown reply kind: {kind!r}")
+        make: Callable[..., Reply] = getattr(cls, f"of_{kind}")
+        return make(**args)
+
+
+@dataclass(frozen=True)
+class Recorded:
+    """One logged request: parsed body, raw bytes and headers (keys as sent)."""
+
+    body: JSON
+    raw: bytes
+    headers: dict[str, str]
+
+
+@dataclass(frozen=True)
+class _Block:
+    section: str  # "tool", "system", "user" or "assistant"
+    text: str  # canonical JSON without cache_control
+    ttl_s: float | None  # set on a breakpoint
+
+
+def _prompt_blocks(body: JSON) -> list[_Block]:
+    raw: list[tuple[str, Any]] = [("tool", t) for t in body.get("tools") or []]
+    system = body.get("system")
+    if isinstance(system, str):
+        system = [{"type": "text", "text": system}]
+    raw += [("system", b) for b in system or []]
+    for message in body.get("messages") or []:
+        content = message.get("content")
+        if isinstance(content, str):
+            content = [{"type": "text", "text": content}]
+        raw += [(str(message.get("role")), b) for b in content or []]
+    blocks = []
+    for section, block in raw:
+        if not isinstance(block, dict):
+            block = {"value": block}
+        cc = block.get("cache_control")
+        ttl = TTL_S.get(cc.get("ttl", "5m"), TTL_S["5m"]) if isinstance(cc, dict) else None
+        rest = {k: v for k, v in block.items() if k != "cache_control"}
+        blocks.append(_Block(section, canonical(rest), ttl))
+    top = body.get("cache_control")  # the API marks the last block itself
+    if isinstance(top, dict) and blocks and blocks[-1].ttl_s is None:
+        last = blocks[-1]
+        blocks[-1] = _Block(last.section, last.text, TTL_S.get(top.get("ttl", "5m"), TTL_S["5m"]))
+    return blocks
+
+
+def _validate(body: JSON, blocks: list[_Block]) -> str | None:
+    for key, kind in (("model", str), ("max_tokens", int), ("messages", list)):
+        if not isinstance(body.get(key), kind):
+            return f"{key}: Field required"
+    if not body["messages"]:
+        return "messages: at least one message is required"
+    found = sum(b.ttl_s is not None for b in blocks)
+    if found > MAX_BREAKPOINTS:
+        limit = f"A maximum of {MAX_BREAKPOINTS} blocks with cache_control may be provided."
+        return f"{limit} Found {found}."
+    return None
+
+
+def _default_text(body: JSON) -> str:
+    users = [m for m in body.get("messages") or [] if m.get("role") == "user"]
+    content = users[-1].get("content") if users else ""
+    if isinstance(content, str):
+        return "echo: " + content
+    blocks = [b for b in content or [] if isinstance(b, dict)]
+    if any(b.get("type") == "tool_result" for b in blocks):
+        return "echo: tool results received"
+    return "echo: " + "\n".join(str(b.get("text", "")) for b in blocks if b.get("type") == "text")
+
+
+def _json_response(status: int, obj: Any, headers: dict[str, str] | None = None) -> web.Response:
+    return web.Response(
+        status=status,
+        body=json.dumps(obj).encode(),
+        content_type="application/json",
+        headers=headers,
+    )
+
+
+class FakeAnthropic:
+    """The fake server; see the module docstring. All state is plain attributes."""
+
+    def __init__(
+        self,
+        *,
+        latency_s: float = 0.0,
+        min_cache_tokens: int = 1024,
+        clock: Callable[[], float] = time.monotonic,
+        lookback_blocks: int = 20,
+    ) -> None:
+        self.latency_s = latency_s
+        self.min_cache_tokens = min_cache_tokens
+        self.lookback_blocks = lookback_blocks
+        self.clock = clock
+        self.responder: Callable[[JSON], Reply | None] | None = None
+        self.log: list[Recorded] = []
+        self._script: deque[Reply] = deque()
+        self._cache: dict[str, tuple[float, float]] = {}  # key -> (expires_at, ttl_s)
+        self._outage_until = -math.inf
+        self._outage_status = 529
+        self._ids = itertools.count(1)
+        self._closing = asyncio.Event()
+        self._runner: web.AppRunner | None = None
+        self._port = 0
+
+    # -- lifecycle -------------------------------------------------------------
+    async def start(self, port: int = 0) -> None:
+        app = web.Application()
+        app.router.add_post("/v1/messages", self._messages)
+        app.router.add_post("/_fake/script", self._ctl_script)
+        app.router.add_post("/_fake/config", self._ctl_config)
+        app.router.add_get("/_fake/requests", self._ctl_requests)
+        app.router.add_post("/_fake/reset", self._ctl_reset)
+        self._closing = asyncio.Event()
+        self._runner = web.AppRunner(
+            app, access_log=None, handler_cancellation=True, shutdown_timeout=1.0
+        )
+        await self._runner.setup()
+        await web.TCPSite(self._runner, "127.0.0.1", port).start()
+        self._port = int(self._runner.addresses[0][1])
+
+    async def stop(self) -> None:
+        self._closing.set()  # wakes hangs and latency waits
+        if self._runner is not None:
+            await self._runner.cleanup()
+            self._runner = None
+
+    async def __aenter__(self) -> FakeAnthropic:
+        await self.start()
+        return self
+
+    async def __aexit__(
+        self, et: type[BaseException] | None, e: BaseException | None, tb: TracebackType | None
+    ) -> None:
+        await self.stop()
+
+    @property
+    def port(self) -> int:
+        return self._port
+
+    @property
+    def url(self) -> str:
+        return f"http://127.0.0.1:{self._port}"
+
+    # -- control (the /_fake/ endpoints call these) ------------------------------
+    @property
+    def requests(self) -> list[JSON]:
+        """The logged bodies, in order (a fresh list each time)."""
+        return [r.body for r in self.log]
+
+    def script(self, *replies: Reply) -> None:
+        self._script.extend(replies)
+
+    def script_text(self, text: str) -> None:
+        self.script(Reply.of_text(text))
+
+    def script_tool_use(
+        self, name: str, input: JSON, tool_id: str | None = None, *, text: str | None = None
+    ) -> None:
+        self.script(Reply.of_tool_use(name, input, tool_id, text))
+
+    def script_error(
+        self,
+        status: int,
+        error_type: str | None = None,
+        message: str = "scripted error",
+        retry_after: float | None = None,
+    ) -> None:
+        self.script(Reply.of_error(status, error_type, message, retry_after))
+
+    def script_hang(self, seconds: float) -> None:
+        self.script(Reply.of_hang(seconds))
+
+    def fail_until(self, t: float, status: int = 529) -> None:
+        """Answer every request with ``status`` while ``clock() < t``."""
+        self._outage_until, self._outage_status = t, status
+
+    @property
+    def down(self) -> bool:
+        return self.clock() < self._outage_until
+
+    @down.setter
+    def down(self, value: bool) -> None:
+        self._outage_until = math.inf if value else -math.inf
+
+    def configure(
+        self,
+        *,
+        latency_s: float | None = None,
+        down: bool | None = None,
+        down_status: int | None = None,
+        fail_for_s: float | None = None,
+        min_cache_tokens: int | None = None,
+        lookback_blocks: int | None = None,
+    ) -> None:
+        """Runtime settings; ``fail_for_s`` = ``fail_until(clock() + s, down_status)``."""
+        for name, value in (
+            ("latency_s", latency_s),
+            ("_outage_status", down_status),
+            ("down", down),
+            ("min_cache_tokens", min_cache_tokens),
+            ("lookback_blocks", lookback_blocks),
+        ):
+            if value is not None:
+                setattr(self, name, value)
+        if fail_for_s is not None:
+            self.fail_until(self.clock() + fail_for_s, self._outage_status)
+
+    def reset(self) -> None:
+        """Forget the log, script, cache and outage; keep latency and cache settings."""
+        self.log.clear()
+        self._script.clear()
+        self._cache.clear()
+        self._outage_until = -math.inf
+
+    # -- the API ---------------------------------------------------------------
+    def _error(
+        self, status: int, error_type: str, message: str, retry_after: float | None = None
+    ) -> web.Response:
+        headers = {"request-id": f"req_fake_{next(self._ids):06d}"}
+        if retry_after is not None:
+            headers["retry-after"] = format(retry_after, "g")
+        body = {"type": "error", "error": {"type": error_type, "message": message}}
+        return _json_response(status, body, headers)
+
+    async def _sleep(self, seconds: float) -> None:
+        if seconds > 0:
+            with contextlib.suppress(TimeoutError):
+                await asyncio.wait_for(self._closing.wait(), seconds)
+
+    async def _messages(self, request: web.Request) -> web.Response:
+        raw = await request.read()
+        try:
+            body = json.loads(raw)
+        except ValueError:
+            body = None
+        if not isinstance(body, dict):
+            return self._error(400, "invalid_request_error", "The body must be a JSON object.")
+        self.log.append(Recorded(body, raw, dict(request.headers)))
+        await self._sleep(self.latency_s)
+        auth = request.headers.get("Authorization", "")
+        if not request.headers.get("x-api-key") and not (
+            auth.startswith("Bearer ") and auth[7:].strip()
+        ):
+            return self._error(401, "authentication_error", "x-api-key header is required")
+        if self.down:
+            status = self._outage_status
+            return self._error(
+                status, ERROR_TYPES.get(status, "api_error"), "Service unavailable (fake outage)"
+            )
+        blocks = _prompt_blocks(body)
+        problem = _validate(body, blocks)
+        if problem:
+            return self._error(400, "invalid_request_error", problem)
+        reply = self._script.popleft() if self._script else None
+        if reply is None and self.responder is not None:
+            reply = self.responder(body)
+        if reply is None:
+            reply = Reply.of_text(_default_text(body))
+        if reply.kind == "error":
+            return self._error(reply.status, reply.error_type, reply.message, reply.retry_after)
+        if reply.kind == "hang":
+            await self._sleep(reply.seconds)
+            reply = Reply.of_text(_default_text(body))
+        return _json_response(200, self._message(body, blocks, reply))
+
+    def _message(self, body: JSON, blocks: list[_Block], reply: Reply) -> JSON:
+        n = next(self._ids)
+        content: list[JSON] = []
+        if reply.text is not None:
+            content.append({"type": "text", "text": reply.text})
+        out_text = reply.text or ""
+        if reply.kind == "tool_use":
+            tool_id = reply.tool_id or f"toolu_fake_{n:06d}"
+            content.append(
+                {
+                    "type": "tool_use",
+                    "id": tool_id,
+                    "name": reply.tool_name,
+                    "input": reply.tool_input,
+                }
+            )
+            out_text += canonical(reply.tool_input)
+        usage = self._cache_usage(body["model"], blocks)
+        usage["output_tokens"] = max(1, tokens(out_text))
+        return {
+            "id": f"msg_fake_{n:06d}",
+            "type": "message",
+            "role": "assistant",
+            "model": body["model"],
+            "stop_reason": "tool_use" if reply.kind == "tool_use" else "end_turn",
+            "stop_sequence": None,
+            "content": content,
+            "usage": usage,
+        }
+
+    def _cache_usage(self, model: str, blocks: list[_Block]) -> JSON:
+        now = self.clock()
+        digest = hashlib.sha256(model.encode())
+        keys: list[str] = []
+        for b in blocks:
+            digest.update(f"\x1e{b.section}\x00{b.text}".encode())
+            keys.append(digest.copy().hexdigest())
+        cum = list(itertools.accumulate(tokens(b.text) for b in blocks))
+        breakpoints = [i for i, b in enumerate(blocks) if b.ttl_s is not None]
+        hit = -1
+        for bp in breakpoints:
+            for i in range(bp, max(bp - self.lookback_blocks, 0) - 1, -1):
+                entry = self._cache.get(keys[i])
+                if entry is not None and entry[0] > now:
+                    hit = max(hit, i)
+                    break
+        read = 0
+        if hit >= 0:
+            read = cum[hit]
+            ttl = self._cache[keys[hit]][1]
+            self._cache[keys[hit]] = (now + ttl, ttl)
+        writes = [bp for bp in breakpoints if bp > hit and cum[bp] >= self.min_cache_tokens]
+        for bp in writes:
+            ttl = blocks[bp].ttl_s or TTL_S["5m"]
+            self._cache[keys[bp]] = (now + ttl, ttl)
+        creation = cum[writes[-1]] - read if writes else 0
+        total = cum[-1] if cum else 0
+        return {
+            "input_tokens": total - read - creation,
+            "cache_creation_input_tokens": creation,
+            "cache_read_input_tokens": read,
+        }
+
+    # -- control endpoints -----------------------------------------------------
+    async def _ctl_script(self, request: web.Request) -> web.Response:
+        try:
+            replies = [Reply.from_json(d) for d in await request.json()]
+        except (ValueError, KeyError, TypeError, AttributeError) as e:
+            return _json_response(400, {"ok": False, "error": repr(e)})
+        self.script(*replies)
+        return _json_response(200, {"ok": True, "queued": len(self._script)})
+
+    async def _ctl_config(self, request: web.Request) -> web.Response:
+        try:
+            self.configure(**await request.json())
+        except (ValueError, TypeError) as e:
+            return _json_response(400, {"ok": False, "error": repr(e)})
+        return _json_response(200, {"ok": True})
+
+    async def _ctl_requests(self, request: web.Request) -> web.Response:
+        return _json_response(200, self.requests)
+
+    async def _ctl_reset(self, request: web.Request) -> web.Response:
+        self.reset()
+        return _json_response(200, {"ok": True})
+
+
+async def _serve(port: int, latency_s: float, min_cache_tokens: int) -> None:
+    fake = FakeAnthropic(latency_s=latency_s, min_cache_tokens=min_cache_tokens)
+    await fake.start(port)
+    stopping = asyncio.Event()
+    loop = asyncio.get_running_loop()
+    for sig in (signal.SIGTERM, signal.SIGINT):
+        loop.add_signal_handler(sig, stopping.set)
+    print(f"PORT {fake.port}", flush=True)
+    await stopping.wait()
+    await fake.stop()
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(description="Fake Anthropic Messages API on 127.0.0.1")
+    parser.add_argument("--port", type=int, default=0)
+    parser.add_argument("--latency", type=float, default=0.0)
+    parser.add_argument("--min-cache-tokens", type=int, default=1024)
+    args = parser.parse_args(argv)
+    asyncio.run(_serve(args.port, args.latency, args.min_cache_tokens))
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())

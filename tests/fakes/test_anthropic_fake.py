@@ -1,0 +1,443 @@
+"""The Anthropic fake, driven by the real anthropic SDK."""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import os
+import sys
+import time
+from collections.abc import AsyncIterator
+from pathlib import Path
+from typing import Any
+
+import aiohttp
+import anthropic
+import pytest
+from anthropic import AsyncAnthropic
+
+from tests.fakes.anthropic_fake import FakeAnthropic, Reply, canonical, tokens
+
+MODEL = "claude-test-1"
+REPO = Path(__file__).resolve().parents[2]
+BIG = "You are a soul. " * 300  # ~4800 chars: ~1200 tokens, above the 1024 minimum
+
+pytestmark = pytest.mark.timeout(20)
+
+
+class Clock:
+    def __init__(self) -> None:
+        self.now = 1000.0
+
+    def __call__(self) -> float:
+        return self.now
+
+
+@pytest.fixture
+async def fake() -> AsyncIterator[FakeAnthropic]:
+    async with FakeAnthropic() as f:
+        yield f
+
+
+def client(fake: FakeAnthropic, **kw: Any) -> AsyncAnthropic:
+    kw.setdefault("max_retries", 0)
+    return AsyncAnthropic(api_key="test-key", base_url=fake.url, **kw)
+
+
+def cached_system(text: str = BIG, **cc: str) -> list[dict[str, Any]]:
+    return [{"type": "text", "text": text, "cache_control": {"type": "ephemeral", **cc}}]
+
+
+async def ask(c: AsyncAnthropic, content: Any = "hi", **kw: Any) -> anthropic.types.Message:
+    messages = kw.pop("messages", [{"role": "user", "content": content}])
+    msg: anthropic.types.Message = await c.messages.create(
+        model=MODEL, max_tokens=100, messages=messages, **kw
+    )
+    return msg
+
+
+async def test_text_reply_and_usage(fake: FakeAnthropic) -> None:
+    msg = await ask(client(fake), "hello there")
+    assert msg.model == MODEL and msg.role == "assistant" and msg.stop_reason == "end_turn"
+    assert msg.stop_sequence is None and msg.id.startswith("msg_")
+    assert [b.type for b in msg.content] == ["text"]
+    assert msg.content[0].text == "echo: hello there"  # type: ignore[union-attr]
+    block = canonical({"type": "text", "text": "hello there"})
+    assert msg.usage.input_tokens == tokens(block)
+    assert msg.usage.output_tokens == tokens("echo: hello there")
+    assert msg.usage.cache_creation_input_tokens == 0
+    assert msg.usage.cache_read_input_tokens == 0
+
+
+async def test_default_reply_joins_text_blocks(fake: FakeAnthropic) -> None:
+    blocks = [{"type": "text", "text": "a"}, {"type": "text", "text": "b"}]
+    msg = await ask(client(fake), blocks)
+    assert msg.content[0].text == "echo: a\nb"  # type: ignore[union-attr]
+
+
+async def test_tool_use_round_trip(fake: FakeAnthropic) -> None:
+    c = client(fake)
+    tools = [{"name": "recall", "description": "d", "input_schema": {"type": "object"}}]
+    fake.script_tool_use("recall", {"query": "cats"}, text="Let me look.")
+    msg = await ask(c, "what do I like?", tools=tools)
+    assert msg.stop_reason == "tool_use"
+    text, use = msg.content
+    assert isinstance(text, anthropic.types.TextBlock) and text.text == "Let me look."
+    assert isinstance(use, anthropic.types.ToolUseBlock)
+    assert use.name == "recall" and use.input == {"query": "cats"} and use.id.startswith("toolu_")
+    assert msg.usage.output_tokens == tokens("Let me look." + canonical({"query": "cats"}))
+    messages = [
+        {"role": "user", "content": "what do I like?"},
+        {"role": "assistant", "content": [b.model_dump() for b in msg.content]},
+        {
+            "role": "user",
+            "content": [{"type": "tool_result", "tool_use_id": use.id, "content": "cats"}],
+        },
+    ]
+    second = await ask(c, messages=messages, tools=tools)
+    assert second.stop_reason == "end_turn"
+    assert second.content[0].text == "echo: tool results received"  # type: ignore[union-attr]
+    assert fake.requests[1]["messages"][2]["content"][0]["tool_use_id"] == use.id
+
+
+async def test_scripted_tool_id_and_script_order(fake: FakeAnthropic) -> None:
+    c = client(fake)
+    fake.script_tool_use("t", {}, tool_id="toolu_1")
+    fake.script_text("second")
+    first = await ask(c)
+    assert first.content[0].id == "toolu_1"  # type: ignore[union-attr]
+    assert [b.type for b in first.content] == ["tool_use"]
+    assert (await ask(c)).content[0].text == "second"  # type: ignore[union-attr]
+    assert (await ask(c, "x")).content[0].text == "echo: x"  # type: ignore[union-attr]
+
+
+async def test_responder_is_used_when_the_script_is_empty(fake: FakeAnthropic) -> None:
+    fake.responder = lambda body: Reply.of_text(f"{len(body['messages'])} messages")
+    fake.script_text("scripted")
+    c = client(fake)
+    assert (await ask(c)).content[0].text == "scripted"  # type: ignore[union-attr]
+    assert (await ask(c)).content[0].text == "1 messages"  # type: ignore[union-attr]
+    fake.responder = lambda body: None
+    assert (await ask(c, "y")).content[0].text == "echo: y"  # type: ignore[union-attr]
+
+
+async def test_rate_limit_error(fake: FakeAnthropic) -> None:
+    fake.script_error(429, "rate_limit_error", "slow down", retry_after=7)
+    with pytest.raises(anthropic.RateLimitError) as info:
+        await ask(client(fake))
+    assert info.value.status_code == 429
+    assert info.value.response.headers["retry-after"] == "7"
+    assert info.value.body == {
+        "type": "error",
+        "error": {"type": "rate_limit_error", "message": "slow down"},
+    }
+
+
+async def test_rate_limit_retry_after_then_success(fake: FakeAnthropic) -> None:
+    fake.script_error(429, "rate_limit_error", "slow down", retry_after=0.3)
+    fake.script_text("ok now")
+    started = time.monotonic()
+    msg = await ask(client(fake, max_retries=1))
+    assert msg.content[0].text == "ok now"  # type: ignore[union-attr]
+    assert time.monotonic() - started >= 0.3  # the SDK honoured retry-after
+    assert len(fake.requests) == 2
+
+
+@pytest.mark.parametrize(
+    ("status", "error_type", "exc"),
+    [
+        (500, "api_error", anthropic.InternalServerError),
+        (529, "overloaded_error", anthropic.OverloadedError),
+        (400, "invalid_request_error", anthropic.BadRequestError),
+    ],
+)
+async def test_status_errors(
+    fake: FakeAnthropic, status: int, error_type: str, exc: type[anthropic.APIStatusError]
+) -> None:
+    fake.script_error(status, error_type, "boom")
+    with pytest.raises(exc) as info:
+        await ask(client(fake))
+    assert type(info.value) is exc and info.value.status_code == status
+    assert (await ask(client(fake), "after")).content[0].text == "echo: after"  # type: ignore[union-attr]
+
+
+async def test_overloaded_is_an_internal_server_error(fake: FakeAnthropic) -> None:
+    fake.script_error(529, "overloaded_error", "busy")
+    with pytest.raises(anthropic.InternalServerError) as info:
+        await ask(client(fake))
+    assert isinstance(info.value, anthropic.OverloadedError)
+
+
+async def test_hang_times_out(fake: FakeAnthropic) -> None:
+    fake.script_hang(30)
+    with pytest.raises(anthropic.APITimeoutError):
+        await ask(client(fake, timeout=0.5))
+    assert len(fake.requests) == 1
+
+
+async def test_latency(fake: FakeAnthropic) -> None:
+    fake.latency_s = 0.3
+    started = time.monotonic()
+    await ask(client(fake))
+    assert time.monotonic() - started >= 0.3
+    fake.latency_s = 5
+    with pytest.raises(anthropic.APITimeoutError):
+        await ask(client(fake, timeout=0.3))
+
+
+async def test_outage_switch_and_fail_until() -> None:
+    clock = Clock()
+    async with FakeAnthropic(clock=clock) as fake:
+        c = client(fake)
+        fake.down = True
+        with pytest.raises(anthropic.OverloadedError):
+            await ask(c)
+        fake.down = False
+        await ask(c)
+        fake.fail_until(clock.now + 10, status=500)
+        assert fake.down
+        with pytest.raises(anthropic.InternalServerError):
+            await ask(c)
+        clock.now += 10
+        assert not fake.down
+        await ask(c)
+
+
+async def test_request_log(fake: FakeAnthropic) -> None:
+    c = client(fake)
+    await ask(c, "one", system="be brief")
+    await ask(c, "two", stop_sequences=["END"])
+    assert [r["messages"][-1]["content"] for r in fake.requests] == ["one", "two"]
+    assert fake.requests[0]["system"] == "be brief" and fake.requests[1]["stop_sequences"] == [
+        "END"
+    ]
+    assert all(r["model"] == MODEL and r["max_tokens"] == 100 for r in fake.requests)
+    for rec in fake.log:
+        assert json.loads(rec.raw) == rec.body
+        assert rec.headers["Authorization"] == "Bearer test-key"
+        assert rec.headers["anthropic-version"]
+    fake.reset()
+    assert fake.requests == []
+
+
+async def test_auth(fake: FakeAnthropic) -> None:
+    async with aiohttp.ClientSession() as s:
+        body = {"model": MODEL, "max_tokens": 5, "messages": [{"role": "user", "content": "x"}]}
+        async with s.post(fake.url + "/v1/messages", json=body) as r:
+            assert r.status == 401
+            assert (await r.json())["error"]["type"] == "authentication_error"
+            assert (await r.json())["type"] == "error"
+        async with s.post(fake.url + "/v1/messages", json=body, headers={"x-api-key": "k"}) as r:
+            assert r.status == 200
+    with pytest.raises(anthropic.AuthenticationError):
+        await ask(client(fake), extra_headers={"Authorization": anthropic.omit})
+    assert "Authorization" not in fake.log[-1].headers
+
+
+async def test_cache_write_then_read(fake: FakeAnthropic) -> None:
+    c = client(fake)
+    first = await ask(c, "one", system=cached_system())
+    second = await ask(c, "two", system=cached_system())
+    creation = first.usage.cache_creation_input_tokens
+    assert creation is not None and creation >= 1024
+    assert first.usage.cache_read_input_tokens == 0
+    assert second.usage.cache_read_input_tokens == creation
+    assert second.usage.cache_creation_input_tokens == 0
+    assert (
+        first.usage.input_tokens
+        == second.usage.input_tokens
+        == tokens(canonical({"type": "text", "text": "one"}))
+    )
+    # The SDK writes the body's keys as max_tokens, messages, model, system, tools:
+    # the system block's bytes follow the messages, so compare from "system" on.
+    raw0, raw1 = fake.log[0].raw, fake.log[1].raw
+    start, end = raw0.index(b'"system"'), raw0.index(b'"cache_control"')
+    assert raw0.index(b'"messages"') < start
+    assert raw1[raw1.index(b'"system"') :][: end - start] == raw0[start:end]
+
+
+async def test_small_prompt_caches_nothing(fake: FakeAnthropic) -> None:
+    c = client(fake)
+    for _ in range(2):
+        msg = await ask(c, system=cached_system("short"))
+        assert msg.usage.cache_creation_input_tokens == 0
+        assert msg.usage.cache_read_input_tokens == 0
+        assert msg.usage.input_tokens > 0
+
+
+async def test_ttl_expiry_and_refresh() -> None:
+    clock = Clock()
+    async with FakeAnthropic(clock=clock) as fake:
+        c = client(fake)
+        first = await ask(c, system=cached_system())
+        written = first.usage.cache_creation_input_tokens
+        clock.now += 299  # a hit refreshes the 5-minute TTL
+        assert (await ask(c, system=cached_system())).usage.cache_read_input_tokens == written
+        clock.now += 299
+        assert (await ask(c, system=cached_system())).usage.cache_read_input_tokens == written
+        clock.now += 301
+        again = await ask(c, system=cached_system())
+        assert again.usage.cache_read_input_tokens == 0
+        assert again.usage.cache_creation_input_tokens == written
+        # a one-hour entry survives 30 minutes
+        await ask(c, system=cached_system(BIG + "!", ttl="1h"))
+        clock.now += 1800
+        late = await ask(c, system=cached_system(BIG + "!", ttl="1h"))
+        assert (late.usage.cache_read_input_tokens or 0) > 0
+
+
+async def test_growing_conversation_reads_the_previous_prefix(fake: FakeAnthropic) -> None:
+    c = client(fake)
+    cc = {"type": "ephemeral"}
+    turn1 = [{"role": "user", "content": [{"type": "text", "text": "u1", "cache_control": cc}]}]
+    first = await ask(c, messages=turn1, system=cached_system())
+    turn2 = [
+        {"role": "user", "content": [{"type": "text", "text": "u1"}]},
+        {"role": "assistant", "content": "a1"},
+        {"role": "user", "content": [{"type": "text", "text": "u2", "cache_control": cc}]},
+    ]
+    second = await ask(c, messages=turn2, system=cached_system())
+    prefix1 = (first.usage.cache_creation_input_tokens or 0) + first.usage.input_tokens
+    assert second.usage.cache_read_input_tokens == prefix1  # found by the 20-block lookback
+    total2 = sum(
+        tokens(canonical(b))
+        for b in [
+            {"type": "text", "text": BIG},
+            {"type": "text", "text": "u1"},
+            {"type": "text", "text": "a1"},
+            {"type": "text", "text": "u2"},
+        ]
+    )
+    assert second.usage.cache_creation_input_tokens == total2 - prefix1
+    assert second.usage.input_tokens == 0
+    # with lookback off only the system breakpoint hits
+    fake.configure(lookback_blocks=0)
+    turn3 = [*turn2[:2], {"role": "user", "content": "u2"}, {"role": "assistant", "content": "x"}]
+    turn3.append({"role": "user", "content": [{"type": "text", "text": "u3", "cache_control": cc}]})
+    third = await ask(c, messages=turn3, system=cached_system())
+    assert third.usage.cache_read_input_tokens == tokens(canonical({"type": "text", "text": BIG}))
+
+
+async def test_tools_are_part_of_the_prefix(fake: FakeAnthropic) -> None:
+    c = client(fake)
+    tool = {"name": "t", "description": BIG, "input_schema": {"type": "object"}}
+    cached_tool = {**tool, "cache_control": {"type": "ephemeral"}}
+    first = await ask(c, tools=[cached_tool])
+    assert first.usage.cache_creation_input_tokens == tokens(canonical(tool))
+    other = await ask(c, tools=[{**cached_tool, "name": "u"}])
+    assert other.usage.cache_read_input_tokens == 0
+    other_model = await c.messages.create(
+        model="claude-other",
+        max_tokens=5,
+        messages=[{"role": "user", "content": "x"}],
+        tools=[cached_tool],  # type: ignore[list-item]
+    )
+    assert other_model.usage.cache_read_input_tokens == 0
+
+
+async def test_request_level_cache_control_marks_the_last_block(fake: FakeAnthropic) -> None:
+    c = client(fake)
+    first = await ask(c, BIG, cache_control={"type": "ephemeral"})
+    whole = tokens(canonical({"type": "text", "text": BIG}))
+    assert first.usage.cache_creation_input_tokens == whole
+    second = await ask(c, BIG, cache_control={"type": "ephemeral"})
+    assert second.usage.cache_read_input_tokens == whole
+
+
+async def test_five_breakpoints_is_a_400(fake: FakeAnthropic) -> None:
+    system = [
+        {"type": "text", "text": f"part {i}", "cache_control": {"type": "ephemeral"}}
+        for i in range(5)
+    ]
+    fake.script_text("not consumed")
+    with pytest.raises(anthropic.BadRequestError) as info:
+        await ask(client(fake), system=system)
+    assert "maximum of 4" in info.value.message
+    ok = await ask(client(fake), system=system[:4])
+    assert ok.content[0].text == "not consumed"  # type: ignore[union-attr]
+
+
+@pytest.mark.timeout(30)
+async def test_standalone_process() -> None:
+    env = {**os.environ, "NO_PROXY": "127.0.0.1,localhost", "no_proxy": "127.0.0.1,localhost"}
+    proc = await asyncio.create_subprocess_exec(
+        sys.executable,
+        "-m",
+        "tests.fakes.anthropic_fake",
+        "--port",
+        "0",
+        "--latency",
+        "0.0",
+        cwd=REPO,
+        env=env,
+        stdout=asyncio.subprocess.PIPE,
+    )
+    try:
+        assert proc.stdout is not None
+        line = (await asyncio.wait_for(proc.stdout.readline(), 15)).decode()
+        assert line.startswith("PORT ")
+        url = f"http://127.0.0.1:{int(line.split()[1])}"
+        c = AsyncAnthropic(api_key="test-key", base_url=url, max_retries=0)
+        msg = await c.messages.create(
+            model=MODEL, max_tokens=5, messages=[{"role": "user", "content": "ping"}]
+        )
+        assert msg.content[0].text == "echo: ping"  # type: ignore[union-attr]
+        async with aiohttp.ClientSession() as s:
+            script = [
+                {"kind": "error", "status": 529, "error_type": "overloaded_error", "message": "x"},
+                {"kind": "text", "text": "hi"},
+            ]
+            async with s.post(url + "/_fake/script", json=script) as r:
+                assert r.status == 200
+            with pytest.raises(anthropic.OverloadedError):
+                await c.messages.create(
+                    model=MODEL, max_tokens=5, messages=[{"role": "user", "content": "a"}]
+                )
+            again = await c.messages.create(
+                model=MODEL, max_tokens=5, messages=[{"role": "user", "content": "b"}]
+            )
+            assert again.content[0].text == "hi"  # type: ignore[union-attr]
+            async with s.post(url + "/_fake/config", json={"down": True, "down_status": 500}) as r:
+                assert r.status == 200
+            with pytest.raises(anthropic.InternalServerError):
+                await c.messages.create(
+                    model=MODEL, max_tokens=5, messages=[{"role": "user", "content": "c"}]
+                )
+            async with s.post(url + "/_fake/config", json={"bogus": 1}) as r:
+                assert r.status == 400
+            async with s.get(url + "/_fake/requests") as r:
+                bodies = await r.json()
+            assert [b["messages"][0]["content"] for b in bodies] == ["ping", "a", "b", "c"]
+            async with s.post(url + "/_fake/reset") as r:
+                assert r.status == 200
+            async with s.get(url + "/_fake/requests") as r:
+                assert await r.json() == []
+        await c.close()
+        proc.terminate()
+        assert await asyncio.wait_for(proc.wait(), 10) == 0
+    finally:
+        if proc.returncode is None:
+            proc.kill()
+            await proc.wait()
+
+
+async def test_control_endpoints_in_process(fake: FakeAnthropic) -> None:
+    assert Reply.from_json({"kind": "hang", "seconds": 5}) == Reply.of_hang(5)
+    assert Reply.from_json({"kind": "error", "status": 429}).error_type == "rate_limit_error"
+    with pytest.raises(ValueError):
+        Reply.from_json({"kind": "nope"})
+    async with aiohttp.ClientSession() as s:
+        bad = [{"kind": "text", "text": "queued?"}, {"kind": "tool_use"}]
+        async with s.post(fake.url + "/_fake/script", json=bad) as r:
+            assert r.status == 400
+        script = [
+            {"kind": "tool_use", "name": "t", "input": {"a": 1}, "tool_id": "toolu_x"},
+            {"kind": "hang", "seconds": 0.01},
+        ]
+        async with s.post(fake.url + "/_fake/script", json=script) as r:
+            assert (await r.json())["queued"] == 2  # the bad list queued nothing
+        async with s.post(fake.url + "/_fake/config", json={"latency_s": 0.01}) as r:
+            assert r.status == 200 and fake.latency_s == 0.01
+    c = client(fake)
+    assert (await ask(c)).content[0].id == "toolu_x"  # type: ignore[union-attr]
+    assert (await ask(c, "late")).content[0].text == "echo: late"  # type: ignore[union-attr]
