@@ -34,19 +34,22 @@ class Daemon:
         self._stop = asyncio.Event()
         self._force = asyncio.Event()
         self._served = False
+        self._signals = 0
         self.shutdown_tasks: list[tuple[str, ShutdownTask]] = []
 
     def request_stop(self, signum: int | None = None) -> None:
-        """Ask for a graceful stop; a second signal forces it (a second request
-        without a signal, such as the end of console input, does not)."""
+        """Ask for a graceful stop. A second signal forces it; a request without
+        a signal (the end of console input) never does."""
         name = signal.Signals(signum).name if signum else None
-        if self._stop.is_set():
-            if signum is not None:
+        if signum is not None:
+            self._signals += 1
+            if self._signals > 1:
                 log.warning("shutdown.forced", signal=name)
                 self._force.set()
-            return
-        log.info("daemon.stopping", signal=name)
-        self._stop.set()
+                return
+        if not self._stop.is_set():
+            log.info("daemon.stopping", signal=name)
+            self._stop.set()
 
     async def _or_forced(self, work: Awaitable[object]) -> bool:
         """Run `work` unless a second signal comes first; True when it finished."""

@@ -133,7 +133,7 @@ def test_a_turn_in_flight_is_answered_before_exit(
     daemon.wait_event("turn.started")
     daemon.proc.send_signal(signal.SIGTERM)
     code, out = daemon.finish()
-    assert code == 0, daemon.events
+    assert code == 0, " ".join(daemon.names())
     assert any("are you still there?" in line for line in out)
     names = daemon.names()
     assert names.index("turn.completed") < names.index("daemon.stopped")
