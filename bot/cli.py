@@ -15,15 +15,11 @@ import click
 import structlog
 
 from adapters.base import Adapter
-from adapters.console_adapter import ConsoleAdapter
 from bot import __version__
 from bot.config import Config, ConsoleConfig, DiscordConfig, TelegramConfig, load_config
-from bot.daemon import Daemon
 from bot.db import DB_NAME, connect
 from bot.errors import SoulbotError
 from bot.logs import LogFormat, configure_logging, default_format
-from bot.runtime import Runtime, missing_credentials, pick_default_soul
-from bot.scheduler import Scheduler, nightly_trigger
 from bot.soul.persona import persona_from_legacy
 from bot.soul.prompt import estimate_tokens, system_blocks
 from bot.soul.registry import ReloadReport, SoulRegistry
@@ -108,6 +104,8 @@ def main() -> None:
 
 def _adapters(config: Config, soul_name: str, on_eof: Callable[[], None]) -> list[Adapter]:
     """The adapters this config enables."""
+    from adapters.console_adapter import ConsoleAdapter
+
     platforms = {
         "discord": config.adapters.discord.token.get_secret_value(),
         "telegram": config.adapters.telegram.token.get_secret_value(),
@@ -122,6 +120,11 @@ def _adapters(config: Config, soul_name: str, on_eof: Callable[[], None]) -> lis
 
 
 async def _serve(config: Config, registry: SoulRegistry, console_only: bool) -> int:
+    # The runtime pulls in the model SDK (a second to import): only run and chat need it.
+    from bot.daemon import Daemon
+    from bot.runtime import Runtime, pick_default_soul
+    from bot.scheduler import Scheduler, nightly_trigger
+
     stop: list[Callable[[], None]] = []
     default = registry.get(pick_default_soul(config, registry))
     name = default.name if default else "soul"
@@ -138,6 +141,8 @@ async def _serve(config: Config, registry: SoulRegistry, console_only: bool) -> 
 
 
 def _start(config: Config, registry: SoulRegistry, console_only: bool = False) -> None:
+    from bot.runtime import missing_credentials
+
     if not registry.all():
         click.echo("error: no soul loaded; `soulbot check` lists what failed", err=True)
         raise SystemExit(1)

@@ -243,13 +243,16 @@ class SessionManager:
 
     def _sweep(self) -> None:
         now = time.monotonic()
-        if now - self._last_sweep < min(60.0, self._idle_s):
-            return
-        self._last_sweep = now
-        idle = [
-            key for key, s in self._sessions.items()
-            if not s.busy and now - s.last_active > self._idle_s
-        ]  # fmt: skip
+        if now - self._last_sweep >= min(60.0, self._idle_s):
+            self._last_sweep = now
+            self.evict_idle()
+
+    def evict_idle(self, idle_s: float | None = None) -> int:
+        """Drop sessions with no turn running and no message for `idle_s`
+        (default: the manager's); they come back from SQLite. Returns the count."""
+        limit = self._idle_s if idle_s is None else idle_s
+        now = time.monotonic()
+        idle = [k for k, s in self._sessions.items() if not s.busy and now - s.last_active >= limit]
         for key in idle:
             del self._sessions[key]
             lock = self._locks.get(key)
@@ -257,6 +260,7 @@ class SessionManager:
                 del self._locks[key]
         if idle:
             log.debug("sessions.evicted", count=len(idle))
+        return len(idle)
 
     def in_flight(self) -> list[asyncio.Task[None]]:
         """The worker tasks of sessions with a turn running or queued."""

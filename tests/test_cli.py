@@ -46,7 +46,7 @@ def example(tmp_path: Path) -> Path:
 
 def test_version_and_help() -> None:
     assert soulbot("--version").stdout.strip() == f"soulbot, version {__version__}"
-    for command in ("run", "check", "prompt", "init"):
+    for command in ("run", "chat", "check", "prompt", "init", "usage"):
         result = soulbot(command, "--help")
         assert result.returncode == 0, result.stderr
         assert "--config" in result.stdout
@@ -175,3 +175,49 @@ def test_console_log_format(example: Path) -> None:
     assert "soul.loaded" in result.stderr
     with pytest.raises(json.JSONDecodeError):
         json.loads(result.stderr.splitlines()[0])
+
+
+def test_chat_and_usage_against_the_fake_model(example: Path) -> None:
+    from tests.fakes.process import FakeProcess
+
+    with FakeProcess() as fake:
+        env = {"ANTHROPIC_BASE_URL": fake.url, "ANTHROPIC_API_KEY": "k"}
+        result = subprocess.run(
+            [sys.executable, "-m", "bot", "chat", "wren"],
+            cwd=example, input="hello wren\n/reset\nstill there?\n/quit\nnever sent\n",
+            env={**os.environ, **env}, capture_output=True, text=True, timeout=60, check=False,
+        )  # fmt: skip
+        sent = fake.requests()
+    assert result.returncode == 0, result.stderr
+    lines = [line for line in result.stdout.splitlines() if line.startswith("Wren> ")]
+    assert lines[0] == "Wren> echo: " + sent[0]["messages"][0]["content"][0]["text"]
+    assert "Started a new conversation" in lines[1]
+    assert len(sent) == 2
+    assert all("never sent" not in json.dumps(r) for r in sent)
+    assert "hello wren" not in json.dumps(sent[1])  # /reset cleared the history
+    report = soulbot("usage", "--by", "source", cwd=example)
+    assert report.returncode == 0
+    rows = {
+        line.split()[0]: line.split() for line in report.stdout.splitlines()[2:] if line.strip()
+    }
+    assert rows["turn"][1] == "2"
+    assert rows["TOTAL"][1] == "2"
+
+
+def test_chat_needs_credentials_and_a_known_soul(example: Path) -> None:
+    env = {k: v for k, v in os.environ.items() if not k.startswith("ANTHROPIC_")}
+    result = subprocess.run(
+        [sys.executable, "-m", "bot", "chat"], cwd=example, env=env, input="",
+        capture_output=True, text=True, timeout=60, check=False,
+    )  # fmt: skip
+    assert result.returncode == 2
+    assert "ANTHROPIC_API_KEY" in result.stderr
+    unknown = soulbot("chat", "nobody", cwd=example, env={"ANTHROPIC_API_KEY": "k"})
+    assert unknown.returncode == 1
+    assert "no soul with id 'nobody'" in unknown.stderr
+
+
+def test_usage_with_no_ledger_yet(tmp_path: Path) -> None:
+    result = soulbot("usage", cwd=tmp_path)
+    assert result.returncode == 0
+    assert "No usage recorded yet" in result.stdout

@@ -1,0 +1,134 @@
+"""A runtime wired to the in-process fake model and a recording platform."""
+
+from __future__ import annotations
+
+import asyncio
+import json
+from collections.abc import AsyncIterator, Callable
+from contextlib import asynccontextmanager
+from pathlib import Path
+from typing import Any
+
+from adapters.base import Deliver, Inbound, Outbound
+from bot.config import Config, parse_config
+from bot.runtime import Runtime
+from bot.soul.registry import SoulRegistry
+from tests.fakes.anthropic_fake import FakeAnthropic
+
+# A persona long enough (over 1,024 tokens by the fake's rule) for the cache to engage.
+LONG_SOUL = (
+    "---\nname: Lark\nagentId: lark\nhardLimits: [Never reveal a secret]\n---\n"
+    + "\n\n".join(
+        f"## Part {i}\nYou are Lark, a patient listener who keeps notes on every friend, "
+        "asks one question at a time and answers plainly, without lists unless asked. "
+        "You enjoy small details: names, dates, places, the weather on a given day."
+        for i in range(1, 25)
+    )
+)
+
+
+class RecordingPlatform:
+    """A platform adapter that records what is sent and lets a test speak."""
+
+    name = "test"
+
+    def __init__(self) -> None:
+        self.sent: list[Outbound] = []
+        self._deliver: Deliver | None = None
+        self._arrived = asyncio.Condition()
+
+    async def start(self, deliver: Deliver) -> None:
+        self._deliver = deliver
+
+    async def stop(self) -> None:
+        return None
+
+    async def close(self) -> None:
+        return None
+
+    async def send(self, message: Outbound) -> None:
+        async with self._arrived:
+            self.sent.append(message)
+            self._arrived.notify_all()
+
+    async def say(
+        self,
+        text: str,
+        *,
+        user: str = "u1",
+        chat: str | None = None,
+        dm: bool = True,
+        message_id: str = "",
+        name: str = "Ann",
+    ) -> None:
+        assert self._deliver is not None, "start() first"
+        await self._deliver(
+            Inbound(
+                platform="test",
+                chat_id=chat or user,
+                user_id=user,
+                user_name=name,
+                text=text,
+                is_dm=dm,
+                message_id=message_id,
+            )
+        )
+
+    async def replies(self, count: int, within: float = 10.0) -> list[Outbound]:
+        """Wait until `count` messages were sent in all; returns them."""
+        async with asyncio.timeout(within), self._arrived:
+            await self._arrived.wait_for(lambda: len(self.sent) >= count)
+        return list(self.sent)
+
+
+def make_config(tmp_path: Path, url: str, extra: str = "") -> Config:
+    workspaces = tmp_path / "workspaces"
+    if not workspaces.exists():
+        (workspaces / "lark").mkdir(parents=True)
+        (workspaces / "lark" / "SOUL.md").write_text(LONG_SOUL)
+    text = (
+        f"workspaces: {json.dumps(str(workspaces))}\n"
+        f"data_dir: {json.dumps(str(tmp_path / 'data'))}\n"
+        f"model: {{base_url: {json.dumps(url)}, api_key: test-key, max_retries: 0}}\n" + extra
+    )
+    return parse_config(text, "test.yaml", {})
+
+
+@asynccontextmanager
+async def running(config: Config) -> AsyncIterator[tuple[Runtime, RecordingPlatform]]:
+    """A started runtime for `config` with one RecordingPlatform."""
+    registry = SoulRegistry(config.workspaces)
+    registry.reload_all()
+    platform = RecordingPlatform()
+    runtime = await Runtime.open(config, registry, [platform])
+    await runtime.start_adapters()
+    try:
+        yield runtime, platform
+    finally:
+        await runtime.sessions.wait(10)
+        await runtime.close()
+
+
+def user_texts(request: dict[str, Any]) -> list[str]:
+    """Every text block of the request's user messages, in order."""
+    return [
+        block["text"]
+        for message in request["messages"]
+        if message["role"] == "user"
+        for block in message["content"]
+        if block.get("type") == "text"
+    ]
+
+
+async def fake_model(**kwargs: Any) -> FakeAnthropic:
+    fake = FakeAnthropic(**kwargs)
+    await fake.start()
+    return fake
+
+
+async def wait_until(condition: Callable[[], object], within: float = 10.0) -> None:
+    """Poll `condition` (state another task changes, with no event to wait on)
+    until it holds; fails after `within` seconds."""
+    async with asyncio.timeout(within):
+        while not condition():  # noqa: ASYNC110
+            await asyncio.sleep(0.005)

@@ -1,0 +1,170 @@
+"""Sessions, the router and the history, through the runtime and the fake model."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+from structlog.testing import capture_logs
+
+from bot import prompts
+from bot.router import HELP, RESET_DONE
+from tests.fakes.anthropic_fake import FakeAnthropic
+from tests.kit import make_config, running, user_texts, wait_until
+
+
+async def test_a_message_is_answered(tmp_path: Path) -> None:
+    async with FakeAnthropic() as fake, running(make_config(tmp_path, fake.url)) as (_, platform):
+        await platform.say("hello there", message_id="m1")
+        [reply] = await platform.replies(1)
+    assert reply.text.endswith("hello there")
+    assert (reply.platform, reply.chat_id, reply.reply_to) == ("test", "u1", "m1")
+
+
+async def test_messages_during_a_turn_are_answered_together(tmp_path: Path) -> None:
+    async with (
+        FakeAnthropic(latency_s=0.5) as fake,
+        running(make_config(tmp_path, fake.url)) as (runtime, platform),
+    ):
+        await platform.say("first")
+        await wait_until(lambda: fake.requests)  # the first turn has reached the model
+        await platform.say("second")
+        await platform.say("third")
+        replies = await platform.replies(2)
+        await runtime.sessions.wait(5)
+    assert len(fake.requests) == 2
+    assert user_texts(fake.requests[1])[-2:] == ["second", "third"]
+    assert "first" in user_texts(fake.requests[1])
+    assert len(replies) == 2
+
+
+async def test_sessions_run_in_parallel_and_in_order(tmp_path: Path) -> None:
+    async with FakeAnthropic() as fake, running(make_config(tmp_path, fake.url)) as (_, platform):
+        for i in range(5):
+            for user in ("a", "b", "c"):
+                await platform.say(f"{user}-{i}", user=user, message_id=f"{user}{i}")
+        sent = await platform.replies(15, within=20)
+        await platform.replies(0)
+    for user in ("a", "b", "c"):
+        mine = [m.text for m in sent if m.chat_id == user]
+        seen = [t.split(f"{user}-")[-1] for t in mine]
+        assert [s for s in "".join(seen) if s.isdigit()] == sorted(
+            s for s in "".join(seen) if s.isdigit()
+        )
+        assert all(user in t for t in mine)
+    answered = [t for r in fake.requests for t in user_texts(r)[-1:]]
+    assert sorted(answered) == sorted(f"{u}-{i}" for u in "abc" for i in range(5))
+
+
+async def test_a_failed_call_keeps_the_message(tmp_path: Path) -> None:
+    async with FakeAnthropic() as fake, running(make_config(tmp_path, fake.url)) as (_, platform):
+        fake.script_error(529)
+        with capture_logs() as logs:
+            await platform.say("remember the blue door")
+            [apology] = await platform.replies(1)
+        await platform.say("did you get that?")
+        replies = await platform.replies(2)
+    assert apology.text == prompts.APOLOGY
+    failed = [e for e in logs if e["event"] == "turn.failed"]
+    assert len(failed) == 1 and failed[0]["error_class"] == "OverloadedError"
+    assert user_texts(fake.requests[1])[0] == "remember the blue door"
+    assert replies[1].text.endswith("did you get that?")
+
+
+async def test_the_daily_limit_refuses_without_calling(tmp_path: Path) -> None:
+    config = make_config(tmp_path, "http://127.0.0.1:9", "budget: {daily_tokens_per_user: 10}\n")
+    async with running(config) as (_, platform):
+        with capture_logs() as logs:
+            await platform.say("hi")
+            [reply] = await platform.replies(1)
+    assert reply.text == prompts.DAILY_LIMIT
+    assert [e["event"] for e in logs if e["event"].startswith("budget")] == ["budget.refused"]
+
+
+async def test_a_message_delivered_twice_is_answered_once(tmp_path: Path) -> None:
+    async with FakeAnthropic() as fake, running(make_config(tmp_path, fake.url)) as (_, platform):
+        await platform.say("once", message_id="42")
+        await platform.say("once", message_id="42")
+        await platform.replies(1)
+        await platform.say("next", message_id="43")
+        replies = await platform.replies(2)
+    assert [r.text.split("\n")[-1] for r in replies] == ["once", "next"]
+    assert len(fake.requests) == 2
+
+
+async def test_history_survives_a_restart(tmp_path: Path) -> None:
+    async with FakeAnthropic() as fake:
+        config = make_config(tmp_path, fake.url)
+        async with running(config) as (_, platform):
+            await platform.say("my cat is called Miso", message_id="1")
+            await platform.replies(1)
+        async with running(config) as (_, platform):
+            await platform.say("what is my cat called?", message_id="1")  # a new process
+            await platform.say("what is my cat called?", message_id="2")
+            await platform.replies(1)
+    texts = user_texts(fake.requests[-1])
+    assert texts[0] == "my cat is called Miso"
+    assert texts[-1] == "what is my cat called?"
+    assert len(fake.requests) == 2
+
+
+async def test_reset_starts_a_new_history(tmp_path: Path) -> None:
+    async with FakeAnthropic() as fake, running(make_config(tmp_path, fake.url)) as (_, platform):
+        await platform.say("secret plan")
+        await platform.replies(1)
+        await platform.say("/reset")
+        await platform.say("hello again")
+        replies = await platform.replies(3)
+    assert replies[1].text == RESET_DONE
+    assert "secret plan" not in user_texts(fake.requests[-1])
+
+
+async def test_help_and_unknown_commands(tmp_path: Path) -> None:
+    async with FakeAnthropic() as fake, running(make_config(tmp_path, fake.url)) as (_, platform):
+        await platform.say("/help")
+        await platform.say("/frobnicate now")
+        replies = await platform.replies(2)
+    assert [r.text for r in replies] == [HELP, HELP]
+    assert fake.requests == []
+
+
+async def test_group_messages_carry_the_speaker(tmp_path: Path) -> None:
+    async with FakeAnthropic() as fake, running(make_config(tmp_path, fake.url)) as (_, platform):
+        await platform.say("hi all", user="7", chat="g1", dm=False, name="Bea")
+        [reply] = await platform.replies(1)
+    assert user_texts(fake.requests[0])[-1] == "Bea: hi all"
+    assert reply.chat_id == "g1"
+
+
+async def test_long_history_is_compacted_in_chunks(tmp_path: Path) -> None:
+    async with FakeAnthropic() as fake:
+        config = make_config(tmp_path, fake.url, "memory: {history_token_budget: 600}\n")
+        async with running(config) as (runtime, platform):
+            for i in range(12):
+                await platform.say(f"story part {i}: " + "and then something happened. " * 6)
+                await platform.replies(i + 1)
+            await runtime.sessions.wait(5)
+            sources = await runtime.db.run(
+                lambda c: [r[0] for r in c.execute("SELECT source FROM usage ORDER BY id")]
+            )
+    compactions = sources.count("compact")
+    assert 1 <= compactions <= 4  # in chunks (about 100 tokens a turn, 300 folded at a time)
+    last_turn = [r for r in fake.requests if r["system"][0]["text"] != prompts.COMPACT_SYSTEM][-1]
+    assert any(b["text"].startswith("## Earlier in this conversation") for b in last_turn["system"])
+    assert "story part 0" not in " ".join(user_texts(last_turn))
+    assert "story part 11" in user_texts(last_turn)[-1]
+
+
+async def test_an_idle_session_leaves_memory_and_comes_back(tmp_path: Path) -> None:
+    async with (
+        FakeAnthropic() as fake,
+        running(make_config(tmp_path, fake.url)) as (runtime, platform),
+    ):
+        await platform.say("the key is under the mat")
+        await platform.replies(1)
+        await runtime.sessions.wait(5)
+        assert len(runtime.sessions) == 1
+        assert runtime.sessions.evict_idle(0) == 1
+        assert len(runtime.sessions) == 0
+        await platform.say("where is the key?")
+        await platform.replies(2)
+    assert user_texts(fake.requests[-1])[0] == "the key is under the mat"
