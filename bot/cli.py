@@ -51,10 +51,14 @@ def common_options(func: F) -> F:
     return func
 
 
-def _setup(config_path: Path | None, log_format: str | None, quiet: bool = False) -> Config:
+def _setup(
+    config_path: Path | None,
+    log_format: str | None,
+    quiet: Callable[[Config], bool] = lambda config: False,
+) -> Config:
     """Configure logging, read the config, reconfigure logging with its level and
-    secrets (`quiet`: warnings and worse only, for the terminal chat). Exits 1
-    with the error on a bad config."""
+    secrets (warnings and worse only when `quiet(config)`: a chat in the terminal
+    is not for log lines). Exits 1 with the error on a bad config."""
     fmt: LogFormat = (
         "console" if (log_format or default_format(sys.stderr)) == "console" else "json"
     )
@@ -68,7 +72,9 @@ def _setup(config_path: Path | None, log_format: str | None, quiet: bool = False
         raise SystemExit(1) from None
     if config_path is None:
         log.info("config.default_used", reason="no --config given and no ./soulbot.yaml")
-    level = "warning" if quiet and config.log_level in ("debug", "info") else config.log_level
+    level = config.log_level
+    if quiet(config) and level in ("debug", "info"):
+        level = "warning"
     configure_logging(fmt, level, config.secrets())
     return config
 
@@ -113,10 +119,14 @@ def _adapters(config: Config, soul_name: str, on_eof: Callable[[], None]) -> lis
     for name, token in platforms.items():
         if token:
             log.warning("adapter.unavailable", adapter=name, reason="not part of this build yet")
+    return [ConsoleAdapter(soul_name, on_eof=on_eof)] if console_enabled(config) else []
+
+
+def console_enabled(config: Config) -> bool:
+    """`adapters.console.enabled`, with `auto` on when no platform token is set."""
     console = config.adapters.console.enabled
-    if console is True or (console == "auto" and not any(platforms.values())):
-        return [ConsoleAdapter(soul_name, on_eof=on_eof)]
-    return []
+    tokens = (config.adapters.discord.token, config.adapters.telegram.token)
+    return console is True or (console == "auto" and not any(t.get_secret_value() for t in tokens))
 
 
 async def _serve(config: Config, registry: SoulRegistry, console_only: bool) -> int:
@@ -162,7 +172,7 @@ def _start(config: Config, registry: SoulRegistry, console_only: bool = False) -
 @common_options
 def run(config_path: Path | None, log_format: str | None) -> None:
     """Run the daemon until SIGTERM or Ctrl-C (a terminal chat when no platform is set)."""
-    config = _setup(config_path, log_format)
+    config = _setup(config_path, log_format, lambda c: sys.stdin.isatty() and console_enabled(c))
     registry, _ = _registry(config)
     _start(config, registry)
 
@@ -172,7 +182,7 @@ def run(config_path: Path | None, log_format: str | None) -> None:
 @common_options
 def chat(soul: str | None, config_path: Path | None, log_format: str | None) -> None:
     """Chat with SOUL (default: default_soul) in the terminal; /reset, /quit."""
-    config = _setup(config_path, log_format, quiet=True)
+    config = _setup(config_path, log_format, lambda c: True)
     registry, _ = _registry(config)
     if soul is not None and registry.get(soul) is None:
         known = ", ".join(s.id for s in registry.all()) or "none"
