@@ -14,7 +14,6 @@ import structlog
 from adapters.base import Inbound, Outbound
 from bot.agent import Route
 from bot.config import Binding, Config
-from bot.errors import SoulbotError
 from bot.sessions import Send, SessionManager
 
 log = structlog.get_logger(__name__)
@@ -90,8 +89,8 @@ class Router:
                 return
             rendered = text if inbound.is_dm else f"{inbound.user_name}: {text}"
             await self._sessions.deliver(route, inbound, rendered)
-        except (SoulbotError, OSError) as exc:
-            log.error("router.failed", platform=inbound.platform, error=str(exc))
+        except Exception as exc:  # the dispatch boundary: one line, the loop lives on
+            log.exception("router.failed", platform=inbound.platform, error=str(exc))
 
     async def _command(self, text: str, inbound: Inbound, route: Route) -> None:
         name = text.split()[0][1:].split("@")[0].lower()

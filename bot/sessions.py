@@ -139,6 +139,8 @@ class Session:
                     route.session, generation, "assistant", text, reply_to=new[-1].id
                 )
                 self._entries.append(entry)
+                # Messages that came during the turn go after the reply to their elders.
+                self._entries.sort(key=lambda e: e.order)
             first = self._received.get(new[0].id, started)
             log.info(
                 "turn.completed",

@@ -31,10 +31,24 @@ async def test_messages_during_a_turn_are_answered_together(tmp_path: Path) -> N
         await platform.say("third")
         replies = await platform.replies(2)
         await runtime.sessions.wait(5)
-    assert len(fake.requests) == 2
+        assert len(fake.requests) == 2
+        fake.latency_s = 0
+        await platform.say("fourth")
+        await platform.replies(3)
     assert user_texts(fake.requests[1])[-2:] == ["second", "third"]
     assert "first" in user_texts(fake.requests[1])
     assert len(replies) == 2
+    # The history keeps the conversation's order: a reply follows what it answered.
+    order = [
+        (m["role"], b["text"].split("\n")[-1])
+        for m in fake.requests[2]["messages"]
+        for b in m["content"]
+    ]
+    assert order == [
+        ("user", "first"), ("assistant", "first"),
+        ("user", "second"), ("user", "third"), ("assistant", "third"),
+        ("user", order[-2][1]), ("user", "fourth"),
+    ]  # fmt: skip
 
 
 async def test_sessions_run_in_parallel_and_in_order(tmp_path: Path) -> None:
