@@ -3,7 +3,7 @@ sessions, router and adapters. `Runtime.open` and `close` own their order."""
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Awaitable, Callable, Sequence
 from dataclasses import dataclass, field
 
 import structlog
@@ -87,20 +87,19 @@ class Runtime:
             await adapter.start(self.router.handle)
             log.info("adapter.connected", adapter=adapter.name)
 
-    async def stop_adapters(self) -> None:
-        """Stop the intake of every adapter (replies still go out)."""
+    async def _each_adapter(self, step: Callable[[Adapter], Awaitable[None]]) -> None:
         for adapter in self.adapters.values():
             try:
-                await adapter.stop()
+                await step(adapter)
             except Exception as exc:
                 log.error("adapter.error", adapter=adapter.name, error=str(exc))
 
+    async def stop_adapters(self) -> None:
+        """Stop the intake of every adapter (replies still go out)."""
+        await self._each_adapter(lambda adapter: adapter.stop())
+
     async def close(self) -> None:
         """Close adapters, the model client and the database, in that order."""
-        for adapter in self.adapters.values():
-            try:
-                await adapter.close()
-            except Exception as exc:
-                log.error("adapter.error", adapter=adapter.name, error=str(exc))
+        await self._each_adapter(lambda adapter: adapter.close())
         await self.model.close()
         await self.db.close()

@@ -5,7 +5,6 @@ from __future__ import annotations
 import json
 import time
 from collections.abc import AsyncIterator
-from pathlib import Path
 from typing import Any
 
 import pytest
@@ -27,14 +26,6 @@ HELLO = [{"role": "user", "content": [{"type": "text", "text": "hello"}]}]
 async def fake() -> AsyncIterator[FakeAnthropic]:
     async with FakeAnthropic() as server:
         yield server
-
-
-@pytest.fixture
-async def db(tmp_path: Path) -> AsyncIterator[Database]:
-    database = Database(tmp_path / "soulbot.db")
-    await database.open()
-    yield database
-    await database.close()
 
 
 def model_config(url: str, **overrides: Any) -> ModelConfig:

@@ -5,7 +5,6 @@ from __future__ import annotations
 import asyncio
 import re
 import sqlite3
-from collections.abc import AsyncIterator
 from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
@@ -52,14 +51,6 @@ def ctx(
         user=user,
         source=source,
     )
-
-
-@pytest.fixture
-async def db(tmp_path: Path) -> AsyncIterator[Database]:
-    database = Database(tmp_path / "soulbot.db")
-    await database.open()
-    yield database
-    await database.close()
 
 
 def budget(soul: int | None = None, user: int | None = None) -> BudgetConfig:
