@@ -23,15 +23,17 @@ run: $(VENV)/.installed
 	$(BIN)/soulbot run --config $(CONFIG)
 
 lint: $(VENV)/.installed-dev
-	$(BIN)/ruff check bot adapters tests
-	$(BIN)/ruff format --check bot adapters tests
+	$(BIN)/ruff check bot adapters tests bench
+	$(BIN)/ruff format --check bot adapters tests bench
 	$(BIN)/mypy
 
 test: lint
 	$(BIN)/python -m pytest
 
+# Figures, not tests: each benchmark prints one JSON line (and exits 1 on a missed target).
 bench: $(VENV)/.installed-dev
-	@for b in bench/*.py; do [ -e "$$b" ] && $(BIN)/python "$$b"; done; true
+	-$(BIN)/python bench/turns.py
+	-$(BIN)/python bench/cache.py
 
 clean:
 	rm -rf $(VENV) .pytest_cache .mypy_cache .ruff_cache

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import asyncio
+import gc
 import json
 import os
 import sys
@@ -144,6 +145,9 @@ async def _serve(config: Config, registry: SoulRegistry, console_only: bool) -> 
             "no adapter is enabled: set a platform token or adapters.console.enabled"
         )
     runtime = await Runtime.open(config, registry, adapters)
+    # Everything loaded so far lives as long as the process: keep it out of the
+    # collector's way (fewer, shorter pauses under load).
+    gc.freeze()
     trigger = nightly_trigger(config.memory.compile.cron, config.memory.compile.timezone)
     daemon = Daemon(runtime, Scheduler(trigger))
     stop.append(daemon.request_stop if console_only or len(adapters) == 1 else lambda: None)

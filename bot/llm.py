@@ -46,13 +46,15 @@ class Tool:
 
 @dataclass(frozen=True)
 class Reply:
-    """The text that ends a turn, the summed usage of its calls, and how long
-    the model took (milliseconds, across every round)."""
+    """The text that ends a turn, the summed usage of its calls, how long the
+    requests took (`model_ms`) and waited for a `max_concurrency` slot
+    (`queue_ms`), in milliseconds across every round."""
 
     text: str
     usage: Usage
     calls: int
     model_ms: float
+    queue_ms: float
 
 
 def _add(a: Usage, b: Usage) -> Usage:
@@ -100,14 +102,23 @@ class ModelClient:
     async def close(self) -> None:
         await self._client.close()
 
-    async def _call(self, ctx: CallContext, request: dict[str, Any]) -> anthropic.types.Message:
-        estimate = estimate_request_tokens(request) + self._config.max_tokens
-        await self._ledger.check(ctx, estimate)
+    async def _call(
+        self, ctx: CallContext, request: dict[str, Any], timing: list[float]
+    ) -> anthropic.types.Message:
+        """One request; adds (queued s, model s) to `timing`."""
+        if self._ledger.enforces_limits:
+            estimate = estimate_request_tokens(request) + self._config.max_tokens
+            await self._ledger.check(ctx, estimate)
+        queued = time.perf_counter()
         async with self._semaphore:
+            started = time.perf_counter()
             try:
                 message: anthropic.types.Message = await self._client.messages.create(**request)
             except anthropic.APIError as exc:
                 raise ModelError(type(exc).__name__, _describe(exc)) from exc
+            finally:
+                timing[0] += started - queued
+                timing[1] += time.perf_counter() - started
         await self._ledger.record(ctx, message.model or self.model, _usage(message))
         return message
 
@@ -128,7 +139,7 @@ class ModelClient:
         by_name = {tool.name: tool for tool in tools}
         convo = list(messages)
         total = Usage()
-        started = time.perf_counter()
+        timing = [0.0, 0.0]
         for round_no in range(1, self._config.tool_rounds + 1):
             request: dict[str, Any] = {
                 "model": self.model,
@@ -140,13 +151,12 @@ class ModelClient:
                 request["tools"] = [tool.spec() for tool in tools]
                 if round_no == self._config.tool_rounds:
                     request["tool_choice"] = {"type": "none"}
-            message = await self._call(ctx, request)
+            message = await self._call(ctx, request, timing)
             total = _add(total, _usage(message))
             calls = [b for b in message.content if b.type == "tool_use"]
             if message.stop_reason != "tool_use" or not calls:
                 text = "".join(b.text for b in message.content if b.type == "text").strip()
-                elapsed = (time.perf_counter() - started) * 1000
-                return Reply(text, total, round_no, elapsed)
+                return Reply(text, total, round_no, timing[1] * 1000, timing[0] * 1000)
             content = [b.model_dump(mode="json", exclude_none=True) for b in message.content]
             convo.append({"role": "assistant", "content": content})
             results = [await _run_tool(by_name, call) for call in calls]

@@ -146,6 +146,7 @@ class Session:
                 "turn.completed",
                 latency_ms=round((time.perf_counter() - first) * 1000, 1),
                 model_ms=round(reply.model_ms, 1),
+                queue_ms=round(reply.queue_ms, 1),
                 calls=reply.calls,
                 input_tokens=reply.usage.input_tokens,
                 output_tokens=reply.usage.output_tokens,

@@ -220,6 +220,12 @@ class Ledger:
         log.info("llm.usage", **fields)
         return cost
 
+    @property
+    def enforces_limits(self) -> bool:
+        """Whether any daily budget is set (else `check` never refuses)."""
+        budget = self._budget
+        return budget.daily_tokens_per_soul is not None or budget.daily_tokens_per_user is not None
+
     async def check(self, ctx: CallContext, estimated_tokens: int) -> None:
         """Refuse a model call that would cross today's budget; call it before the call.
 

@@ -1,0 +1,1 @@
+"""Benchmarks: each bench/*.py is a script that prints one JSON line."""
