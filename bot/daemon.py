@@ -52,7 +52,8 @@ class Daemon:
             self._stop.set()
 
     async def _or_forced(self, work: Awaitable[object]) -> bool:
-        """Run `work` unless a second signal comes first; True when it finished."""
+        """Run `work` unless a second signal comes first; True when it finished.
+        Raises what `work` raised."""
         task = asyncio.ensure_future(work)
         forced = asyncio.ensure_future(self._force.wait())
         await asyncio.wait({task, forced}, return_when=asyncio.FIRST_COMPLETED)
@@ -61,6 +62,7 @@ class Daemon:
             task.cancel()
             await asyncio.gather(task, return_exceptions=True)
             return False
+        task.result()
         return True
 
     async def serve(self) -> int:

@@ -40,6 +40,10 @@ class RecordingPlatform:
     async def start(self, deliver: Deliver) -> None:
         self._deliver = deliver
 
+    @property
+    def started(self) -> bool:
+        return self._deliver is not None
+
     async def stop(self) -> None:
         return None
 
