@@ -27,21 +27,22 @@ log = structlog.get_logger(__name__)
 Send = Callable[[Outbound], Awaitable[None]]
 
 
-def _compaction_cut(entries: list[Entry], budget: int) -> int:
-    """How many of the oldest entries to fold so about half the budget remains,
-    ending before a user entry (the kept history starts with one); 0 for none."""
+def _compaction_cut(entries: list[Entry], budget: int, foldable: int) -> int:
+    """How many of the oldest entries to fold so about half the budget remains:
+    at most the first `foldable` (what comes after waits for its turn), ending
+    before a user entry (the kept history starts with one); 0 for none."""
     total = sum(e.tokens for e in entries)
     if total <= budget:
         return 0
     target = total - budget // 2
     folded = 0
-    for i, entry in enumerate(entries):
+    for i, entry in enumerate(entries[:foldable]):
         folded += entry.tokens
-        if folded >= target:
+        if folded >= target or i == foldable - 1:
             cut = i + 1
-            while cut < len(entries) and entries[cut].role != "user":
+            while cut < foldable and entries[cut].role != "user":
                 cut += 1
-            return cut if cut < len(entries) else 0
+            return cut if cut < len(entries) and entries[cut].role == "user" else 0
     return 0
 
 
@@ -169,7 +170,9 @@ class Session:
             )
 
     async def _compact(self) -> None:
-        cut = _compaction_cut(self._entries, self._budget)
+        entries = self._entries
+        waiting = (i for i, e in enumerate(entries) if e.role == "user" and e.id > self._attempted)
+        cut = _compaction_cut(entries, self._budget, next(waiting, len(entries)))
         if cut == 0:
             return
         folded, generation = self._entries[:cut], self._generation

@@ -182,3 +182,20 @@ async def test_an_idle_session_leaves_memory_and_comes_back(tmp_path: Path) -> N
         await platform.say("where is the key?")
         await platform.replies(2)
     assert user_texts(fake.requests[-1])[0] == "the key is under the mat"
+
+
+async def test_compaction_never_folds_a_message_still_waiting(tmp_path: Path) -> None:
+    long = "a long story about the sea and the lighthouse keeper. " * 12
+    async with FakeAnthropic(latency_s=0.4) as fake:
+        config = make_config(tmp_path, fake.url, "memory: {history_token_budget: 256}\n")
+        async with running(config) as (runtime, platform):
+            await platform.say("one: " + long)
+            await wait_until(lambda: fake.requests)
+            await platform.say("two: " + long)  # these arrive while turn one runs
+            await platform.say("three")
+            replies = await platform.replies(2)
+            await runtime.sessions.wait(5)
+    turns = [r for r in fake.requests if r["system"][0]["text"] != prompts.COMPACT_SYSTEM]
+    assert len(turns) == 2 and len(replies) == 2
+    assert user_texts(turns[1])[-2].startswith("two: ")
+    assert user_texts(turns[1])[-1] == "three"
