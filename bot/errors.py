@@ -3,6 +3,7 @@
     SoulbotError
     ├── ConfigError        the config file: which file, which key path, what was expected
     ├── SoulLoadError      a soul workspace: which file, which field, what was expected
+    ├── InvalidWikiPageIdError  a memory wiki page id that breaks the id rule
     ├── BudgetExceeded     a model call the daily token budget refuses (it is not made)
     └── ModelError         a model call that failed after the SDK's retries
 
@@ -45,3 +46,13 @@ class ModelError(SoulbotError):
     def __init__(self, error_class: str, message: str) -> None:
         super().__init__(f"{error_class}: {message}")
         self.error_class = error_class
+
+
+class InvalidWikiPageIdError(SoulbotError):
+    """A wiki page id that breaks the page-id rule or names a path outside
+    `memory/`. `page_id` is the id as given."""
+
+    def __init__(self, page_id: str, reason: str) -> None:
+        super().__init__(f"invalid wiki page id {page_id!r}: {reason}")
+        self.page_id = page_id
+        self.reason = reason

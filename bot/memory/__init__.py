@@ -1,0 +1,1 @@
+"""Long-term memory: traces in SQLite, the markdown wiki, the compile, recall."""
