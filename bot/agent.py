@@ -2,10 +2,11 @@
 
 Layout (DESIGN §10), in the order the API caches it: tools; the soul's system
 blocks, ending at a breakpoint (the same bytes for every session of the soul);
-the session's own system blocks (the compacted-history summary), ending at a
-breakpoint; the history, with a breakpoint where the previous turn's history
-ended (so the previous turn's cache entry is read) and one at its end; then the
-per-turn part in the newest user message: the clock and the new messages.
+the session's own system blocks (its scope's memory index, the compacted-history
+summary), ending at a breakpoint; the history, with a breakpoint where the
+previous turn's history ended (so the previous turn's cache entry is read) and
+one at its end; then the per-turn part in the newest user message: the recall
+block, the clock and the new messages.
 Nothing that changes per turn sits above a breakpoint.
 """
 
@@ -15,15 +16,18 @@ import time
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from datetime import UTC, datetime
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from bot import prompts
 from bot.errors import SoulbotError
 from bot.history import Entry
-from bot.llm import ModelClient, Reply, Tool
+from bot.llm import ModelClient, Reply
 from bot.soul.prompt import system_blocks
 from bot.soul.registry import SoulRegistry
 from bot.usage import CallContext
+
+if TYPE_CHECKING:
+    from bot.memory.service import Memory
 
 EPHEMERAL = {"type": "ephemeral"}
 
@@ -63,10 +67,11 @@ def layout(
     history: Sequence[Entry],
     new: Sequence[Entry],
     previous_breakpoint: int | None,
-    now_line: str,
+    turn_blocks: Sequence[str],
 ) -> Prompt:
     """Lay out one request (see the module docstring). `history` must start with
-    a user entry; consecutive entries of one role share a message."""
+    a user entry; consecutive entries of one role share a message; `turn_blocks`
+    (the recall block, the clock) open the newest user message."""
     system = [_text(t) for t in soul_blocks]
     if system:
         system[-1]["cache_control"] = dict(EPHEMERAL)
@@ -84,7 +89,8 @@ def layout(
     for i, entry in enumerate(history):
         last = i == len(history) - 1
         add(entry.role, _text(entry.text, cached=last or entry.id == previous_breakpoint))
-    add("user", _text(now_line))
+    for text in turn_blocks:
+        add("user", _text(text))
     for entry in new:
         add("user", _text(entry.text))
     return Prompt(system, messages, history[-1].id if history else None)
@@ -97,15 +103,15 @@ class Agent:
         self,
         registry: SoulRegistry,
         model: ModelClient,
-        tools: Callable[[Route], Sequence[Tool]] = lambda route: (),
+        memory: Memory | None = None,
         clock: Callable[[], float] = time.time,
     ) -> None:
         self._registry = registry
         self._model = model
-        self._tools = tools
+        self._memory = memory
         self._clock = clock
 
-    def prompt(
+    async def prompt(
         self,
         route: Route,
         summary: str | None,
@@ -118,17 +124,32 @@ class Agent:
         if soul is None:
             raise SoulbotError(f"soul '{route.soul}' is not loaded")
         blocks = [b.text for b in system_blocks(soul)]
-        session_blocks = [prompts.SUMMARY_BLOCK.format(summary=summary)] if summary else []
-        now = datetime.fromtimestamp(self._clock(), UTC).strftime("%Y-%m-%d %H:%M")
-        return layout(
-            blocks, session_blocks, history, new, previous_breakpoint,
-            prompts.NOW_LINE.format(now=now),
-        )  # fmt: skip
+        session_blocks = []
+        turn_blocks = []
+        now = self._clock()
+        if self._memory is not None:
+            index = await self._memory.scope_index(route)
+            if index:
+                session_blocks.append(prompts.SCOPE_INDEX_BLOCK.format(index=index))
+            # This turn's messages, and today's turns still in the history, are in
+            # the prompt already: they need no recalling.
+            today = now - now % 86400
+            skip_after = max(today, (history or new)[0].ts) if history or new else None
+            query = "\n".join(e.text for e in new)
+            recalled = await self._memory.recall(route, query, skip_after)
+            if recalled:
+                turn_blocks.append(prompts.RECALL_BLOCK.format(lines=recalled))
+        if summary:
+            session_blocks.append(prompts.SUMMARY_BLOCK.format(summary=summary))
+        stamp = datetime.fromtimestamp(now, UTC).strftime("%Y-%m-%d %H:%M")
+        turn_blocks.append(prompts.NOW_LINE.format(now=stamp))
+        return layout(blocks, session_blocks, history, new, previous_breakpoint, turn_blocks)
 
     async def turn(self, route: Route, prompt: Prompt) -> Reply:
         """Run a turn. Raises BudgetExceeded, ModelError."""
         ctx = CallContext(route.soul, route.scope, route.session, route.user, "turn")
-        return await self._model.complete(ctx, prompt.system, prompt.messages, self._tools(route))
+        tools = self._memory.tools(route) if self._memory is not None else []
+        return await self._model.complete(ctx, prompt.system, prompt.messages, tools)
 
     async def summarize(self, route: Route, summary: str | None, entries: Sequence[Entry]) -> str:
         """Fold `entries` into the running summary (a `compact` model call).

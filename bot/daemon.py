@@ -3,10 +3,12 @@
 Signal handlers only set flags (uvicorn's pattern). The first SIGTERM/SIGINT
 starts the graceful shutdown (DESIGN §7): adapters stop taking messages; up to
 `memory.compile.shutdown_wait_s` for the turns in flight (replies still go
-out); whatever is left is logged as `shutdown.pending` and cancelled; the
-registered shutdown tasks run (the memory compile); the store closes; exit 0.
+out), then for their memory writes; whatever is left is logged as
+`shutdown.pending` (turns, writes) and the turns cancelled; the registered
+shutdown tasks run (the memory compile); the store closes; exit 0.
 A second signal cuts the wait and the tasks short: the store still closes
-cleanly, and the exit code is 1.
+cleanly, and the exit code is 1. The memory writes of the turns (traces) are
+waited for within the same deadline, before the shutdown tasks.
 """
 
 from __future__ import annotations
@@ -95,13 +97,20 @@ class Daemon:
         runtime = self._runtime
         await runtime.stop_adapters()
         wait_s = runtime.config.memory.compile.shutdown_wait_s
+        deadline = asyncio.get_running_loop().time() + wait_s
         if not await self._or_forced(runtime.sessions.wait(wait_s)):
             await runtime.sessions.cancel()
             return 1
-        pending = len(runtime.sessions.in_flight())
-        if pending:
-            log.warning("shutdown.pending", turns=pending)
+        turns = len(runtime.sessions.in_flight())
+        if turns:
             await runtime.sessions.cancel()
+        left = max(0.0, deadline - asyncio.get_running_loop().time())
+        if not await self._or_forced(runtime.memory.drain(left)):
+            return 1
+        writes = runtime.memory.pending_writes()
+        if turns or writes:
+            # What ends after this is not folded into the wiki by the compile below.
+            log.warning("shutdown.pending", turns=turns, writes=writes)
         for name, task in self.shutdown_tasks:
             try:
                 if not await self._or_forced(task()):

@@ -66,6 +66,31 @@ CREATE TABLE IF NOT EXISTS seen_messages (
     ts REAL NOT NULL,
     PRIMARY KEY (session, message_id)
 );
+CREATE TABLE IF NOT EXISTS memory_scopes (
+    id INTEGER PRIMARY KEY,
+    soul TEXT NOT NULL,
+    scope TEXT NOT NULL,
+    next_seq INTEGER NOT NULL DEFAULT 0,
+    rows INTEGER NOT NULL DEFAULT 0,
+    words INTEGER NOT NULL DEFAULT 0,
+    last_trace INTEGER NOT NULL DEFAULT 0,
+    UNIQUE (soul, scope)
+);
+CREATE TABLE IF NOT EXISTS memory (
+    id INTEGER PRIMARY KEY,
+    session TEXT NOT NULL,
+    speaker TEXT,
+    name TEXT NOT NULL,
+    page TEXT,
+    text TEXT NOT NULL,
+    created_at REAL NOT NULL,
+    entities TEXT NOT NULL,
+    words INTEGER NOT NULL
+);
+CREATE INDEX IF NOT EXISTS memory_page ON memory (page, id) WHERE page IS NOT NULL;
+CREATE VIRTUAL TABLE IF NOT EXISTS memory_fts USING fts5(
+    text, content='memory', content_rowid='id', tokenize='porter unicode61 remove_diacritics 2'
+);
 """
 
 

@@ -26,6 +26,7 @@ class Entry:
     text: str
     tokens: int
     reply_to: int | None = None
+    ts: float = 0.0
 
     @property
     def order(self) -> tuple[int, int]:
@@ -60,13 +61,13 @@ class HistoryStore:
             ).fetchone()
             generation = row[0] if row else 0
             rows = conn.execute(
-                "SELECT id, role, kind, content, tokens, reply_to FROM history "
+                "SELECT id, role, kind, content, tokens, reply_to, ts FROM history "
                 "WHERE session = ? AND generation = ? AND kind IN ('message', 'summary') "
                 "ORDER BY id",
                 (session, generation),
             ).fetchall()
             summary = next((r[3] for r in reversed(rows) if r[2] == "summary"), None)
-            entries = [Entry(r[0], r[1], r[3], r[4], r[5]) for r in rows if r[2] == "message"]
+            entries = [Entry(r[0], r[1], r[3], r[4], r[5], r[6]) for r in rows if r[2] == "message"]
             entries.sort(key=lambda e: e.order)
             return Snapshot(generation, summary, entries)
 
@@ -76,16 +77,17 @@ class HistoryStore:
         self, session: str, generation: int, role: Role, text: str, reply_to: int | None = None
     ) -> Entry:
         tokens = count_tokens(text)
+        ts = time.time()
 
         def insert(conn: sqlite3.Connection) -> int:
             cursor = conn.execute(
                 "INSERT INTO history (session, generation, role, kind, content, tokens, "
                 "reply_to, ts) VALUES (?, ?, ?, 'message', ?, ?, ?, ?)",
-                (session, generation, role, text, tokens, reply_to, time.time()),
+                (session, generation, role, text, tokens, reply_to, ts),
             )
             return int(cursor.lastrowid or 0)
 
-        return Entry(await self._db.run(insert), role, text, tokens, reply_to)
+        return Entry(await self._db.run(insert), role, text, tokens, reply_to, ts)
 
     async def compact(
         self, session: str, generation: int, entry_ids: list[int], summary: str
@@ -127,6 +129,19 @@ class HistoryStore:
             return int(row[0])
 
         return await self._db.run(bump)
+
+    async def erase(self, sessions: list[str]) -> None:
+        """Delete every history row and delivered id of `sessions` (all generations)."""
+
+        def delete(conn: sqlite3.Connection) -> None:
+            with conn:
+                conn.execute("BEGIN")
+                for table in ("history", "seen_messages", "sessions"):
+                    conn.executemany(
+                        f"DELETE FROM {table} WHERE session = ?", [(s,) for s in sessions]
+                    )
+
+        await self._db.run(delete)
 
     async def first_delivery(self, session: str, message_id: str) -> bool:
         """Record a platform message id; False when it was delivered before."""

@@ -9,18 +9,25 @@ per user in a DM and per chat in a group.
 
 from __future__ import annotations
 
+from typing import TYPE_CHECKING
+
 import structlog
 
 from adapters.base import Inbound, Outbound
+from bot import prompts
 from bot.agent import Route
 from bot.config import Binding, Config
 from bot.sessions import Send, SessionManager
 
+if TYPE_CHECKING:
+    from bot.memory.service import Memory
+
 log = structlog.get_logger(__name__)
 
 HELP = (
-    "Commands: /reset starts a new conversation; /help shows this. "
-    "Anything else is a message for me."
+    "Commands: /reset starts a new conversation; /forget erases what I remember from "
+    "this conversation (its memory and its history); /help shows this. Anything else is "
+    "a message for me."
 )
 RESET_DONE = "Started a new conversation. I still remember what my memory holds."
 
@@ -50,8 +57,14 @@ class Router:
     """Routes messages to sessions and answers chat commands."""
 
     def __init__(
-        self, config: Config, default_soul: str, sessions: SessionManager, send: Send
+        self,
+        config: Config,
+        default_soul: str,
+        sessions: SessionManager,
+        send: Send,
+        memory: Memory | None = None,
     ) -> None:
+        self._memory = memory
         self._config = config
         self._default_soul = default_soul
         self._sessions = sessions
@@ -97,6 +110,13 @@ class Router:
         if name == "reset":
             await self._sessions.reset(route)
             reply = RESET_DONE
+        elif name == "forget" and self._memory is not None:
+            if route.scope == "shared":
+                reply = prompts.FORGET_SHARED
+            else:
+                sessions = await self._memory.forget(route)
+                await self._sessions.erase(sorted({*sessions, route.session}))
+                reply = prompts.FORGET_DONE
         else:
             reply = HELP
         log.info("command.run", command=name, session=route.session, user=route.user)

@@ -9,12 +9,15 @@ from dataclasses import dataclass, field
 import structlog
 
 from adapters.base import Adapter, Outbound
-from bot.agent import Agent
+from bot.agent import Agent, Route
 from bot.config import Config
 from bot.db import DB_NAME, Database
 from bot.errors import SoulbotError
 from bot.history import HistoryStore
 from bot.llm import ModelClient
+from bot.memory.compile import Compiler
+from bot.memory.service import Memory
+from bot.memory.store import TraceStore
 from bot.router import Router
 from bot.sessions import SessionManager
 from bot.soul.registry import SoulRegistry
@@ -57,6 +60,7 @@ class Runtime:
     db: Database
     ledger: Ledger
     model: ModelClient
+    memory: Memory
     sessions: SessionManager
     router: Router
     adapters: dict[str, Adapter] = field(default_factory=dict)
@@ -71,16 +75,27 @@ class Runtime:
         await db.open()
         ledger = Ledger(db, prices=config.model.prices, budget=config.budget)
         model = ModelClient(config.model, ledger)
+        store = TraceStore(db)
+        memory = Memory(config.data_dir, registry, store, Compiler(store, model),
+                        config.memory.recall_token_budget)  # fmt: skip
         by_name = {adapter.name: adapter for adapter in adapters}
 
         async def send(message: Outbound) -> None:
             await by_name[message.platform].send(message)
 
         sessions = SessionManager(
-            HistoryStore(db), Agent(registry, model), send, config.memory.history_token_budget
-        )
-        router = Router(config, default_soul, sessions, send)
-        return cls(config, registry, db, ledger, model, sessions, router, by_name)
+            HistoryStore(db), Agent(registry, model, memory), send,
+            config.memory.history_token_budget, memory,
+        )  # fmt: skip
+        router = Router(config, default_soul, sessions, send, memory)
+        return cls(config, registry, db, ledger, model, memory, sessions, router, by_name)
+
+    async def forget(self, route: Route) -> int:
+        """Erase a private scope: traces, wiki, and the history of its sessions.
+        Returns how many sessions' history was erased."""
+        sessions = sorted({*await self.memory.forget(route)})
+        await self.sessions.erase(sessions)
+        return len(sessions)
 
     async def start_adapters(self) -> None:
         for adapter in self.adapters.values():

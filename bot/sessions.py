@@ -13,6 +13,7 @@ from __future__ import annotations
 import asyncio
 import time
 from collections.abc import Awaitable, Callable
+from typing import TYPE_CHECKING
 
 import structlog
 
@@ -21,6 +22,9 @@ from bot import prompts
 from bot.agent import Agent, Route
 from bot.errors import BudgetExceeded, ModelError
 from bot.history import Entry, HistoryStore, Snapshot
+
+if TYPE_CHECKING:
+    from bot.memory.service import Memory
 
 log = structlog.get_logger(__name__)
 
@@ -57,8 +61,10 @@ class Session:
         agent: Agent,
         send: Send,
         history_budget: int,
+        memory: Memory | None = None,
     ) -> None:
         self.route = route
+        self._memory = memory
         self._store = store
         self._agent = agent
         self._send = send
@@ -90,6 +96,8 @@ class Session:
         self._entries.append(entry)
         self._received[entry.id] = time.perf_counter()
         self._latest = inbound
+        if self._memory is not None:
+            self._memory.record(self.route, "user", inbound.user_name, inbound.text)
         if not self.busy:
             self._task = asyncio.create_task(self._work(), name=f"session:{self.route.session}")
 
@@ -122,7 +130,7 @@ class Session:
         log_ctx = {"soul": route.soul, "session": route.session, "messages": len(new)}
         log.info("turn.started", **log_ctx)
         try:
-            prompt = self._agent.prompt(route, self._summary, history, new, self._breakpoint)
+            prompt = await self._agent.prompt(route, self._summary, history, new, self._breakpoint)
             reply = await self._agent.turn(route, prompt)
         except BudgetExceeded:
             text = prompts.DAILY_LIMIT
@@ -142,6 +150,8 @@ class Session:
                 self._entries.append(entry)
                 # Messages that came during the turn go after the reply to their elders.
                 self._entries.sort(key=lambda e: e.order)
+                if self._memory is not None:
+                    self._memory.record(route, "assistant", "", text)
             first = self._received.get(new[0].id, started)
             log.info(
                 "turn.completed",
@@ -199,8 +209,10 @@ class SessionManager:
         agent: Agent,
         send: Send,
         history_budget: int,
+        memory: Memory | None = None,
         idle_s: float = 900.0,
     ) -> None:
+        self._memory = memory
         self._store = store
         self._agent = agent
         self._send = send
@@ -218,7 +230,9 @@ class SessionManager:
         session = self._sessions.get(route.session)
         if session is None:
             snapshot = await self._store.load(route.session)
-            session = Session(route, snapshot, self._store, self._agent, self._send, self._budget)
+            session = Session(
+                route, snapshot, self._store, self._agent, self._send, self._budget, self._memory
+            )
             self._sessions[route.session] = session
         session.route = route  # a binding may have changed on reload
         return session
@@ -246,6 +260,15 @@ class SessionManager:
         """Start a new history for the route's session, after what came before it."""
         async with self._lock(route.session):
             await (await self._get(route)).reset()
+
+    async def erase(self, sessions: list[str]) -> None:
+        """Erase the history of `sessions` (every generation), live ones included."""
+        for key in sessions:
+            async with self._lock(key):
+                live = self._sessions.pop(key, None)
+                if live is not None and live.task is not None:
+                    await asyncio.gather(live.task, return_exceptions=True)
+        await self._store.erase(sessions)
 
     def _sweep(self) -> None:
         now = time.monotonic()

@@ -31,7 +31,7 @@ def marked(blocks: list[dict[str, Any]]) -> list[str]:
 def test_breakpoints_and_the_per_turn_part() -> None:
     history = entries(("user", "u1"), ("assistant", "a1"), ("user", "u2"), ("assistant", "a2"))
     new = [Entry(5, "user", "u3", 1)]
-    prompt = layout(["soul", "style", "limits"], ["summary"], history, new, 2, "(Now: x)")
+    prompt = layout(["soul", "style", "limits"], ["summary"], history, new, 2, ["(Now: x)"])
     assert [b["text"] for b in prompt.system] == ["soul", "style", "limits", "summary"]
     assert marked(prompt.system) == ["limits", "summary"]
     blocks = [b for m in prompt.messages for b in m["content"]]
@@ -49,7 +49,7 @@ def test_breakpoints_and_the_per_turn_part() -> None:
 
 
 def test_first_turn_has_only_system_breakpoints() -> None:
-    prompt = layout(["soul"], [], [], [Entry(1, "user", "hi", 1)], None, "(Now: x)")
+    prompt = layout(["soul"], [], [], [Entry(1, "user", "hi", 1)], None, ["(Now: x)"])
     assert marked(prompt.system) == ["soul"]
     assert prompt.messages == [
         {
@@ -62,7 +62,7 @@ def test_first_turn_has_only_system_breakpoints() -> None:
 
 def test_unanswered_messages_join_the_new_user_message() -> None:
     history = entries(("user", "u1"), ("assistant", "a1"), ("user", "failed"))
-    prompt = layout(["soul"], [], history, [Entry(9, "user", "again", 1)], 2, "(Now: x)")
+    prompt = layout(["soul"], [], history, [Entry(9, "user", "again", 1)], 2, ["(Now: x)"])
     last = prompt.messages[-1]
     assert last["role"] == "user"
     assert [b["text"] for b in last["content"]] == ["failed", "(Now: x)", "again"]

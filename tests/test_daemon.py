@@ -148,6 +148,10 @@ def test_a_wait_shorter_than_the_model_reports_pending(
     daemon = start(tmp_path, fake, daemons, wait_s=0.5)
     daemon.say("this will not be answered")
     daemon.wait_event("turn.started")
+    deadline = time.monotonic() + 10
+    while not fake.requests() and time.monotonic() < deadline:  # the turn's request is in
+        time.sleep(0.02)
+    fake.configure(latency_s=0)  # that request still takes 5 s; the shutdown compile does not
     sent = time.monotonic()
     daemon.proc.send_signal(signal.SIGTERM)
     code, out = daemon.finish()

@@ -1,0 +1,21 @@
+"""The `soulbot` command: run | chat | check | prompt | init | usage | compile | memory."""
+
+from __future__ import annotations
+
+import click
+
+from bot import __version__
+from bot.cli.memory import compile_command, memory
+from bot.cli.serve import chat, run
+from bot.cli.souls import check, init, prompt
+from bot.cli.usage import usage
+
+
+@click.group(context_settings={"help_option_names": ["-h", "--help"]})
+@click.version_option(__version__, prog_name="soulbot")
+def main() -> None:
+    """soulbot: a persona with a life on Discord and Telegram."""
+
+
+for command in (run, chat, check, prompt, init, usage, compile_command, memory):
+    main.add_command(command)

@@ -1,0 +1,242 @@
+"""`soulbot compile` and `soulbot memory recall | import | pages | forget`."""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import sys
+from collections.abc import Awaitable, Callable
+from datetime import datetime
+from pathlib import Path
+from typing import TYPE_CHECKING, Any, TypeVar
+
+import click
+
+from bot.cli.common import common_options, fail, load_registry, setup
+from bot.config import Config
+from bot.errors import SoulbotError
+
+T = TypeVar("T")
+SCOPE_HELP = "Memory scope: shared, user:<platform>:<id> or chat:<platform>:<id>."
+_SCOPE = click.option("--scope", default="shared", show_default=True, help=SCOPE_HELP)
+
+if TYPE_CHECKING:  # the runtime (and the model SDK) is imported when a command runs
+    from bot.memory.compile import CompileResult
+    from bot.runtime import Runtime
+
+
+def _run(config: Config, work: Callable[[Runtime], Awaitable[T]]) -> T:
+    """Open the runtime (no adapters), run `work`, close. Exits 1 on SoulbotError."""
+    from bot.runtime import Runtime
+
+    registry, _ = load_registry(config)
+
+    async def main() -> T:
+        runtime = await Runtime.open(config, registry, [])
+        try:
+            return await work(runtime)
+        finally:
+            await runtime.memory.drain(30)
+            await runtime.close()
+
+    try:
+        return asyncio.run(main())
+    except SoulbotError as exc:
+        fail(str(exc))
+        raise
+
+
+def _check_scope(scope: str) -> None:
+    parts = scope.split(":")
+    if scope != "shared" and not (len(parts) == 3 and parts[0] in ("user", "chat") and all(parts)):
+        fail(
+            f"--scope: expected shared, user:<platform>:<id> or chat:<platform>:<id>, got {scope!r}"
+        )
+
+
+@click.command("compile")
+@click.argument("soul", required=False)
+@click.option("--scope", default=None, help=SCOPE_HELP + " Default: every scope with new traces.")
+@common_options
+def compile_command(soul: str | None, scope: str | None, config_path: Path | None,
+                    log_format: str | None) -> None:  # fmt: skip
+    """Fold new traces into the memory wikis (of SOUL, or of every soul)."""
+    from bot.runtime import missing_credentials
+
+    config = setup(config_path, log_format)
+    if scope is not None:
+        _check_scope(scope)
+    problem = missing_credentials(config)
+    if problem:
+        fail(problem, 2)
+
+    async def work(runtime: Runtime) -> list[CompileResult | tuple[str, str, str]]:
+        souls = [soul] if soul else None
+        wikis = await runtime.memory.pending_wikis(souls, scope)
+        results: list[CompileResult | tuple[str, str, str]] = []
+        show = sys.stderr.isatty()
+        with click.progressbar(wikis, label="compiling", file=sys.stderr if show else None,
+                               item_show_func=lambda w: w and f"{w[0]} {w[1]}") as bar:  # fmt: skip
+            for soul_id, name in bar:
+                try:
+                    results.append(await runtime.memory.compile_one(soul_id, name))
+                except Exception as exc:
+                    results.append((soul_id, name, f"{type(exc).__name__}: {exc}"))
+        return results
+
+    results = _run(config, work)
+    rows = [("SOUL", "SCOPE", "PAGES", "TRACES", "CONFLICTS", "RESULT")]
+    failed = False
+    for result in results:
+        if isinstance(result, tuple):
+            rows.append((result[0], result[1], "-", "-", "-", "failed: " + result[2]))
+            failed = True
+        else:
+            pages, traces = str(len(result.pages)), str(result.traces)
+            done = f"ok, {result.duration_ms:.0f} ms"
+            rows.append(
+                (result.soul, result.scope, pages, traces, str(len(result.conflicts)), done)
+            )
+    if len(rows) == 1:
+        click.echo("Nothing to compile: no wiki has new traces.")
+        return
+    widths = [max(len(r[i]) for r in rows) for i in range(6)]
+    for row in rows:
+        click.echo("  ".join(c.ljust(w) for c, w in zip(row, widths, strict=True)).rstrip())
+    if failed:
+        raise SystemExit(1)
+
+
+@click.group()
+def memory() -> None:
+    """Look into and manage the memory of a soul."""
+
+
+def _route(soul: str, scope: str) -> Any:
+    from bot.agent import Route
+
+    return Route(soul=soul, scope=scope, session=f"cli:{scope}", user="", is_dm=scope != "shared")
+
+
+@memory.command()
+@click.argument("soul")
+@click.argument("query")
+@_SCOPE
+@common_options
+def recall(soul: str, query: str, scope: str, config_path: Path | None,
+           log_format: str | None) -> None:  # fmt: skip
+    """Print the recall block the model would see for QUERY."""
+    config = setup(config_path, log_format)
+    _check_scope(scope)
+
+    async def work(runtime: Runtime) -> str:
+        return await runtime.memory.recall(_route(soul, scope), query, None)
+
+    block = _run(config, work)
+    click.echo(block or "(nothing recalled)")
+
+
+def _timestamp(value: Any, where: str) -> float:
+    if isinstance(value, int | float) and not isinstance(value, bool):
+        return float(value)
+    if isinstance(value, str):
+        try:
+            parsed = datetime.fromisoformat(value.replace("Z", "+00:00"))
+        except ValueError:
+            pass
+        else:
+            return parsed.timestamp()
+    raise SoulbotError(f"{where}: created_at: expected unix seconds or an ISO-8601 time")
+
+
+def _read_jsonl(path: Path, soul: str, scope: str) -> list[Any]:
+    from bot.memory.store import NewTrace
+
+    traces = []
+    for number, line in enumerate(path.read_text(encoding="utf-8").splitlines(), 1):
+        if not line.strip():
+            continue
+        where = f"{path} line {number}"
+        try:
+            row = json.loads(line)
+        except json.JSONDecodeError as exc:
+            raise SoulbotError(f"{where}: not JSON ({exc.msg})") from None
+        if not isinstance(row, dict) or not isinstance(row.get("text"), str):
+            raise SoulbotError(f"{where}: expected an object with a text string")
+        speaker = row.get("speaker")
+        if speaker not in (None, "user", "assistant"):
+            raise SoulbotError(f"{where}: speaker: expected user, assistant or null")
+        entities = row.get("entities", [])
+        if not isinstance(entities, list) or not all(isinstance(e, str) for e in entities):
+            raise SoulbotError(f"{where}: entities: expected a list of strings")
+        traces.append(NewTrace(soul, scope, f"import:{scope}", speaker, str(row.get("name", "")),
+                               row["text"], _timestamp(row.get("created_at"), where),
+                               tuple(entities)))  # fmt: skip
+    return traces
+
+
+@memory.command("import")
+@click.argument("soul")
+@click.argument("file", type=click.Path(exists=True, dir_okay=False, path_type=Path))
+@_SCOPE
+@common_options
+def import_command(soul: str, file: Path, scope: str, config_path: Path | None,
+                   log_format: str | None) -> None:  # fmt: skip
+    """Import traces from a JSON-lines FILE (text, speaker, name, created_at, entities)."""
+    config = setup(config_path, log_format)
+    _check_scope(scope)
+    try:
+        traces = _read_jsonl(file, soul, scope)
+    except SoulbotError as exc:
+        fail(str(exc))
+
+    async def work(runtime: Runtime) -> int:
+        for start in range(0, len(traces), 5000):
+            await runtime.memory.store.add(traces[start : start + 5000])
+        return len(traces)
+
+    click.echo(f"imported {_run(config, work)} traces into {soul} {scope}")
+
+
+@memory.command()
+@click.argument("soul")
+@_SCOPE
+@common_options
+def pages(soul: str, scope: str, config_path: Path | None, log_format: str | None) -> None:
+    """List the pages of a scope's wiki."""
+    config = setup(config_path, log_format)
+    _check_scope(scope)
+
+    async def work(runtime: Runtime) -> list[Any]:
+        wiki = runtime.memory.wiki(soul, scope)
+        if wiki is None:
+            raise SoulbotError(f"no soul with id '{soul}' is loaded")
+        return await asyncio.to_thread(wiki.list_pages)
+
+    found = _run(config, work)
+    if not found:
+        click.echo("(no pages)")
+    for page in found:
+        click.echo(f"{page.id}  [{page.type}]  {page.summary}  (updated {page.updated or '-'})")
+
+
+@memory.command()
+@click.argument("soul")
+@click.option("--scope", required=True, help=SCOPE_HELP)
+@click.option("--yes", is_flag=True, help="Do not ask for confirmation.")
+@common_options
+def forget(soul: str, scope: str, yes: bool, config_path: Path | None,
+           log_format: str | None) -> None:  # fmt: skip
+    """Erase a private scope: its traces, its wiki and its conversation history."""
+    config = setup(config_path, log_format)
+    _check_scope(scope)
+    if scope == "shared":
+        fail("the shared scope is the soul's own wiki: edit or delete its files by hand")
+    if not yes:
+        click.confirm(f"Erase everything {soul} remembers of {scope}?", abort=True)
+
+    async def work(runtime: Runtime) -> int:
+        return await runtime.forget(_route(soul, scope))
+
+    sessions = _run(config, work)
+    click.echo(f"forgot {scope}: its traces, its wiki and the history of {sessions} session(s)")

@@ -1,0 +1,120 @@
+"""`soulbot run` and `soulbot chat`: the daemon, with the terminal chat."""
+
+from __future__ import annotations
+
+import asyncio
+import gc
+import sys
+from collections.abc import Callable
+from pathlib import Path
+
+import click
+import structlog
+
+from adapters.base import Adapter
+from bot.cli.common import common_options, load_registry, setup
+from bot.config import Config, ConsoleConfig, DiscordConfig, TelegramConfig
+from bot.errors import SoulbotError
+from bot.soul.registry import SoulRegistry
+
+log = structlog.get_logger(__name__)
+
+
+def _adapters(config: Config, soul_name: str, on_eof: Callable[[], None]) -> list[Adapter]:
+    """The adapters this config enables."""
+    from adapters.console_adapter import ConsoleAdapter
+
+    platforms = {
+        "discord": config.adapters.discord.token.get_secret_value(),
+        "telegram": config.adapters.telegram.token.get_secret_value(),
+    }
+    for name, token in platforms.items():
+        if token:
+            log.warning("adapter.unavailable", adapter=name, reason="not part of this build yet")
+    return [ConsoleAdapter(soul_name, on_eof=on_eof)] if console_enabled(config) else []
+
+
+def console_enabled(config: Config) -> bool:
+    """`adapters.console.enabled`, with `auto` on when no platform token is set."""
+    console = config.adapters.console.enabled
+    tokens = (config.adapters.discord.token, config.adapters.telegram.token)
+    return console is True or (console == "auto" and not any(t.get_secret_value() for t in tokens))
+
+
+async def _serve(config: Config, registry: SoulRegistry, console_only: bool) -> int:
+    # The runtime pulls in the model SDK (a second to import): only run and chat need it.
+    from bot.daemon import Daemon
+    from bot.runtime import Runtime, pick_default_soul
+    from bot.scheduler import Scheduler, nightly_trigger
+
+    stop: list[Callable[[], None]] = []
+    default = registry.get(pick_default_soul(config, registry))
+    name = default.name if default else "soul"
+    adapters = _adapters(config, name, lambda: stop[0]())
+    if not adapters:
+        raise SoulbotError(
+            "no adapter is enabled: set a platform token or adapters.console.enabled"
+        )
+    runtime = await Runtime.open(config, registry, adapters)
+    # Everything loaded so far lives as long as the process: keep it out of the
+    # collector's way (fewer, shorter pauses under load).
+    gc.freeze()
+    trigger = nightly_trigger(config.memory.compile.cron, config.memory.compile.timezone)
+    scheduler = Scheduler(trigger)
+    daemon = Daemon(runtime, scheduler)
+
+    async def compile_all() -> None:
+        await runtime.memory.compile_all()
+
+    scheduler.add_nightly("compile", compile_all)
+    daemon.shutdown_tasks.append(("compile", compile_all))
+    stop.append(daemon.request_stop if console_only or len(adapters) == 1 else lambda: None)
+    return await daemon.serve()
+
+
+def _start(config: Config, registry: SoulRegistry, console_only: bool = False) -> None:
+    from bot.runtime import missing_credentials
+
+    if not registry.all():
+        click.echo("error: no soul loaded; `soulbot check` lists what failed", err=True)
+        raise SystemExit(1)
+    problem = missing_credentials(config)
+    if problem:
+        click.echo(f"error: {problem}", err=True)
+        raise SystemExit(2)
+    try:
+        code = asyncio.run(_serve(config, registry, console_only))
+    except SoulbotError as exc:
+        click.echo(f"error: {exc}", err=True)
+        raise SystemExit(1) from None
+    raise SystemExit(code)
+
+
+@click.command()
+@common_options
+def run(config_path: Path | None, log_format: str | None) -> None:
+    """Run the daemon until SIGTERM or Ctrl-C (a terminal chat when no platform is set)."""
+    config = setup(config_path, log_format, lambda c: sys.stdin.isatty() and console_enabled(c))
+    registry, _ = load_registry(config)
+    _start(config, registry)
+
+
+@click.command()
+@click.argument("soul", required=False)
+@common_options
+def chat(soul: str | None, config_path: Path | None, log_format: str | None) -> None:
+    """Chat with SOUL (default: default_soul) in the terminal; /reset, /quit."""
+    config = setup(config_path, log_format, lambda c: True)
+    registry, _ = load_registry(config)
+    if soul is not None and registry.get(soul) is None:
+        known = ", ".join(s.id for s in registry.all()) or "none"
+        click.echo(f"error: no soul with id '{soul}' is loaded (loaded: {known})", err=True)
+        raise SystemExit(1)
+    console = config.adapters.model_copy(
+        update={"console": ConsoleConfig(enabled=True), "discord": DiscordConfig(),
+                "telegram": TelegramConfig()}
+    )  # fmt: skip
+    only = config.model_copy(
+        update={"default_soul": soul or config.default_soul, "bindings": (), "adapters": console}
+    )
+    _start(only, registry, console_only=True)

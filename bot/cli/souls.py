@@ -1,0 +1,90 @@
+"""`soulbot check`, `soulbot prompt` and `soulbot init`: souls and their workspaces."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import click
+
+from bot.cli.common import common_options, load_registry, reference_errors, setup
+from bot.errors import SoulbotError
+from bot.soul.persona import persona_from_legacy
+from bot.soul.prompt import estimate_tokens, system_blocks
+from bot.soul.workspace import create_workspace
+
+
+@click.command()
+@common_options
+def check(config_path: Path | None, log_format: str | None) -> None:
+    """Load the config and every soul; list them, and every error (exit 1)."""
+    config = setup(config_path, log_format)
+    registry, report = load_registry(config)
+    rows = [("ID", "NAME", "FILES", "PROMPT TOKENS")]
+    for soul in registry.all():
+        size = sum(estimate_tokens(b.text) for b in system_blocks(soul))
+        rows.append((soul.id, soul.name, " ".join(soul.files), str(size)))
+    widths = [max(len(row[i]) for row in rows) for i in range(4)]
+    for row in rows:
+        click.echo("  ".join(cell.ljust(w) for cell, w in zip(row, widths, strict=True)).rstrip())
+    warnings = [w for soul in registry.all() for w in soul.warnings]
+    if warnings:
+        click.echo("\nwarnings:")
+        for warning in warnings:
+            click.echo(f"  {warning}")
+    errors = [failure.error for failure, _ in report.failed]
+    errors += reference_errors(config, registry)
+    if errors:
+        click.echo("\nerrors:")
+        for error in errors:
+            for i, line in enumerate(error.split("\n")):
+                click.echo(f"  {'-' if i == 0 else ' '} {line}")
+        raise SystemExit(1)
+    click.echo(f"\n{len(rows) - 1} soul(s) loaded, no errors")
+
+
+@click.command()
+@click.argument("soul")
+@common_options
+def prompt(soul: str, config_path: Path | None, log_format: str | None) -> None:
+    """Print SOUL's system prompt exactly as it is sent, block by block."""
+    config = setup(config_path, log_format)
+    registry, _ = load_registry(config)
+    found = registry.get(soul)
+    if found is None:
+        known = ", ".join(s.id for s in registry.all()) or "none"
+        click.echo(f"error: no soul with id '{soul}' is loaded (loaded: {known})", err=True)
+        raise SystemExit(1)
+    blocks = system_blocks(found)
+    for i, block in enumerate(blocks, 1):
+        click.echo(f"──────── block {i}/{len(blocks)}: {block.kind} ────────")
+        click.echo(block.text)
+
+
+@click.command()
+@click.argument("name")
+@click.option(
+    "--from-json",
+    "legacy",
+    type=click.Path(exists=True, dir_okay=False, path_type=Path),
+    help="Write SOUL.md from a legacy JSON persona definition.",
+)
+@common_options
+def init(name: str, legacy: Path | None, config_path: Path | None, log_format: str | None) -> None:
+    """Create workspaces/NAME/ with every workspace file."""
+    config = setup(config_path, log_format)
+    try:
+        persona = None
+        if legacy is not None:
+            try:
+                data = json.loads(legacy.read_text(encoding="utf-8"))
+            except (ValueError, OSError) as exc:
+                raise SoulbotError(f"{legacy}: not a readable JSON persona: {exc}") from None
+            if not isinstance(data, dict):
+                raise SoulbotError(f"{legacy}: a JSON persona must be an object")
+            persona = persona_from_legacy(data, str(legacy))
+        folder = create_workspace(config.workspaces, name, persona)
+    except SoulbotError as exc:
+        click.echo(f"error: {exc}", err=True)
+        raise SystemExit(1) from None
+    click.echo(f"created {folder}; edit {folder / 'SOUL.md'}, then run `soulbot check`")

@@ -1,0 +1,42 @@
+"""`soulbot usage`: the usage ledger as a table."""
+
+from __future__ import annotations
+
+import time
+from pathlib import Path
+
+import click
+
+from bot.cli.common import common_options, setup
+from bot.db import DB_NAME, connect
+from bot.usage import usage_table
+
+
+@click.command()
+@click.option(
+    "--days",
+    type=click.IntRange(min=1),
+    default=1,
+    show_default=True,
+    help="UTC days to cover, today included.",
+)
+@click.option(
+    "--by",
+    type=click.Choice(["soul", "source", "day", "model"]),
+    default="soul",
+    show_default=True,
+    help="Group rows by this key.",
+)
+@common_options
+def usage(days: int, by: str, config_path: Path | None, log_format: str | None) -> None:
+    """Print model usage and cost from the ledger, with totals."""
+    config = setup(config_path, log_format)
+    path = config.data_dir / DB_NAME
+    if not path.is_file():
+        click.echo(f"No usage recorded yet ({path} does not exist).")
+        return
+    conn = connect(path)
+    try:
+        click.echo(usage_table(conn, days=days, by=by, now=time.time()))
+    finally:
+        conn.close()

@@ -1,0 +1,213 @@
+"""Memory for the runtime: where each wiki lives, trace writes that a turn never
+waits for, the recall block and the scope index of a turn, the
+`read_memory_page` tool, the compile of every wiki with new traces, `forget`.
+
+Scopes (DESIGN §5): the shared wiki of a soul is its workspace's `memory/`;
+the wiki of `user:<platform>:<id>` or `chat:<platform>:<id>` lives under
+`data_dir/memory/<soul>/<user|chat>/<platform>/<id>/`. A turn reads its own
+scope and the shared wiki, nothing else.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import shutil
+import time
+from collections.abc import Callable, Sequence
+from pathlib import Path
+from typing import Any
+
+import structlog
+
+from bot.agent import Route
+from bot.errors import InvalidWikiPageIdError, SoulbotError
+from bot.llm import Tool
+from bot.memory.compile import Compiler, CompileResult
+from bot.memory.page import Page, PageFormatError
+from bot.memory.pageid import check_page_id
+from bot.memory.recall import recall_block
+from bot.memory.store import NewTrace, TraceStore
+from bot.memory.wiki import Wiki
+from bot.soul.registry import SoulRegistry
+
+log = structlog.get_logger(__name__)
+
+SHARED = "shared"
+
+READ_PAGE_SCHEMA = {
+    "type": "object",
+    "properties": {"id": {"type": "string", "description": "A page id from a memory index, "
+                                                           "such as concepts/notes"}},
+    "required": ["id"],
+}  # fmt: skip
+
+
+def scope_folder(data_dir: Path, soul: str, scope: str) -> Path:
+    """The folder of a private scope's wiki."""
+    return data_dir.joinpath("memory", soul, *scope.split(":"))
+
+
+def _page_json(where: str, page: Page) -> dict[str, Any]:
+    return {"wiki": where, "id": page.id, "summary": page.summary, "updated": page.updated,
+            "links": list(page.links), "body": page.body}  # fmt: skip
+
+
+class Memory:
+    """The memory side of the runtime. `drain` before closing the store."""
+
+    def __init__(
+        self,
+        data_dir: Path,
+        registry: SoulRegistry,
+        store: TraceStore,
+        compiler: Compiler,
+        recall_budget: int,
+        clock: Callable[[], float] = time.time,
+    ) -> None:
+        self._data_dir = data_dir
+        self._registry = registry
+        self._store = store
+        self._compiler = compiler
+        self._recall_budget = recall_budget
+        self._clock = clock
+        self._writes: set[asyncio.Task[None]] = set()
+
+    @property
+    def store(self) -> TraceStore:
+        return self._store
+
+    def wiki(self, soul_id: str, scope: str) -> Wiki | None:
+        """The wiki of `scope` (None when the soul is not loaded)."""
+        if scope == SHARED:
+            soul = self._registry.get(soul_id)
+            return Wiki(soul.folder / "memory") if soul else None
+        return Wiki(scope_folder(self._data_dir, soul_id, scope))
+
+    # -- traces -----------------------------------------------------------------------
+
+    def record(self, route: Route, speaker: str, name: str, text: str) -> None:
+        """Store a trace in the background: the turn goes on at once. An
+        assistant trace without a name carries the soul's name."""
+        if not name and speaker == "assistant":
+            soul = self._registry.get(route.soul)
+            name = soul.name if soul else route.soul
+        trace = NewTrace(route.soul, route.scope, route.session, speaker, name, text, self._clock())
+        task = asyncio.create_task(self._write(trace), name=f"trace:{route.session}")
+        self._writes.add(task)
+        task.add_done_callback(self._writes.discard)
+
+    async def _write(self, trace: NewTrace) -> None:
+        try:
+            await self._store.add([trace])
+        except Exception as exc:
+            log.error("memory.write_failed", soul=trace.soul, scope=trace.scope,
+                      error_class=type(exc).__name__, error=str(exc))  # fmt: skip
+
+    def pending_writes(self) -> int:
+        return len(self._writes)
+
+    async def drain(self, seconds: float) -> int:
+        """Wait up to `seconds` for the trace writes; returns how many remain."""
+        if self._writes:
+            await asyncio.wait(set(self._writes), timeout=seconds)
+        return len(self._writes)
+
+    # -- a turn's memory ----------------------------------------------------------------
+
+    async def recall(self, route: Route, query: str, skip_after: float | None) -> str:
+        """The recall block for `query` ("" when nothing is relevant)."""
+        scopes = [route.scope] if route.scope == SHARED else [route.scope, SHARED]
+        return await recall_block(
+            self._store, soul=route.soul, scopes=scopes, query=query,
+            budget_tokens=self._recall_budget, now=self._clock(),
+            group=route.scope.startswith("chat:"), skip_after=skip_after,
+        )  # fmt: skip
+
+    async def scope_index(self, route: Route) -> str | None:
+        """The catalog of the route's private wiki (the shared one is in the
+        soul's own blocks), or None when it lists nothing yet."""
+        if route.scope == SHARED:
+            return None
+        wiki = self.wiki(route.soul, route.scope)
+        text = await asyncio.to_thread(wiki.catalog_text) if wiki else None
+        if not text or not text.strip().removeprefix("# Memory Index").strip():
+            return None
+        return text.strip()
+
+    def tools(self, route: Route) -> list[Tool]:
+        """`read_memory_page` for the route's scope and the soul's shared wiki."""
+
+        async def read_memory_page(args: dict[str, Any]) -> str:
+            page_id = str(args.get("id", ""))
+            try:
+                check_page_id(page_id)
+            except InvalidWikiPageIdError as exc:
+                return json.dumps({"error": str(exc), "details": {"code": "INVALID_WIKI_PAGE_ID"}})
+            found = []
+            for where in dict.fromkeys([route.scope, SHARED]):
+                wiki = self.wiki(route.soul, where)
+                try:
+                    page = await asyncio.to_thread(wiki.read_page, page_id) if wiki else None
+                except PageFormatError as exc:
+                    return json.dumps({"error": str(exc), "details": {"code": "PAGE_UNREADABLE"}})
+                if page is not None:
+                    found.append(_page_json("shared" if where == SHARED else "private", page))
+            if not found:
+                return json.dumps({"error": f"no page {page_id!r}",
+                                   "details": {"code": "PAGE_NOT_FOUND"}})  # fmt: skip
+            return json.dumps({"pages": found}, ensure_ascii=False)
+
+        return [Tool("read_memory_page",
+                     "Open a page of your long-term memory wiki by its id (from a memory index).",
+                     READ_PAGE_SCHEMA, read_memory_page)]  # fmt: skip
+
+    # -- compile and forget ---------------------------------------------------------------
+
+    async def pending_wikis(self, souls: Sequence[str] | None = None,
+                            scope: str | None = None) -> list[tuple[str, str]]:  # fmt: skip
+        """(soul, scope) of every wiki with traces past its watermark."""
+        pending = []
+        for soul in souls or [s.id for s in self._registry.all()]:
+            scopes = [scope] if scope else await self._store.scopes_after(soul, {})
+            marks = {}
+            for name in scopes:
+                wiki = self.wiki(soul, name)
+                if wiki is not None:
+                    marks[name] = await asyncio.to_thread(wiki.watermark)
+            ready = set(await self._store.scopes_after(soul, marks)) if marks else set()
+            pending += [(soul, name) for name in marks if name in ready]
+        return pending
+
+    async def compile_one(self, soul: str, scope: str) -> CompileResult:
+        """Compile one wiki. Raises what stopped it (see Compiler.compile)."""
+        wiki = self.wiki(soul, scope)
+        if wiki is None:
+            raise SoulbotError(f"no soul with id '{soul}' is loaded")
+        return await self._compiler.compile(soul, scope, wiki)
+
+    async def compile_all(self, souls: Sequence[str] | None = None,
+                          scope: str | None = None) -> list[CompileResult]:  # fmt: skip
+        """Compile every wiki with new traces (of `souls`, of one `scope`); a
+        failed wiki is logged (`wiki.compile_failed`) and the others go on."""
+        results = []
+        for soul, name in await self.pending_wikis(souls, scope):
+            try:
+                results.append(await self.compile_one(soul, name))
+            except Exception:  # logged by the compiler; the next wiki still compiles
+                continue
+        return results
+
+    async def forget(self, route: Route) -> list[str]:
+        """Erase the route's private scope: its traces and its wiki. Returns the
+        session keys its traces came from (their history is the caller's to
+        erase). Refuses the shared scope (ValueError)."""
+        if route.scope == SHARED:
+            raise ValueError("the shared scope cannot be forgotten from a chat")
+        await self.drain(5.0)
+        sessions = await self._store.sessions(route.soul, route.scope)
+        erased = await self._store.forget(route.soul, route.scope)
+        folder = scope_folder(self._data_dir, route.soul, route.scope)
+        await asyncio.to_thread(shutil.rmtree, folder, True)
+        log.info("memory.forgotten", soul=route.soul, scope=route.scope, traces=erased)
+        return sessions

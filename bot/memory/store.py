@@ -1,0 +1,434 @@
+"""The trace store: traces and wiki page chunks in SQLite, with an FTS5 index.
+
+Every user message and every reply is one trace of a soul and a scope
+(`shared`, `user:<platform>:<id>`, `chat:<platform>:<id>`); a chunk of a wiki
+page is a note of the scope whose wiki holds the page. Only the text is
+indexed: speaker, display name, soul, scope, session and time are columns of
+`memory`, never tokens of `memory_fts`, so a search never matches who spoke.
+
+Layout (the tables are in `bot.db.SCHEMA`):
+- `memory_scopes`: one numbered row per (soul, scope), with its row and word
+  counts (the statistics the ranking needs) and its newest trace id.
+- `memory`: one row per trace or note. Its id is `(scope number << 32) + seq`,
+  so the rows of a scope are one contiguous id range. FTS5 keeps each term's
+  rows sorted by rowid and seeks a rowid range, so a search of one scope reads
+  that scope's part of the index only, however many rows other scopes hold.
+  Within a scope ids grow with time, which is what the compile's watermark needs.
+- `memory_fts`: FTS5 over `memory.text` (external content), porter stemmer.
+"""
+
+from __future__ import annotations
+
+import json
+import re
+import sqlite3
+from collections.abc import Iterable, Mapping, Sequence
+from dataclasses import astuple, dataclass
+
+from bot.db import Database
+
+SCOPE_BITS = 32
+WORD = re.compile(r"[^\W_]+")  # a word as the index's tokenizer splits it
+CHUNK_CHARS = 600  # a page chunk is at most this long (about 150 tokens)
+_FRONT_MATTER = re.compile(r"\A---[ \t]*\n.*?\n---[ \t]*(\n|\Z)", re.DOTALL)
+_ROW = "id, session, speaker, name, page, text, created_at, words"
+# The ids of the traces nearest a row on one side, within its scope.
+_NEAR = "SELECT * FROM (SELECT id FROM memory WHERE id {} ? AND id {} ? AND page IS NULL ORDER BY id {} LIMIT ?)"  # noqa: E501
+
+
+@dataclass(frozen=True)
+class NewTrace:
+    """A trace to store. `speaker` is "user", "assistant" or None (unknown);
+    `name` is the display name of who spoke ("" when unknown)."""
+
+    soul: str
+    scope: str
+    session: str
+    speaker: str | None
+    name: str
+    text: str
+    created_at: float  # unix seconds
+    entities: tuple[str, ...] = ()
+
+
+@dataclass(frozen=True)
+class Trace:
+    """A stored trace: its id (growing with time within its scope), then the
+    fields of its `NewTrace`."""
+
+    id: int
+    soul: str
+    scope: str
+    session: str
+    speaker: str | None
+    name: str
+    text: str
+    created_at: float
+    entities: tuple[str, ...] = ()
+
+
+@dataclass(frozen=True)
+class Row:
+    """A trace or a page chunk as recall reads it. `page` is the page id of a
+    chunk and None for a trace; a chunk's `created_at` is the page's update time."""
+
+    id: int
+    session: str
+    speaker: str | None
+    name: str
+    page: str | None
+    text: str
+    created_at: float
+    words: int
+
+
+@dataclass(frozen=True)
+class Postings:
+    """What a search found in a set of scopes: for each term the ids of the rows
+    holding it (newest first, at most the limit asked) and how many rows hold
+    it (estimated past the limit); the row and word totals of those scopes."""
+
+    ids: dict[str, list[int]]
+    df: dict[str, float]
+    rows: int
+    words: int
+
+
+def count_words(text: str) -> int:
+    """The words of `text` as the index splits them (letters and digits)."""
+    return len(WORD.findall(text))
+
+
+def chunk_page(body: str, limit: int = CHUNK_CHARS) -> list[str]:
+    """A page body cut into chunks of at most `limit` characters: front matter
+    dropped, paragraphs kept whole and packed together while they fit, a longer
+    paragraph cut at spaces (a single word longer than `limit` is cut anywhere)."""
+    pieces: list[str] = []
+    for paragraph in re.split(r"\n[ \t]*\n", _FRONT_MATTER.sub("", body, count=1)):
+        paragraph = paragraph.strip()
+        while len(paragraph) > limit:
+            cut = paragraph.rfind(" ", 0, limit + 1)
+            cut = cut if cut > 0 else limit
+            pieces.append(paragraph[:cut].strip())
+            paragraph = paragraph[cut:].strip()
+        if paragraph:
+            pieces.append(paragraph)
+    chunks: list[str] = []
+    for piece in pieces:
+        if chunks and len(chunks[-1]) + 2 + len(piece) <= limit:
+            chunks[-1] += "\n\n" + piece
+        else:
+            chunks.append(piece)
+    return chunks
+
+
+def _range(number: int) -> tuple[int, int]:
+    """The first and last id of scope `number`."""
+    return number << SCOPE_BITS, ((number + 1) << SCOPE_BITS) - 1
+
+
+def _span(conn: sqlite3.Connection, soul: str, scope: str) -> tuple[int, int] | None:
+    """The id range of the soul's `scope`; None when it has none yet."""
+    number = _numbers(conn, soul, [scope]).get(scope)
+    return None if number is None else _range(number)
+
+
+def _numbers(conn: sqlite3.Connection, soul: str, scopes: Iterable[str]) -> dict[str, int]:
+    """The numbers of those of the soul's `scopes` that have one."""
+    wanted = list(dict.fromkeys(scopes))
+    rows = conn.execute(
+        "SELECT scope, id FROM memory_scopes WHERE soul = ? "
+        f"AND scope IN ({','.join('?' * len(wanted))})",
+        (soul, *wanted),
+    )
+    return {scope: int(number) for scope, number in rows}
+
+
+def _fresh_ids(conn: sqlite3.Connection, soul: str, scope: str, n: int) -> tuple[int, list[int]]:
+    """The number of (soul, scope), made on first use, and `n` new ids of it."""
+    conn.execute("INSERT OR IGNORE INTO memory_scopes (soul, scope) VALUES (?, ?)", (soul, scope))
+    number, seq = conn.execute(
+        "UPDATE memory_scopes SET next_seq = next_seq + ? WHERE soul = ? AND scope = ? "
+        "RETURNING id, next_seq",
+        (n, soul, scope),
+    ).fetchone()
+    first = (number << SCOPE_BITS) + seq - n + 1
+    return number, list(range(first, first + n))
+
+
+def _insert(
+    conn: sqlite3.Connection, rows: Sequence[Row], entities: Sequence[tuple[str, ...]]
+) -> None:
+    """Insert `memory` rows (with each row's entities) and index their text."""
+    conn.executemany(
+        f"INSERT INTO memory ({_ROW}, entities) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?)",
+        [(*astuple(r), json.dumps(e)) for r, e in zip(rows, entities, strict=True)],
+    )
+    conn.executemany(
+        "INSERT INTO memory_fts (rowid, text) VALUES (?, ?)", [(r.id, r.text) for r in rows]
+    )
+
+
+def _delete(conn: sqlite3.Connection, where: str, params: Sequence[object]) -> tuple[int, int, int]:
+    """Delete the `memory` rows `where` selects, and their index entries.
+    Returns the traces, rows and words deleted."""
+    traces, rows, words = conn.execute(
+        f"SELECT COUNT(*) - COUNT(page), COUNT(*), COALESCE(SUM(words), 0) FROM memory "
+        f"WHERE {where}",
+        params,
+    ).fetchone()
+    conn.execute(
+        "INSERT INTO memory_fts (memory_fts, rowid, text) "
+        f"SELECT 'delete', id, text FROM memory WHERE {where}",
+        params,
+    )
+    conn.execute(f"DELETE FROM memory WHERE {where}", params)
+    return int(traces), int(rows), int(words)
+
+
+def _df(conn: sqlite3.Connection, number: int, got: list[int], limit: int) -> float:
+    """How many rows of scope `number` hold a term, from the newest `got` that
+    do: exact below `limit`, else scaled by the share of the scope's ids they span."""
+    if len(got) < limit:
+        return float(len(got))
+    (first,) = conn.execute(
+        "SELECT MIN(id) FROM memory WHERE id BETWEEN ? AND ?", _range(number)
+    ).fetchone()
+    return len(got) * max(1.0, (got[0] - int(first) + 1) / (got[0] - got[-1] + 1))
+
+
+def _since(conn: sqlite3.Connection, numbers: Iterable[int], start: float) -> set[int]:
+    """The ids of the traces of scopes `numbers` created at or after `start`.
+    Ids follow time within a scope, so only the newest rows are read: those
+    after the last trace older than `start`."""
+    found: set[int] = set()
+    for number in numbers:
+        lo, hi = _range(number)
+        before = conn.execute(
+            "SELECT id FROM memory WHERE id BETWEEN ? AND ? AND page IS NULL AND created_at < ? "
+            "ORDER BY id DESC LIMIT 1",
+            (lo, hi, start),
+        ).fetchone()
+        rows = conn.execute(
+            "SELECT id FROM memory WHERE id > ? AND id <= ? AND page IS NULL AND created_at >= ?",
+            (before[0] if before else lo, hi, start),
+        )
+        found.update(i for (i,) in rows)
+    return found
+
+
+class TraceStore:
+    """Traces and page chunks on the shared database. Every method is one call
+    on the database thread; each raises RuntimeError when the database is closed
+    and sqlite3.Error when SQLite fails."""
+
+    def __init__(self, db: Database) -> None:
+        self._db = db
+
+    async def add(self, traces: Sequence[NewTrace]) -> list[int]:
+        """Store `traces` in one transaction; returns their ids, in order."""
+
+        def write(conn: sqlite3.Connection) -> list[int]:
+            groups: dict[tuple[str, str], list[int]] = {}
+            for n, trace in enumerate(traces):
+                groups.setdefault((trace.soul, trace.scope), []).append(n)
+            ids = [0] * len(traces)
+            with conn:
+                conn.execute("BEGIN")
+                for (soul, scope), members in groups.items():
+                    number, fresh = _fresh_ids(conn, soul, scope, len(members))
+                    for n, row_id in zip(members, fresh, strict=True):
+                        ids[n] = row_id
+                    words = sum(count_words(traces[n].text) for n in members)
+                    conn.execute(
+                        "UPDATE memory_scopes SET rows = rows + ?, words = words + ?, "
+                        "last_trace = ? WHERE id = ?",
+                        (len(members), words, fresh[-1], number),
+                    )
+                rows = [
+                    Row(
+                        i,
+                        t.session,
+                        t.speaker,
+                        t.name,
+                        None,
+                        t.text,
+                        t.created_at,
+                        count_words(t.text),
+                    )
+                    for i, t in zip(ids, traces, strict=True)
+                ]
+                _insert(conn, rows, [t.entities for t in traces])
+            return ids
+
+        return await self._db.run(write) if traces else []
+
+    async def after(self, soul: str, scope: str, after_id: int, limit: int = 10_000) -> list[Trace]:
+        """The scope's traces with an id above `after_id`, oldest first, at most `limit`."""
+
+        def query(conn: sqlite3.Connection) -> list[Trace]:
+            span = _span(conn, soul, scope)
+            if span is None:
+                return []
+            lo, hi = span
+            rows = conn.execute(
+                "SELECT id, session, speaker, name, text, created_at, entities FROM memory "
+                "WHERE id > ? AND id <= ? AND page IS NULL ORDER BY id LIMIT ?",
+                (max(after_id, lo), hi, limit),
+            )
+            return [
+                Trace(r[0], soul, scope, r[1], r[2], r[3], r[4], r[5], tuple(json.loads(r[6])))
+                for r in rows
+            ]
+
+        return await self._db.run(query)
+
+    async def scopes_after(self, soul: str, watermarks: Mapping[str, int]) -> list[str]:
+        """The soul's scopes holding a trace past their watermark (a scope absent
+        from `watermarks` has watermark 0), sorted."""
+
+        def query(conn: sqlite3.Connection) -> list[str]:
+            rows = conn.execute(
+                "SELECT scope, last_trace FROM memory_scopes WHERE soul = ? ORDER BY scope", (soul,)
+            )
+            return [scope for scope, last in rows if last > watermarks.get(scope, 0)]
+
+        return await self._db.run(query)
+
+    async def sessions(self, soul: str, scope: str) -> list[str]:
+        """The session keys the scope's traces came from, sorted."""
+
+        def query(conn: sqlite3.Connection) -> list[str]:
+            span = _span(conn, soul, scope) or (0, -1)
+            rows = conn.execute(
+                "SELECT DISTINCT session FROM memory WHERE id BETWEEN ? AND ? AND page IS NULL "
+                "ORDER BY session",
+                span,
+            )
+            return [session for (session,) in rows]
+
+        return await self._db.run(query)
+
+    async def index_page(
+        self, soul: str, scope: str, page_id: str, body: str, updated: float
+    ) -> None:
+        """Replace the indexed chunks of page `page_id` of the scope's wiki with
+        the chunks of `body` (see `chunk_page`), dated `updated`. An empty body
+        only removes the page's chunks."""
+        chunks = chunk_page(body)
+
+        def write(conn: sqlite3.Connection) -> None:
+            with conn:
+                conn.execute("BEGIN")
+                number, ids = _fresh_ids(conn, soul, scope, len(chunks))
+                _, old_rows, old_words = _delete(
+                    conn, "page = ? AND id BETWEEN ? AND ?", (page_id, *_range(number))
+                )
+                rows = [
+                    Row(i, "", None, "", page_id, chunk, updated, count_words(chunk))
+                    for i, chunk in zip(ids, chunks, strict=True)
+                ]
+                _insert(conn, rows, [()] * len(rows))
+                conn.execute(
+                    "UPDATE memory_scopes SET rows = rows + ?, words = words + ? WHERE id = ?",
+                    (len(rows) - old_rows, sum(count_words(c) for c in chunks) - old_words, number),
+                )
+
+        await self._db.run(write)
+
+    async def forget(self, soul: str, scope: str) -> int:
+        """Erase every trace and page chunk of the scope; returns the traces erased.
+        The scope keeps its number, so later ids stay above every earlier one."""
+
+        def erase(conn: sqlite3.Connection) -> int:
+            with conn:
+                conn.execute("BEGIN")
+                traces, _, _ = _delete(
+                    conn, "id BETWEEN ? AND ?", _span(conn, soul, scope) or (0, -1)
+                )
+                conn.execute(
+                    "UPDATE memory_scopes SET rows = 0, words = 0, last_trace = 0 "
+                    "WHERE soul = ? AND scope = ?",
+                    (soul, scope),
+                )
+                return traces
+
+        return await self._db.run(erase)
+
+    async def count(self, soul: str, scope: str | None = None) -> int:
+        """The traces of the soul's `scope`, or of all its scopes when None."""
+
+        def query(conn: sqlite3.Connection) -> int:
+            scopes = conn.execute(
+                "SELECT id FROM memory_scopes WHERE soul = ? AND (? IS NULL OR scope = ?)",
+                (soul, scope, scope),
+            ).fetchall()
+            return sum(
+                conn.execute(
+                    "SELECT COUNT(*) FROM memory WHERE id BETWEEN ? AND ? AND page IS NULL",
+                    _range(number),
+                ).fetchone()[0]
+                for (number,) in scopes
+            )
+
+        return await self._db.run(query)
+
+    async def search(
+        self,
+        soul: str,
+        scopes: Sequence[str],
+        terms: Sequence[str],
+        limit: int,
+        skip_after: float | None = None,
+    ) -> Postings:
+        """For each of `terms` (each one word, stemmed by the index as the text
+        was), the ids of the rows of the soul's `scopes` holding it, newest
+        first, at most `limit` per term and scope; traces created at or after
+        `skip_after` are left out of the ids (not out of the counts)."""
+
+        def query(conn: sqlite3.Connection) -> Postings:
+            numbers = list(_numbers(conn, soul, scopes).values())
+            rows, words = conn.execute(
+                "SELECT COALESCE(SUM(rows), 0), COALESCE(SUM(words), 0) FROM memory_scopes "
+                f"WHERE id IN ({','.join('?' * len(numbers))})",
+                numbers,
+            ).fetchone()
+            ids: dict[str, list[int]] = {}
+            df: dict[str, float] = {}
+            skipped = set() if skip_after is None else _since(conn, numbers, skip_after)
+            for term in terms:
+                ids[term], df[term] = [], 0.0
+                for number in numbers:
+                    got = [
+                        rowid
+                        for (rowid,) in conn.execute(
+                            "SELECT rowid FROM memory_fts WHERE memory_fts MATCH ? "
+                            "AND rowid BETWEEN ? AND ? ORDER BY rowid DESC LIMIT ?",
+                            ('"' + term.replace('"', '""') + '"', *_range(number), limit),
+                        )
+                    ]
+                    ids[term] += [i for i in got if i not in skipped]
+                    df[term] += _df(conn, number, got, limit)
+            return Postings(ids, df, int(rows), int(words))
+
+        return await self._db.run(query)
+
+    async def rows(self, ids: Iterable[int], around: int = 0) -> list[Row]:
+        """The rows with `ids`, and for each also up to `around` traces just
+        before and just after it in its own scope, sorted by id."""
+        wanted = list(dict.fromkeys(ids))
+
+        def query(conn: sqlite3.Connection) -> list[Row]:
+            parts = ["SELECT value FROM json_each(?)"]
+            params: list[object] = [json.dumps(wanted)]
+            for row_id in wanted if around else ():
+                lo, hi = _range(row_id >> SCOPE_BITS)
+                parts += [_NEAR.format("<", ">=", "DESC"), _NEAR.format(">", "<=", "ASC")]
+                params += [row_id, lo, around, row_id, hi, around]
+            found = conn.execute(
+                f"SELECT {_ROW} FROM memory WHERE id IN ({' UNION '.join(parts)}) ORDER BY id",
+                params,
+            )
+            return [Row(*r) for r in found]
+
+        return await self._db.run(query)
