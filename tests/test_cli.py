@@ -222,3 +222,50 @@ def test_usage_with_no_ledger_yet(tmp_path: Path) -> None:
     result = soulbot("usage", cwd=tmp_path)
     assert result.returncode == 0
     assert "No usage recorded yet" in result.stdout
+
+
+def test_memory_import_recall_compile_pages_and_forget(example: Path) -> None:
+    from tests.fakes.process import FakeProcess
+
+    rows = [
+        {"text": "I adopted a greyhound named Pepper", "speaker": "user", "name": "Ann",
+         "created_at": "2026-10-14T09:30:00Z"},
+        {"text": "Pepper sounds lovely", "speaker": "assistant", "name": "Wren",
+         "created_at": 1760434300},
+    ]  # fmt: skip
+    (example / "t.jsonl").write_text("\n".join(json.dumps(r) for r in rows) + "\n")
+    scope = "user:telegram:42"
+    imported = soulbot("memory", "import", "wren", "t.jsonl", "--scope", scope, cwd=example)
+    assert imported.returncode == 0, imported.stderr
+    assert "imported 2 traces" in imported.stdout
+    recalled = soulbot("memory", "recall", "wren", "tell me about my greyhound", "--scope", scope,
+                       cwd=example)  # fmt: skip
+    assert "[user, " in recalled.stdout and "2026-10-14] I adopted a greyhound named Pepper" in (
+        recalled.stdout
+    )
+    other = soulbot("memory", "recall", "wren", "greyhound", "--scope", "user:telegram:7",
+                    cwd=example)  # fmt: skip
+    assert "Pepper" not in other.stdout
+    with FakeProcess() as fake:
+        env = {"ANTHROPIC_BASE_URL": fake.url, "ANTHROPIC_API_KEY": "k"}
+        compiled = soulbot("compile", "wren", cwd=example, env=env)
+    assert compiled.returncode == 0, compiled.stderr
+    assert scope in compiled.stdout and "ok" in compiled.stdout
+    pages = soulbot("memory", "pages", "wren", "--scope", scope, cwd=example)
+    assert "concepts/notes  [concept]  Notes compiled from conversations" in pages.stdout
+    wiki = example / "data" / "memory" / "wren" / "user" / "telegram" / "42"
+    assert "[[concepts/notes]]" in (wiki / "index.md").read_text()
+    forgot = soulbot("memory", "forget", "wren", "--scope", scope, "--yes", cwd=example)
+    assert forgot.returncode == 0, forgot.stderr
+    assert not wiki.exists()
+    after = soulbot("memory", "recall", "wren", "greyhound Pepper", "--scope", scope, cwd=example)
+    assert "Pepper" not in after.stdout
+
+
+def test_memory_import_names_the_bad_line(example: Path) -> None:
+    (example / "bad.jsonl").write_text('{"text": "ok", "created_at": 1}\n{"text": 5}\n')
+    result = soulbot("memory", "import", "wren", "bad.jsonl", "--scope", "shared", cwd=example)
+    assert result.returncode == 1
+    assert "bad.jsonl line 2: expected an object with a text string" in result.stderr
+    scope = soulbot("memory", "pages", "wren", "--scope", "user:x", cwd=example)
+    assert scope.returncode == 1 and "--scope" in scope.stderr
