@@ -34,6 +34,8 @@ test: lint
 bench: $(VENV)/.installed-dev
 	-$(BIN)/python bench/turns.py
 	-$(BIN)/python bench/cache.py
+	-$(BIN)/python bench/recall.py --data ../shared/data/locomo --budget 600
+	-$(BIN)/python bench/recall_scale.py
 
 clean:
 	rm -rf $(VENV) .pytest_cache .mypy_cache .ruff_cache
