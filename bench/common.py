@@ -229,3 +229,13 @@ def emit(result: dict[str, Any]) -> None:
     """The one line on stdout."""
     sys.stdout.write(json.dumps(result) + "\n")
     sys.stdout.flush()
+
+
+def finish(result: dict[str, Any], target: dict[str, float], ok: dict[str, bool]) -> int:
+    """Add the targets and their pass flags to `result`, print it, and return
+    the exit status (1 when a target is missed)."""
+    result["target"] = target
+    result["pass"] = ok
+    result["all_pass"] = all(ok.values())
+    emit(result)
+    return 0 if result["all_pass"] else 1

@@ -37,7 +37,7 @@ from typing import Any
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
-from bench.common import emit
+from bench.common import finish
 from bot.db import Database
 from bot.logs import configure_logging
 from bot.memory.recall import one_line, recall_block, render
@@ -234,11 +234,7 @@ def main() -> int:
     result = asyncio.run(bench(files, args.budget))
     result["seconds"] = round(time.perf_counter() - started, 2)
     ok = {"evidence_recall": result["evidence_recall"] >= TARGET}
-    result["target"] = {"evidence_recall_min": TARGET}
-    result["pass"] = ok
-    result["all_pass"] = all(ok.values())
-    emit(result)
-    return 0 if result["all_pass"] else 1
+    return finish(result, {"evidence_recall_min": TARGET}, ok)
 
 
 if __name__ == "__main__":

@@ -28,7 +28,7 @@ from typing import Any
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
-from bench.common import emit
+from bench.common import finish
 from bot.db import DB_NAME, Database
 from bot.logs import configure_logging
 from bot.memory.recall import recall_block
@@ -154,11 +154,7 @@ def main() -> int:
         result = asyncio.run(measure(args, Path(tmp)))
         result["db_mb"] = round(sum(p.stat().st_size for p in Path(tmp).iterdir()) / 1e6, 1)
     ok = {"p99_ms": result["p99_ms"] < TARGET_P99_MS}
-    result["target"] = {"p99_ms_under": TARGET_P99_MS}
-    result["pass"] = ok
-    result["all_pass"] = all(ok.values())
-    emit(result)
-    return 0 if result["all_pass"] else 1
+    return finish(result, {"p99_ms_under": TARGET_P99_MS}, ok)
 
 
 if __name__ == "__main__":
