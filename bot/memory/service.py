@@ -34,6 +34,7 @@ from bot.soul.registry import SoulRegistry
 log = structlog.get_logger(__name__)
 
 SHARED = "shared"
+INDEX_TTL_S = 60.0
 
 READ_PAGE_SCHEMA = {
     "type": "object",
@@ -72,6 +73,7 @@ class Memory:
         self._recall_budget = recall_budget
         self._clock = clock
         self._writes: set[asyncio.Task[None]] = set()
+        self._indexes: dict[tuple[str, str], tuple[float, str | None]] = {}
 
     @property
     def store(self) -> TraceStore:
@@ -126,14 +128,21 @@ class Memory:
 
     async def scope_index(self, route: Route) -> str | None:
         """The catalog of the route's private wiki (the shared one is in the
-        soul's own blocks), or None when it lists nothing yet."""
+        soul's own blocks), or None when it lists nothing yet. Read once, then
+        kept until a compile or a forget here, or `INDEX_TTL_S` (a compile run
+        by another process), whichever comes first."""
         if route.scope == SHARED:
             return None
+        key = (route.soul, route.scope)
+        cached = self._indexes.get(key)
+        if cached is not None and self._clock() - cached[0] < INDEX_TTL_S:
+            return cached[1]
         wiki = self.wiki(route.soul, route.scope)
         text = await asyncio.to_thread(wiki.catalog_text) if wiki else None
         if not text or not text.strip().removeprefix("# Memory Index").strip():
-            return None
-        return text.strip()
+            text = None
+        self._indexes[key] = (self._clock(), text.strip() if text else None)
+        return self._indexes[key][1]
 
     def tools(self, route: Route) -> list[Tool]:
         """`read_memory_page` for the route's scope and the soul's shared wiki."""
@@ -184,7 +193,10 @@ class Memory:
         wiki = self.wiki(soul, scope)
         if wiki is None:
             raise SoulbotError(f"no soul with id '{soul}' is loaded")
-        return await self._compiler.compile(soul, scope, wiki)
+        try:
+            return await self._compiler.compile(soul, scope, wiki)
+        finally:
+            self._indexes.pop((soul, scope), None)
 
     async def compile_all(self, souls: Sequence[str] | None = None,
                           scope: str | None = None) -> list[CompileResult]:  # fmt: skip
@@ -209,5 +221,6 @@ class Memory:
         erased = await self._store.forget(route.soul, route.scope)
         folder = scope_folder(self._data_dir, route.soul, route.scope)
         await asyncio.to_thread(shutil.rmtree, folder, True)
+        self._indexes.pop((route.soul, route.scope), None)
         log.info("memory.forgotten", soul=route.soul, scope=route.scope, traces=erased)
         return sessions

@@ -197,6 +197,20 @@ def _df(conn: sqlite3.Connection, number: int, got: list[int], limit: int) -> fl
     return len(got) * max(1.0, (got[0] - int(first) + 1) / (got[0] - got[-1] + 1))
 
 
+def _recallable(conn: sqlite3.Connection, numbers: Iterable[int], start: float) -> bool:
+    """Whether scopes `numbers` hold a page chunk or a trace older than `start`
+    (a new conversation, all of it still in the history, has nothing to recall)."""
+    for number in numbers:
+        lo, hi = _range(number)
+        if conn.execute(
+            "SELECT 1 FROM memory WHERE id BETWEEN ? AND ? "
+            "AND (page IS NOT NULL OR created_at < ?) LIMIT 1",
+            (lo, hi, start),
+        ).fetchone():
+            return True
+    return False
+
+
 def _since(conn: sqlite3.Connection, numbers: Iterable[int], start: float) -> set[int]:
     """The ids of the traces of scopes `numbers` created at or after `start`.
     Ids follow time within a scope, so only the newest rows are read: those
@@ -395,6 +409,9 @@ class TraceStore:
             ).fetchone()
             ids: dict[str, list[int]] = {}
             df: dict[str, float] = {}
+            if skip_after is not None and not _recallable(conn, numbers, skip_after):
+                empty: dict[str, list[int]] = {term: [] for term in terms}
+                return Postings(empty, dict.fromkeys(terms, 0.0), int(rows), int(words))
             skipped = set() if skip_after is None else _since(conn, numbers, skip_after)
             for term in terms:
                 ids[term], df[term] = [], 0.0
