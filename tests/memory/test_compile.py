@@ -137,3 +137,18 @@ def test_default_clusterer() -> None:
         "entities/zoe": [2],
         "entities/bob": [2],
     }
+
+
+async def test_a_path_the_file_system_refuses_is_a_conflict(tmp_path: Path) -> None:
+    async with FakeAnthropic() as fake, running(make_config(tmp_path, fake.url)) as (runtime, _):
+        wiki = runtime.memory.wiki("lark", "user:test:a")
+        assert wiki is not None
+        wiki.root.mkdir(parents=True)
+        (wiki.root / "entities").write_text("a file where the folder must be")
+        await runtime.memory.store.add(traces("Bob plays cello", entities=("Bob",)))
+        await runtime.memory.store.add(traces("and the weather was fine"))
+        result = await runtime.memory.compile_one("lark", "user:test:a")
+        assert result.pages == ("concepts/notes",)
+        assert result.conflicts[0].startswith("entities/bob")
+        assert wiki.watermark() > 0  # the compile went on to the end
+        assert (wiki.root / "entities").read_text() == "a file where the folder must be"
