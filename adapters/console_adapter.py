@@ -19,6 +19,14 @@ from typing import TextIO
 from adapters.base import Deliver, Inbound, Outbound
 
 
+def _local_user() -> str:
+    """The login name, or "local" where there is none (a container user)."""
+    try:
+        return getpass.getuser()
+    except (KeyError, OSError):
+        return "local"
+
+
 class ConsoleAdapter:
     """Chat in the terminal as the local user."""
 
@@ -35,7 +43,7 @@ class ConsoleAdapter:
         self._stdin = stdin or sys.stdin
         self._stdout = stdout or sys.stdout
         self._on_eof = on_eof
-        self._user = getpass.getuser() if hasattr(getpass, "getuser") else "local"
+        self._user = _local_user()
         self._deliver: Deliver | None = None
         self._loop: asyncio.AbstractEventLoop | None = None
         self._stopped = threading.Event()
