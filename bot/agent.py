@@ -134,7 +134,7 @@ class Agent:
             # This turn's messages, and today's turns still in the history, are in
             # the prompt already: they need no recalling.
             today = now - now % 86400
-            skip_after = max(today, (history or new)[0].ts) if history or new else None
+            skip_after = max(today, (history or new)[0].ts)
             query = "\n".join(e.text for e in new)
             recalled = await self._memory.recall(route, query, skip_after)
             if recalled:

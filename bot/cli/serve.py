@@ -41,7 +41,7 @@ def console_enabled(config: Config) -> bool:
     return console is True or (console == "auto" and not any(t.get_secret_value() for t in tokens))
 
 
-async def _serve(config: Config, registry: SoulRegistry, console_only: bool) -> int:
+async def _serve(config: Config, registry: SoulRegistry) -> int:
     # The runtime pulls in the model SDK (a second to import): only run and chat need it.
     from bot.daemon import Daemon
     from bot.runtime import Runtime, pick_default_soul
@@ -68,11 +68,12 @@ async def _serve(config: Config, registry: SoulRegistry, console_only: bool) -> 
 
     scheduler.add_nightly("compile", compile_all)
     daemon.shutdown_tasks.append(("compile", compile_all))
-    stop.append(daemon.request_stop if console_only or len(adapters) == 1 else lambda: None)
+    # The end of console input stops the daemon when the console is its only adapter.
+    stop.append(daemon.request_stop if len(adapters) == 1 else lambda: None)
     return await daemon.serve()
 
 
-def _start(config: Config, registry: SoulRegistry, console_only: bool = False) -> None:
+def _start(config: Config, registry: SoulRegistry) -> None:
     from bot.runtime import missing_credentials
 
     if not registry.all():
@@ -83,7 +84,7 @@ def _start(config: Config, registry: SoulRegistry, console_only: bool = False) -
         click.echo(f"error: {problem}", err=True)
         raise SystemExit(2)
     try:
-        code = asyncio.run(_serve(config, registry, console_only))
+        code = asyncio.run(_serve(config, registry))
     except SoulbotError as exc:
         click.echo(f"error: {exc}", err=True)
         raise SystemExit(1) from None
@@ -117,4 +118,4 @@ def chat(soul: str | None, config_path: Path | None, log_format: str | None) -> 
     only = config.model_copy(
         update={"default_soul": soul or config.default_soul, "bindings": (), "adapters": console}
     )
-    _start(only, registry, console_only=True)
+    _start(only, registry)

@@ -194,9 +194,13 @@ class Memory:
         if wiki is None:
             raise SoulbotError(f"no soul with id '{soul}' is loaded")
         try:
-            return await self._compiler.compile(soul, scope, wiki)
+            result = await self._compiler.compile(soul, scope, wiki)
         finally:
             self._indexes.pop((soul, scope), None)
+        if scope == SHARED and result.traces:
+            # The shared index is part of the soul's own prompt blocks: load it again.
+            await asyncio.to_thread(self._registry.reload, soul)
+        return result
 
     async def compile_all(self, souls: Sequence[str] | None = None,
                           scope: str | None = None) -> list[CompileResult]:  # fmt: skip

@@ -95,3 +95,18 @@ async def test_forget_refuses_a_shared_scope(tmp_path: Path) -> None:
         [reply] = await platform.replies(1)
     assert reply.text == prompts.FORGET_SHARED
     assert "/forget" in HELP
+
+
+async def test_a_shared_compile_reaches_the_soul_prompt(tmp_path: Path) -> None:
+    async with FakeAnthropic() as fake:
+        config = make_config(tmp_path, fake.url, "memory: {scope: shared}\n")
+        async with running(config) as (runtime, platform):
+            await platform.say("the lighthouse opens at dawn", user="ann")
+            await platform.replies(1)
+            await runtime.memory.drain(5)
+            await runtime.memory.compile_all()
+            await platform.say("when does it open?", user="ann")
+            await platform.replies(2)
+    system = [b["text"] for b in fake.requests[-1]["system"]]
+    index = [t for t in system if t.startswith("## Long-Term Memory (index)")]
+    assert len(index) == 1 and "[[concepts/notes]]" in index[0]
