@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import time
 from collections.abc import Callable, Coroutine
+from contextlib import AbstractAsyncContextManager
 from dataclasses import dataclass, field
 from typing import Any, Protocol
 
@@ -58,7 +59,11 @@ class Adapter(Protocol):
         """Take no more messages; `send` keeps working. Idempotent."""
 
     async def send(self, message: Outbound) -> None:
-        """Deliver a reply."""
+        """Deliver a reply, split to the platform's limit. Raises on failure."""
+
+    def typing(self, chat: Inbound) -> AbstractAsyncContextManager[None]:
+        """Show "typing" in the chat of `chat` while the context is open;
+        never raises (a failed indicator is not worth a failed turn)."""
 
     async def close(self) -> None:
         """Release the connection. Idempotent."""

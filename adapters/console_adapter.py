@@ -14,6 +14,7 @@ import sys
 import threading
 import uuid
 from collections.abc import Callable
+from contextlib import AbstractAsyncContextManager
 from typing import TextIO
 
 from adapters.base import Deliver, Inbound, Outbound
@@ -129,6 +130,9 @@ class ConsoleAdapter:
         if self._pump_task is not None:
             self._queue.put_nowait(None)
             await self._pump_task
+
+    def typing(self, chat: Inbound) -> AbstractAsyncContextManager[None]:
+        return contextlib.nullcontext()  # the reply follows the prompt line at once
 
     async def send(self, message: Outbound) -> None:
         prefix = f"{self._soul_name}> "

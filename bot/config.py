@@ -214,6 +214,7 @@ class Binding(_Section):
     channel: int | None = None
     chat: int | None = None
     memory: MemoryScope | None = None
+    respond: GroupRule | None = None
 
 
 class Config(_Section):

@@ -66,6 +66,21 @@ CREATE TABLE IF NOT EXISTS seen_messages (
     ts REAL NOT NULL,
     PRIMARY KEY (session, message_id)
 );
+CREATE TABLE IF NOT EXISTS paired_users (
+    platform TEXT NOT NULL,
+    user_id TEXT NOT NULL,
+    approved_at REAL NOT NULL,
+    approved_by TEXT NOT NULL,
+    PRIMARY KEY (platform, user_id)
+);
+CREATE TABLE IF NOT EXISTS pairing_codes (
+    code TEXT PRIMARY KEY,
+    platform TEXT NOT NULL,
+    user_id TEXT NOT NULL,
+    user_name TEXT NOT NULL,
+    chat_id TEXT NOT NULL,
+    expires REAL NOT NULL
+);
 CREATE TABLE IF NOT EXISTS memory_scopes (
     id INTEGER PRIMARY KEY,
     soul TEXT NOT NULL,

@@ -1,6 +1,13 @@
-"""Inbound message -> route (soul, memory scope, session) -> session; chat commands.
+"""Inbound message -> gate -> route (soul, memory scope, session) -> session or command.
 
-Session keys (DESIGN §2): `discord:<channel_id>` (a thread is its own channel),
+The gate (DESIGN §2): a private chat passes the DM policy (bot/access.py); a
+group message is answered when it is addressed to the bot (a mention or a
+reply to the bot) or when the rule is `always` (`adapters.telegram.groups`,
+`adapters.discord.guilds`, or a binding's `respond`). A command (a message
+starting with "/") is always for the bot and skips the mention rule; the
+adapters only pass commands addressed to this bot.
+
+Session keys: `discord:<channel_id>` (a thread is its own channel),
 `discord:dm:<user_id>`, `telegram:<chat_id>` (+ `:<topic_id>` in forum groups),
 `console:<name>`. The soul is the first matching binding's, else `default_soul`.
 The memory scope is the binding's `memory`, else `memory.scope`; `auto` is
@@ -9,27 +16,16 @@ per user in a DM and per chat in a group.
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING
-
 import structlog
 
 from adapters.base import Inbound, Outbound
-from bot import prompts
+from bot.access import Access
 from bot.agent import Route
-from bot.config import Binding, Config
+from bot.commands import Commands
+from bot.config import Binding, Config, GroupRule
 from bot.sessions import Send, SessionManager
 
-if TYPE_CHECKING:
-    from bot.memory.service import Memory
-
 log = structlog.get_logger(__name__)
-
-HELP = (
-    "Commands: /reset starts a new conversation; /forget erases what I remember from "
-    "this conversation (its memory and its history); /help shows this. Anything else is "
-    "a message for me."
-)
-RESET_DONE = "Started a new conversation. I still remember what my memory holds."
 
 
 def session_key(inbound: Inbound) -> str:
@@ -54,7 +50,7 @@ def _matches(binding: Binding, inbound: Inbound) -> bool:
 
 
 class Router:
-    """Routes messages to sessions and answers chat commands."""
+    """Gates messages, routes them to sessions and hands commands over."""
 
     def __init__(
         self,
@@ -62,16 +58,21 @@ class Router:
         default_soul: str,
         sessions: SessionManager,
         send: Send,
-        memory: Memory | None = None,
+        access: Access,
+        commands: Commands,
     ) -> None:
-        self._memory = memory
         self._config = config
         self._default_soul = default_soul
         self._sessions = sessions
         self._send = send
+        self._access = access
+        self._commands = commands
+
+    def _binding(self, inbound: Inbound) -> Binding | None:
+        return next((b for b in self._config.bindings if _matches(b, inbound)), None)
 
     def route(self, inbound: Inbound) -> Route:
-        binding = next((b for b in self._config.bindings if _matches(b, inbound)), None)
+        binding = self._binding(inbound)
         soul = binding.soul if binding else self._default_soul
         mode = (binding.memory if binding and binding.memory else None) or self._config.memory.scope
         if mode == "auto":
@@ -90,34 +91,49 @@ class Router:
             is_dm=inbound.is_dm,
         )
 
+    def group_rule(self, inbound: Inbound) -> GroupRule:
+        """When a group message is answered: `mention` or `always`."""
+        binding = self._binding(inbound)
+        if binding is not None and binding.respond is not None:
+            return binding.respond
+        if inbound.platform == "discord":
+            return self._config.adapters.discord.guilds
+        if inbound.platform == "telegram":
+            return self._config.adapters.telegram.groups
+        return "always"
+
     async def handle(self, inbound: Inbound) -> None:
-        """Route one message; never raises (failures are logged)."""
+        """Gate and route one message; never raises (failures are logged)."""
         text = inbound.text.strip()
         if not text:
             return
         try:
+            command = text.startswith("/")
+            if inbound.is_dm:
+                admission = await self._access.admit(inbound)
+                if not admission.admitted:
+                    await self._reply(inbound, admission.reply)
+                    return
+            elif not command and not (
+                inbound.mentions_bot or inbound.reply_to_bot or self.group_rule(inbound) == "always"
+            ):
+                return
             route = self.route(inbound)
-            if text.startswith("/"):
-                await self._command(text, inbound, route)
+            if command:
+                if await self._sessions.first_delivery(route.session, inbound.message_id):
+                    await self._reply(inbound, await self._commands.run(inbound, route, text))
                 return
             rendered = text if inbound.is_dm else f"{inbound.user_name}: {text}"
             await self._sessions.deliver(route, inbound, rendered)
         except Exception as exc:  # the dispatch boundary: one line, the loop lives on
             log.exception("router.failed", platform=inbound.platform, error=str(exc))
 
-    async def _command(self, text: str, inbound: Inbound, route: Route) -> None:
-        name = text.split()[0][1:].split("@")[0].lower()
-        if name == "reset":
-            await self._sessions.reset(route)
-            reply = RESET_DONE
-        elif name == "forget" and self._memory is not None:
-            if route.scope == "shared":
-                reply = prompts.FORGET_SHARED
-            else:
-                sessions = await self._memory.forget(route)
-                await self._sessions.erase(sorted({*sessions, route.session}))
-                reply = prompts.FORGET_DONE
-        else:
-            reply = HELP
-        log.info("command.run", command=name, session=route.session, user=route.user)
-        await self._send(Outbound(inbound.platform, inbound.chat_id, reply, inbound.thread_id))
+    async def _reply(self, inbound: Inbound, text: str) -> None:
+        message = Outbound(inbound.platform, inbound.chat_id, text, inbound.thread_id,
+                           inbound.message_id or None)  # fmt: skip
+        try:
+            await self._send(message)
+        except Exception as exc:
+            log.error(
+                "adapter.error", platform=inbound.platform, error=f"{type(exc).__name__}: {exc}"
+            )

@@ -4,12 +4,15 @@ sessions, router and adapters. `Runtime.open` and `close` own their order."""
 from __future__ import annotations
 
 from collections.abc import Awaitable, Callable, Sequence
+from contextlib import AbstractAsyncContextManager
 from dataclasses import dataclass, field
 
 import structlog
 
-from adapters.base import Adapter, Outbound
-from bot.agent import Agent, Route
+from adapters.base import Adapter, Inbound, Outbound
+from bot.access import Access
+from bot.agent import Agent
+from bot.commands import Commands
 from bot.config import Config
 from bot.db import DB_NAME, Database
 from bot.errors import SoulbotError
@@ -83,19 +86,18 @@ class Runtime:
         async def send(message: Outbound) -> None:
             await by_name[message.platform].send(message)
 
+        def typing(chat: Inbound) -> AbstractAsyncContextManager[None]:
+            return by_name[chat.platform].typing(chat)
+
         sessions = SessionManager(
-            HistoryStore(db), Agent(registry, model, memory), send,
+            HistoryStore(db), Agent(registry, model, memory), send, typing,
             config.memory.history_token_budget, memory,
         )  # fmt: skip
-        router = Router(config, default_soul, sessions, send, memory)
+        access = Access(db, config)
+        commands = Commands(registry=registry, sessions=sessions, memory=memory, access=access,
+                            db=db, send=send)  # fmt: skip
+        router = Router(config, default_soul, sessions, send, access, commands)
         return cls(config, registry, db, ledger, model, memory, sessions, router, by_name)
-
-    async def forget(self, route: Route) -> int:
-        """Erase a private scope: traces, wiki, and the history of its sessions.
-        Returns how many sessions' history was erased."""
-        sessions = sorted({*await self.memory.forget(route)})
-        await self.sessions.erase(sessions)
-        return len(sessions)
 
     async def start_adapters(self) -> None:
         for adapter in self.adapters.values():

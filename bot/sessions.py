@@ -13,6 +13,7 @@ from __future__ import annotations
 import asyncio
 import time
 from collections.abc import Awaitable, Callable
+from contextlib import AbstractAsyncContextManager
 from typing import TYPE_CHECKING
 
 import structlog
@@ -29,6 +30,8 @@ if TYPE_CHECKING:
 log = structlog.get_logger(__name__)
 
 Send = Callable[[Outbound], Awaitable[None]]
+# The typing indicator of the chat a message came from, shown while a turn runs.
+Typing = Callable[[Inbound], AbstractAsyncContextManager[None]]
 
 
 def _compaction_cut(entries: list[Entry], budget: int, foldable: int) -> int:
@@ -60,6 +63,7 @@ class Session:
         store: HistoryStore,
         agent: Agent,
         send: Send,
+        typing: Typing,
         history_budget: int,
         memory: Memory | None = None,
     ) -> None:
@@ -68,6 +72,7 @@ class Session:
         self._store = store
         self._agent = agent
         self._send = send
+        self._typing = typing
         self._budget = history_budget
         self._generation = snapshot.generation
         self._summary = snapshot.summary
@@ -130,8 +135,11 @@ class Session:
         log_ctx = {"soul": route.soul, "session": route.session, "messages": len(new)}
         log.info("turn.started", **log_ctx)
         try:
-            prompt = await self._agent.prompt(route, self._summary, history, new, self._breakpoint)
-            reply = await self._agent.turn(route, prompt)
+            async with self._typing(target):
+                prompt = await self._agent.prompt(
+                    route, self._summary, history, new, self._breakpoint
+                )
+                reply = await self._agent.turn(route, prompt)
         except BudgetExceeded:
             text = prompts.DAILY_LIMIT
         except ModelError as exc:
@@ -208,6 +216,7 @@ class SessionManager:
         store: HistoryStore,
         agent: Agent,
         send: Send,
+        typing: Typing,
         history_budget: int,
         memory: Memory | None = None,
         idle_s: float = 900.0,
@@ -216,6 +225,7 @@ class SessionManager:
         self._store = store
         self._agent = agent
         self._send = send
+        self._typing = typing
         self._budget = history_budget
         self._idle_s = idle_s
         self._sessions: dict[str, Session] = {}
@@ -230,9 +240,8 @@ class SessionManager:
         session = self._sessions.get(route.session)
         if session is None:
             snapshot = await self._store.load(route.session)
-            session = Session(
-                route, snapshot, self._store, self._agent, self._send, self._budget, self._memory
-            )
+            session = Session(route, snapshot, self._store, self._agent, self._send,
+                              self._typing, self._budget, self._memory)  # fmt: skip
             self._sessions[route.session] = session
         session.route = route  # a binding may have changed on reload
         return session
@@ -243,14 +252,19 @@ class SessionManager:
             lock = self._locks[key] = asyncio.Lock()
         return lock
 
+    async def first_delivery(self, session: str, message_id: str) -> bool:
+        """Record a platform message id of `session` (an empty id always passes);
+        False, logged as `message.duplicate`, when it was delivered before."""
+        if not message_id or await self._store.first_delivery(session, message_id):
+            return True
+        log.info("message.duplicate", session=session, message_id=message_id)
+        return False
+
     async def deliver(self, route: Route, inbound: Inbound, text: str) -> None:
         """Hand a message to its session, in arrival order; a platform message id
         seen before is dropped."""
         async with self._lock(route.session):
-            if inbound.message_id and not await self._store.first_delivery(
-                route.session, inbound.message_id
-            ):
-                log.info("message.duplicate", session=route.session, message_id=inbound.message_id)
+            if not await self.first_delivery(route.session, inbound.message_id):
                 return
             session = await self._get(route)
             await session.receive(inbound, text)
@@ -269,6 +283,17 @@ class SessionManager:
                 if live is not None and live.task is not None:
                     await asyncio.gather(live.task, return_exceptions=True)
         await self._store.erase(sessions)
+
+    async def forget(self, route: Route) -> int:
+        """Erase the route's private scope: its traces and wiki, and the history
+        of every session its traces came from and of the route's own session.
+        Returns how many sessions' history was erased. Raises RuntimeError
+        without memory, ValueError for the shared scope."""
+        if self._memory is None:
+            raise RuntimeError("this session manager has no memory to forget")
+        sessions = sorted({*await self._memory.forget(route), route.session})
+        await self.erase(sessions)
+        return len(sessions)
 
     def _sweep(self) -> None:
         now = time.monotonic()

@@ -277,6 +277,17 @@ class Ledger:
         return today
 
 
+def day_totals(conn: sqlite3.Connection, now: float) -> tuple[int, float]:
+    """All tokens (input of every kind and output) and the cost in US dollars
+    of the UTC day of `now`."""
+    tokens, cost = conn.execute(
+        "SELECT SUM(input_tokens + output_tokens + cache_creation_input_tokens"
+        " + cache_read_input_tokens), SUM(cost_usd) FROM usage WHERE day = ?",
+        (_utc_day(now),),
+    ).fetchone()
+    return tokens or 0, cost or 0.0
+
+
 _GROUPS = ("soul", "source", "day", "model")
 _HEADER = ("calls", "input", "output", "cache write", "cache read", "cache hit", "cost USD")
 

@@ -3,9 +3,10 @@
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import json
 from collections.abc import AsyncIterator, Callable
-from contextlib import asynccontextmanager
+from contextlib import AbstractAsyncContextManager, asynccontextmanager
 from pathlib import Path
 from typing import Any
 
@@ -34,6 +35,7 @@ class RecordingPlatform:
 
     def __init__(self) -> None:
         self.sent: list[Outbound] = []
+        self.typed: list[str] = []
         self._deliver: Deliver | None = None
         self._arrived = asyncio.Condition()
 
@@ -49,6 +51,10 @@ class RecordingPlatform:
 
     async def close(self) -> None:
         return None
+
+    def typing(self, chat: Inbound) -> AbstractAsyncContextManager[None]:
+        self.typed.append(chat.chat_id)
+        return contextlib.nullcontext()
 
     async def send(self, message: Outbound) -> None:
         async with self._arrived:

@@ -35,7 +35,7 @@ def test_session_keys(message: Inbound, key: str) -> None:
 
 def router(yaml: str) -> Router:
     config = parse_config(yaml, "t", {})
-    return Router(config, "wren", None, None)  # type: ignore[arg-type]
+    return Router(config, "wren", None, None, None, None)  # type: ignore[arg-type]
 
 
 def test_bindings_first_match_wins_and_default_soul_otherwise() -> None:

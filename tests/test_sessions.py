@@ -7,7 +7,6 @@ from pathlib import Path
 from structlog.testing import capture_logs
 
 from bot import prompts
-from bot.router import HELP, RESET_DONE
 from tests.fakes.anthropic_fake import FakeAnthropic
 from tests.kit import make_config, running, user_texts, wait_until
 
@@ -128,7 +127,7 @@ async def test_reset_starts_a_new_history(tmp_path: Path) -> None:
         await platform.say("/reset")
         await platform.say("hello again")
         replies = await platform.replies(3)
-    assert replies[1].text == RESET_DONE
+    assert replies[1].text == prompts.RESET_DONE
     assert "secret plan" not in user_texts(fake.requests[-1])
 
 
@@ -137,7 +136,8 @@ async def test_help_and_unknown_commands(tmp_path: Path) -> None:
         await platform.say("/help")
         await platform.say("/frobnicate now")
         replies = await platform.replies(2)
-    assert [r.text for r in replies] == [HELP, HELP]
+    unknown = prompts.UNKNOWN_COMMAND.format(command="frobnicate")
+    assert [r.text for r in replies] == [prompts.HELP, f"{unknown}\n{prompts.HELP}"]
     assert fake.requests == []
 
 

@@ -236,7 +236,7 @@ def forget(soul: str, scope: str, yes: bool, config_path: Path | None,
         click.confirm(f"Erase everything {soul} remembers of {scope}?", abort=True)
 
     async def work(runtime: Runtime) -> int:
-        return await runtime.forget(_route(soul, scope))
+        return await runtime.sessions.forget(_route(soul, scope))
 
     sessions = _run(config, work)
     click.echo(f"forgot {scope}: its traces, its wiki and the history of {sessions} session(s)")

@@ -188,6 +188,22 @@ class Memory:
             pending += [(soul, name) for name in marks if name in ready]
         return pending
 
+    async def compile_status(self, soul: str) -> list[tuple[str, str | None, bool]]:
+        """(scope, time of its last compile or None, new traces waiting) for the
+        shared wiki and every scope of `soul` that holds traces."""
+        waiting = {scope for _, scope in await self.pending_wikis([soul])}
+        status = []
+        for scope in sorted({SHARED, *await self._store.scopes_after(soul, {})}):
+            wiki = self.wiki(soul, scope)
+            try:
+                meta = await asyncio.to_thread(wiki.read_meta) if wiki else {}
+            except (OSError, ValueError):
+                meta = {}
+            compiled = meta.get("compiled_at")
+            status.append((scope, compiled if isinstance(compiled, str) else None,
+                           scope in waiting))  # fmt: skip
+        return status
+
     async def compile_one(self, soul: str, scope: str) -> CompileResult:
         """Compile one wiki. Raises what stopped it (see Compiler.compile)."""
         wiki = self.wiki(soul, scope)

@@ -34,7 +34,7 @@ import secrets
 import stat
 from collections.abc import Iterator
 from contextlib import contextmanager, suppress
-from datetime import date
+from datetime import UTC, date, datetime
 from pathlib import Path
 from typing import Any
 
@@ -372,10 +372,10 @@ class Wiki:
         _replace_file(self._meta, text.encode("utf-8"))
 
     def update_meta(self, watermark: int) -> None:
-        """Store `watermark` with the hashes (sha256 of each page file, by id)
-        and backlinks ({target: [ids linking to it]}, no self-links) recomputed
-        from the pages; other keys in .meta are kept. Raises ValueError for a
-        negative watermark or a broken .meta, OSError."""
+        """Store `watermark` and `compiled_at` (now, UTC) with the hashes (sha256
+        of each page file, by id) and backlinks ({target: [ids linking to it]},
+        no self-links) recomputed from the pages; other keys in .meta are kept.
+        Raises ValueError for a negative watermark or a broken .meta, OSError."""
         if watermark < 0:
             raise ValueError(f"a watermark is a whole number from 0, not {watermark!r}")
         hashes: dict[str, str] = {}
@@ -389,6 +389,7 @@ class Wiki:
         meta["hashes"] = hashes
         meta["backlinks"] = {target: sorted(ids) for target, ids in sorted(backlinks.items())}
         meta["watermark"] = watermark
+        meta["compiled_at"] = datetime.now(UTC).isoformat(timespec="seconds")
         self.write_meta(meta)
 
     def watermark(self) -> int:

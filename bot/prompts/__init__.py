@@ -48,3 +48,44 @@ FORGET_SHARED = (
     "This chat shares its memory with the soul's wiki, so /forget cannot erase it here. "
     "Ask an admin, or talk to me in a private chat."
 )
+
+# The DM gate (bot/access.py).
+ALLOWLIST_ONLY = "Sorry, I only talk with people on my allowlist here."
+PAIRING_CODE = (
+    "Hi! I only talk with people an admin has approved. Your pairing code is {code} "
+    "(valid for one hour). Ask an admin to send me: /pair approve {code}"
+)
+PAIRING_BUSY = (
+    "Hi! I only talk with people an admin has approved, and too many requests are "
+    "waiting right now. Please try again in an hour."
+)
+
+# Chat commands (bot/commands.py).
+HELP = (
+    "Talk to me in plain words. Commands:\n"
+    "/reset starts a new conversation (I keep my long-term memory)\n"
+    "/forget erases what I remember from this conversation (asks to confirm first)\n"
+    "/help shows this."
+)
+ADMIN_HELP = (
+    "Admin commands:\n"
+    "/soul reload [name] loads souls again from disk\n"
+    "/soul status shows souls, sessions, memory compiles and today's usage\n"
+    "/soul compile [name] compiles the memory wikis now\n"
+    "/soul usage [days] shows tokens and cost\n"
+    "/pair approve CODE lets a person talk to me; /pair list shows the waiting codes"
+)
+RESET_DONE = "Started a new conversation. I still remember what my memory holds."
+FORGET_ASK = (
+    "This erases everything I remember from this conversation: my notes about it and "
+    "its history. It cannot be undone. Send /forget confirm to go ahead."
+)
+ADMIN_ONLY = "Sorry, only an admin can use /{command}."
+UNKNOWN_COMMAND = "I don't know the command /{command}."
+SOUL_USAGE = "Use: /soul reload [name] | /soul status | /soul compile [name] | /soul usage [days]"
+PAIR_USAGE = "Use: /pair approve CODE | /pair list"
+PAIR_UNKNOWN = "No pairing code {code} is waiting (it may be wrong, used or expired)."
+PAIR_APPROVED = "Approved {name} ({platform} id {user_id}): they can talk to me now."
+PAIR_WELCOME = "An admin approved you: we can talk now. Say hello!"
+COMPILE_STARTED = "Compiling the memory of {souls}; I'll report here when it is done."
+COMPILE_DONE = "Compile done: {wikis} wikis, {traces} new traces folded into {pages} pages."

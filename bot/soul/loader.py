@@ -9,6 +9,7 @@ as `soul.warning`.
 
 from __future__ import annotations
 
+import hashlib
 import os
 from dataclasses import dataclass
 from pathlib import Path
@@ -28,7 +29,9 @@ class Soul:
     """A loaded soul: its persona, the companion files and the memory index.
 
     `wiki_index` is memory/index.md without the migration end marker; `files`
-    lists the workspace files that were read.
+    lists the workspace files that were read; `version` is the first 8 hex
+    digits of a sha256 over what was read, so two loads of unchanged files
+    have the same version.
     """
 
     id: str
@@ -40,6 +43,7 @@ class Soul:
     wiki_index: str | None
     files: tuple[str, ...]
     warnings: tuple[str, ...]
+    version: str = ""
 
     @property
     def name(self) -> str:
@@ -113,4 +117,12 @@ def load_soul(folder: Path) -> Soul:
         wiki_index=_index_for_prompt(index),
         files=tuple(found),
         warnings=tuple(warnings),
+        version=_digest(text, *companions.values(), index),
     )
+
+
+def _digest(*texts: str | None) -> str:
+    digest = hashlib.sha256()
+    for text in texts:
+        digest.update(b"\0" if text is None else b"\1" + text.encode("utf-8") + b"\0")
+    return digest.hexdigest()[:8]

@@ -7,7 +7,6 @@ from pathlib import Path
 
 from bot import prompts
 from bot.agent import Route
-from bot.router import HELP
 from tests.fakes.anthropic_fake import FakeAnthropic
 from tests.kit import make_config, running, user_texts
 
@@ -75,11 +74,15 @@ async def test_forget_erases_the_scope(tmp_path: Path) -> None:
         assert (wiki / "concepts" / "notes.md").exists()
         await platform.say("/forget", user="ann")
         replies = await platform.replies(2)
+        assert replies[-1].text == prompts.FORGET_ASK
+        assert wiki.exists()  # nothing is erased before the confirmation
+        await platform.say("/forget confirm", user="ann")
+        replies = await platform.replies(3)
         assert replies[-1].text == prompts.FORGET_DONE
         assert not wiki.exists()
         assert await runtime.memory.store.count("lark", "user:test:ann") == 0
         await platform.say("what was my hint?", user="ann")
-        await platform.replies(3)
+        await platform.replies(4)
         assert "heron" not in json.dumps(fake.requests[-1])
         rows = await runtime.db.run(
             lambda c: c.execute("SELECT content FROM history WHERE session = 'test:ann'").fetchall()
@@ -94,7 +97,7 @@ async def test_forget_refuses_a_shared_scope(tmp_path: Path) -> None:
         await platform.say("/forget", user="bob", chat="g1", dm=False)
         [reply] = await platform.replies(1)
     assert reply.text == prompts.FORGET_SHARED
-    assert "/forget" in HELP
+    assert "/forget" in prompts.HELP
 
 
 async def test_a_shared_compile_reaches_the_soul_prompt(tmp_path: Path) -> None:
