@@ -8,11 +8,17 @@ An adapter turns a platform event into an `Inbound` and hands it to the
 
 from __future__ import annotations
 
+import asyncio
+import contextlib
 import time
-from collections.abc import Callable, Coroutine
+from collections.abc import AsyncIterator, Awaitable, Callable, Coroutine
 from contextlib import AbstractAsyncContextManager
 from dataclasses import dataclass, field
 from typing import Any, Protocol
+
+import structlog
+
+log = structlog.get_logger(__name__)
 
 
 @dataclass(frozen=True)
@@ -42,6 +48,33 @@ class Outbound:
     text: str
     thread_id: str | None = None
     reply_to: str | None = None
+
+
+@contextlib.asynccontextmanager
+async def repeating(action: Callable[[], Awaitable[object]], every_s: float) -> AsyncIterator[None]:
+    """Run `action` now and every `every_s` seconds while the context is open
+    (a typing indicator); the first failure ends the repeats, quietly."""
+
+    async def repeat() -> None:
+        while True:
+            try:
+                await action()
+            except Exception as exc:  # an indicator is a nicety, never a failure
+                log.debug("adapter.typing_failed", error=f"{type(exc).__name__}: {exc}")
+                return
+            await asyncio.sleep(every_s)
+
+    task = asyncio.create_task(repeat())
+    try:
+        yield
+    finally:
+        task.cancel()
+        await asyncio.gather(task, return_exceptions=True)
+
+
+class AdapterStartError(Exception):
+    """An adapter could not connect; the message says why and what to check,
+    and never holds a secret."""
 
 
 Deliver = Callable[[Inbound], Coroutine[Any, Any, None]]

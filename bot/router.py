@@ -16,9 +16,13 @@ per user in a DM and per chat in a group.
 
 from __future__ import annotations
 
+import re
+from dataclasses import replace
+
 import structlog
 
 from adapters.base import Inbound, Outbound
+from bot import prompts
 from bot.access import Access
 from bot.agent import Route
 from bot.commands import Commands
@@ -26,6 +30,20 @@ from bot.config import Binding, Config, GroupRule
 from bot.sessions import Send, SessionManager
 
 log = structlog.get_logger(__name__)
+
+# A longer message is cut (the platforms' own caps are 4,096 characters on
+# Telegram and 4,000 on Discord): one paste must not eat a day's budget.
+MAX_MESSAGE_CHARS = 8000
+_CONTROL = re.compile(r"[\x00-\x08\x0b-\x1f\x7f]")
+
+
+def clean_text(text: str) -> str:
+    """The text without control characters (tabs and newlines stay), stripped,
+    and cut at MAX_MESSAGE_CHARS with a note saying so."""
+    text = _CONTROL.sub("", text).strip()
+    if len(text) > MAX_MESSAGE_CHARS:
+        text = text[:MAX_MESSAGE_CHARS] + prompts.MESSAGE_CUT.format(chars=len(text))
+    return text
 
 
 def session_key(inbound: Inbound) -> str:
@@ -104,7 +122,7 @@ class Router:
 
     async def handle(self, inbound: Inbound) -> None:
         """Gate and route one message; never raises (failures are logged)."""
-        text = inbound.text.strip()
+        text = clean_text(inbound.text)
         if not text:
             return
         try:
@@ -124,7 +142,7 @@ class Router:
                     await self._reply(inbound, await self._commands.run(inbound, route, text))
                 return
             rendered = text if inbound.is_dm else f"{inbound.user_name}: {text}"
-            await self._sessions.deliver(route, inbound, rendered)
+            await self._sessions.deliver(route, replace(inbound, text=text), rendered)
         except Exception as exc:  # the dispatch boundary: one line, the loop lives on
             log.exception("router.failed", platform=inbound.platform, error=str(exc))
 

@@ -9,7 +9,7 @@ from dataclasses import dataclass, field
 
 import structlog
 
-from adapters.base import Adapter, Inbound, Outbound
+from adapters.base import Adapter, AdapterStartError, Inbound, Outbound
 from bot.access import Access
 from bot.agent import Agent
 from bot.commands import Commands
@@ -100,12 +100,26 @@ class Runtime:
         return cls(config, registry, db, ledger, model, memory, sessions, router, by_name)
 
     async def start_adapters(self) -> None:
-        for adapter in self.adapters.values():
-            await adapter.start(self.router.handle)
-            log.info("adapter.connected", adapter=adapter.name)
+        """Start every adapter; one that fails is logged (`adapter.error`,
+        stage start) and left out while the others serve. Raises SoulbotError
+        when none starts."""
+        for name, adapter in list(self.adapters.items()):
+            try:
+                await adapter.start(self.router.handle)
+            except Exception as exc:
+                reason = str(exc) if isinstance(exc, AdapterStartError) else repr(exc)
+                log.error("adapter.error", adapter=name, stage="start", error=reason)
+                del self.adapters[name]
+                await self._each_adapter(lambda a: a.close(), [adapter])
+                continue
+            log.info("adapter.connected", adapter=name)
+        if not self.adapters:
+            raise SoulbotError("no adapter could start (the log says why)")
 
-    async def _each_adapter(self, step: Callable[[Adapter], Awaitable[None]]) -> None:
-        for adapter in self.adapters.values():
+    async def _each_adapter(
+        self, step: Callable[[Adapter], Awaitable[None]], adapters: Sequence[Adapter] | None = None
+    ) -> None:
+        for adapter in list(self.adapters.values()) if adapters is None else adapters:
             try:
                 await step(adapter)
             except Exception as exc:

@@ -10,7 +10,7 @@ from contextlib import AbstractAsyncContextManager, asynccontextmanager
 from pathlib import Path
 from typing import Any
 
-from adapters.base import Deliver, Inbound, Outbound
+from adapters.base import Adapter, Deliver, Inbound, Outbound
 from bot.config import Config, parse_config
 from bot.runtime import Runtime
 from bot.soul.registry import SoulRegistry
@@ -31,9 +31,8 @@ LONG_SOUL = (
 class RecordingPlatform:
     """A platform adapter that records what is sent and lets a test speak."""
 
-    name = "test"
-
-    def __init__(self) -> None:
+    def __init__(self, name: str = "test") -> None:
+        self.name = name
         self.sent: list[Outbound] = []
         self.typed: list[str] = []
         self._deliver: Deliver | None = None
@@ -70,16 +69,18 @@ class RecordingPlatform:
         dm: bool = True,
         message_id: str = "",
         name: str = "Ann",
+        mention: bool = False,
     ) -> None:
         assert self._deliver is not None, "start() first"
         await self._deliver(
             Inbound(
-                platform="test",
+                platform=self.name,
                 chat_id=chat or user,
                 user_id=user,
                 user_name=name,
                 text=text,
                 is_dm=dm,
+                mentions_bot=mention,
                 message_id=message_id,
             )
         )
@@ -105,11 +106,14 @@ def make_config(tmp_path: Path, url: str, extra: str = "") -> Config:
 
 
 @asynccontextmanager
-async def running(config: Config) -> AsyncIterator[tuple[Runtime, RecordingPlatform]]:
-    """A started runtime for `config` with one RecordingPlatform."""
+async def running(
+    config: Config, platform_name: str = "test"
+) -> AsyncIterator[tuple[Runtime, RecordingPlatform]]:
+    """A started runtime for `config` with one RecordingPlatform named `platform_name`
+    (a platform soulbot does not know has an open DM policy and no admins)."""
     registry = SoulRegistry(config.workspaces)
     registry.reload_all()
-    platform = RecordingPlatform()
+    platform = RecordingPlatform(platform_name)
     runtime = await Runtime.open(config, registry, [platform])
     await runtime.start_adapters()
     try:
@@ -142,3 +146,19 @@ async def wait_until(condition: Callable[[], object], within: float = 10.0) -> N
     async with asyncio.timeout(within):
         while not condition():  # noqa: ASYNC110
             await asyncio.sleep(0.005)
+
+
+@asynccontextmanager
+async def serving(config: Config, adapters: list[Adapter]) -> AsyncIterator[Runtime]:
+    """A runtime for `config` serving real `adapters` (against fakes); stopped
+    in the daemon's order at the end."""
+    registry = SoulRegistry(config.workspaces)
+    registry.reload_all()
+    runtime = await Runtime.open(config, registry, adapters)
+    await runtime.start_adapters()
+    try:
+        yield runtime
+    finally:
+        await runtime.stop_adapters()
+        await runtime.sessions.wait(10)
+        await runtime.close()

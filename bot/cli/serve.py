@@ -21,17 +21,32 @@ log = structlog.get_logger(__name__)
 
 
 def _adapters(config: Config, soul_name: str, on_eof: Callable[[], None]) -> list[Adapter]:
-    """The adapters this config enables."""
-    from adapters.console_adapter import ConsoleAdapter
+    """The adapters this config enables (a platform is on when its token is set)."""
+    from bot.commands import MENU
 
-    platforms = {
-        "discord": config.adapters.discord.token.get_secret_value(),
-        "telegram": config.adapters.telegram.token.get_secret_value(),
-    }
-    for name, token in platforms.items():
-        if token:
-            log.warning("adapter.unavailable", adapter=name, reason="not part of this build yet")
-    return [ConsoleAdapter(soul_name, on_eof=on_eof)] if console_enabled(config) else []
+    adapters: list[Adapter] = []
+    telegram, discord = config.adapters.telegram, config.adapters.discord
+    if telegram.token.get_secret_value():
+        from adapters.telegram_adapter import TelegramAdapter
+
+        adapters.append(TelegramAdapter(telegram.token.get_secret_value(), telegram.base_url, MENU))
+    if discord.token.get_secret_value():
+        from adapters.discord_adapter import DiscordAdapter
+
+        adapters.append(
+            DiscordAdapter(
+                discord.token.get_secret_value(),
+                command_prefix=discord.command_prefix,
+                commands=MENU,
+                api_base_url=discord.api_base_url,
+                gateway_url=discord.gateway_url,
+            )
+        )
+    if console_enabled(config):
+        from adapters.console_adapter import ConsoleAdapter
+
+        adapters.append(ConsoleAdapter(soul_name, on_eof=on_eof))
+    return adapters
 
 
 def console_enabled(config: Config) -> bool:

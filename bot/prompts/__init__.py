@@ -89,3 +89,9 @@ PAIR_APPROVED = "Approved {name} ({platform} id {user_id}): they can talk to me 
 PAIR_WELCOME = "An admin approved you: we can talk now. Say hello!"
 COMPILE_STARTED = "Compiling the memory of {souls}; I'll report here when it is done."
 COMPILE_DONE = "Compile done: {wikis} wikis, {traces} new traces folded into {pages} pages."
+
+# The end of a message cut at the router's limit.
+MESSAGE_CUT = " [... cut here: the message was {chars} characters long]"
+
+# Platforms: a photo, voice note, sticker or file instead of text.
+TEXT_ONLY = "I can only read text messages, sorry: please tell me in words."

@@ -1,0 +1,297 @@
+"""Discord, through discord.py, with the message content intent.
+
+What arrives: messages in DMs, guild channels and threads, from people (other
+bots and the bot itself are ignored; so are system messages such as pins and
+joins). `mentions_bot` is a mention of the bot (removed from the text),
+`reply_to_bot` a reply to one of its messages. A thread is a session of its own
+(`chat_id` is its parent channel, `thread_id` the thread). The same words as
+the slash commands work after `command_prefix` (`!soul reload`). A message with
+only attachments or stickers gets one line saying that only text is read (in a
+guild only when it mentions or replies to the bot).
+
+Replies are split at 2,000 characters; the first chunk replies to the message
+that started the turn. Replies never ping @everyone, @here or roles, whatever
+the model writes. The slash commands (`/soul ...`, `/pair ...`, `/reset`,
+`/forget`, `/help`) are app commands synced at start; their answers are
+ephemeral (only the person who asked sees them). A lost gateway connection is
+resumed or re-established by discord.py.
+
+`api_base_url` and `gateway_url` point discord.py elsewhere (a REST proxy, the
+tests' fake): discord.py has no option for it, so they are set on its
+`Route.BASE` and `DiscordWebSocket.DEFAULT_GATEWAY` class attributes, which
+makes them process-wide: one Discord adapter per process.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import re
+from collections.abc import Sequence
+from contextlib import AbstractAsyncContextManager
+from typing import Any
+
+import discord
+import structlog
+import yarl
+from discord import app_commands
+
+from adapters.base import AdapterStartError, Deliver, Inbound, Outbound, repeating
+from adapters.split import split_message
+from bot import prompts
+
+log = structlog.get_logger(__name__)
+
+LIMIT = 2000
+TYPING_EVERY_S = 8.0  # Discord shows typing for 10 s
+READY_TIMEOUT_S = 30.0
+INTERACTION = "interaction:"
+_SAFE_MENTIONS = discord.AllowedMentions(everyone=False, roles=False, users=False,
+                                         replied_user=True)  # fmt: skip
+_MESSAGE_TYPES = (discord.MessageType.default, discord.MessageType.reply)
+
+
+class DiscordAdapter:
+    """A Discord bot."""
+
+    name = "discord"
+
+    def __init__(
+        self,
+        token: str,
+        *,
+        command_prefix: str = "!",
+        commands: Sequence[tuple[str, str]] = (),
+        api_base_url: str | None = None,
+        gateway_url: str | None = None,
+        guild_ready_timeout: float = 2.0,
+    ) -> None:
+        self._token = token
+        self._guild_ready_timeout = guild_ready_timeout
+        self._prefix = command_prefix
+        self._commands = commands
+        self._api_base_url = api_base_url
+        self._gateway_url = gateway_url
+        self._client: discord.Client | None = None
+        self._task: asyncio.Task[None] | None = None
+        self._deliver: Deliver | None = None
+        self._open = False
+        self._interactions: dict[str, discord.Interaction] = {}
+
+    # -- lifecycle ----------------------------------------------------------------------
+
+    async def start(self, deliver: Deliver) -> None:
+        if self._api_base_url:
+            discord.http.Route.BASE = self._api_base_url.rstrip("/")
+        if self._gateway_url:
+            discord.gateway.DiscordWebSocket.DEFAULT_GATEWAY = yarl.URL(self._gateway_url)
+        intents = discord.Intents.default()
+        intents.message_content = True
+        client = discord.Client(intents=intents, allowed_mentions=_SAFE_MENTIONS,
+                                guild_ready_timeout=self._guild_ready_timeout)  # fmt: skip
+        tree = app_commands.CommandTree(client)
+        self._register(tree)
+        client.event(self.on_message)
+        self._client, self._deliver = client, deliver
+        try:
+            await client.login(self._token)
+        except discord.LoginFailure:
+            await client.close()
+            raise AdapterStartError(
+                "discord: the bot token was rejected: check adapters.discord.token "
+                "(Developer Portal > Bot > Reset Token)"
+            ) from None
+        except (discord.HTTPException, OSError) as exc:
+            await client.close()
+            raise AdapterStartError(f"discord: cannot reach the API: {exc}") from None
+        self._task = asyncio.create_task(client.connect(reconnect=True), name="discord-gateway")
+        await self._wait_ready(client)
+        self._open = True
+        try:
+            synced = await tree.sync()
+            log.info("discord.commands_synced", commands=[c.name for c in synced])
+        except discord.HTTPException as exc:
+            log.warning("adapter.error", adapter=self.name, stage="sync_commands", error=str(exc))
+
+    async def _wait_ready(self, client: discord.Client) -> None:
+        assert self._task is not None
+        ready = asyncio.create_task(client.wait_until_ready())
+        await asyncio.wait({ready, self._task}, timeout=READY_TIMEOUT_S,
+                           return_when=asyncio.FIRST_COMPLETED)  # fmt: skip
+        ready.cancel()
+        if self._task.done():
+            error = self._task.exception()
+            await client.close()
+            if isinstance(error, discord.PrivilegedIntentsRequired):
+                raise AdapterStartError(
+                    "discord: the message content intent is off: turn on 'Message Content "
+                    "Intent' in the Developer Portal (Bot page) and start again"
+                )
+            raise AdapterStartError(f"discord: the gateway connection ended: {error!r}")
+        if not client.is_ready():
+            log.warning("discord.not_ready", waited_s=READY_TIMEOUT_S,
+                        note="still connecting in the background")  # fmt: skip
+
+    async def stop(self) -> None:
+        self._open = False
+
+    async def close(self) -> None:
+        self._open = False
+        client, self._client = self._client, None
+        if client is not None:
+            await client.close()
+        if self._task is not None:
+            await asyncio.gather(self._task, return_exceptions=True)
+            self._task = None
+
+    # -- inbound ------------------------------------------------------------------------
+
+    async def on_message(self, message: discord.Message) -> None:
+        client = self._client
+        if not self._open or client is None or self._deliver is None or client.user is None:
+            return
+        if message.author.bot or message.type not in _MESSAGE_TYPES:
+            return
+        try:
+            inbound = self._inbound(message, client.user)
+            if inbound.text.strip():
+                await self._deliver(inbound)
+            elif (message.attachments or message.stickers) and (
+                inbound.is_dm or inbound.mentions_bot or inbound.reply_to_bot
+            ):
+                await message.reply(prompts.TEXT_ONLY)
+        except Exception as exc:  # one message never stops the client
+            log.error("adapter.error", adapter=self.name, stage="message",
+                      error=f"{type(exc).__name__}: {exc}")  # fmt: skip
+
+    def _inbound(self, message: discord.Message, me: discord.ClientUser) -> Inbound:
+        mentioned = me in message.mentions
+        text = (
+            re.sub(rf"<@!?{me.id}>", "", message.content).strip() if mentioned else message.content
+        )
+        if text.startswith(self._prefix) and self._is_command(text[len(self._prefix) :]):
+            text = "/" + text[len(self._prefix) :]
+        resolved = message.reference.resolved if message.reference else None
+        replied = isinstance(resolved, discord.Message) and resolved.author.id == me.id
+        channel = message.channel
+        in_thread = isinstance(channel, discord.Thread)
+        return Inbound(
+            platform=self.name,
+            chat_id=str(channel.parent_id if isinstance(channel, discord.Thread) else channel.id),
+            user_id=str(message.author.id),
+            user_name=message.author.display_name,
+            text=text,
+            is_dm=message.guild is None,
+            mentions_bot=mentioned,
+            reply_to_bot=replied,
+            message_id=str(message.id),
+            thread_id=str(channel.id) if in_thread else None,
+            guild_id=str(message.guild.id) if message.guild else None,
+            ts=message.created_at.timestamp(),
+        )
+
+    def _is_command(self, rest: str) -> bool:
+        word = rest.split(maxsplit=1)[0].lower() if rest.strip() else ""
+        return word in {name for name, _ in self._commands}
+
+    # -- app commands -------------------------------------------------------------------
+
+    def _register(self, tree: app_commands.CommandTree[discord.Client]) -> None:
+        """The slash commands: each hands "/<words>" to the router, like a message."""
+        described = dict(self._commands)
+        soul = app_commands.Group(name="soul", description=described.get("soul", "Admin"))
+        pair = app_commands.Group(name="pair", description=described.get("pair", "Admin"))
+
+        @soul.command(name="reload", description="Load souls again from disk")
+        async def soul_reload(interaction: discord.Interaction, name: str | None = None) -> None:
+            await self._run(interaction, "soul reload", name)
+
+        @soul.command(name="status", description="Souls, sessions, compiles, today's usage")
+        async def soul_status(interaction: discord.Interaction) -> None:
+            await self._run(interaction, "soul status")
+
+        @soul.command(name="compile", description="Compile the memory wikis now")
+        async def soul_compile(interaction: discord.Interaction, name: str | None = None) -> None:
+            await self._run(interaction, "soul compile", name)
+
+        @soul.command(name="usage", description="Tokens and cost")
+        async def soul_usage(interaction: discord.Interaction, days: int | None = None) -> None:
+            await self._run(interaction, "soul usage", None if days is None else str(days))
+
+        @pair.command(name="approve", description="Let the person with this code talk to me")
+        async def pair_approve(interaction: discord.Interaction, code: str) -> None:
+            await self._run(interaction, "pair approve", code)
+
+        @pair.command(name="list", description="The pairing codes waiting")
+        async def pair_list(interaction: discord.Interaction) -> None:
+            await self._run(interaction, "pair list")
+
+        @tree.command(name="reset", description=described.get("reset", "New conversation"))
+        async def reset(interaction: discord.Interaction) -> None:
+            await self._run(interaction, "reset")
+
+        @tree.command(name="forget", description=described.get("forget", "Forget"))
+        async def forget(interaction: discord.Interaction, confirm: bool = False) -> None:
+            await self._run(interaction, "forget", "confirm" if confirm else None)
+
+        @tree.command(name="help", description=described.get("help", "Help"))
+        async def help_(interaction: discord.Interaction) -> None:
+            await self._run(interaction, "help")
+
+        tree.add_command(soul)
+        tree.add_command(pair)
+
+    async def _run(
+        self, interaction: discord.Interaction, words: str, arg: str | None = None
+    ) -> None:
+        if self._deliver is None or not self._open:
+            return
+        await interaction.response.defer(ephemeral=True, thinking=True)
+        key = f"{INTERACTION}{interaction.id}"
+        self._interactions[key] = interaction
+        channel = interaction.channel
+        thread = isinstance(channel, discord.Thread)
+        chat_id = (
+            channel.parent_id if isinstance(channel, discord.Thread) else interaction.channel_id
+        )
+        inbound = Inbound(
+            platform=self.name,
+            chat_id=str(chat_id),
+            user_id=str(interaction.user.id),
+            user_name=interaction.user.display_name,
+            text=f"/{words}" + (f" {arg}" if arg else ""),
+            is_dm=interaction.guild_id is None,
+            message_id=key,
+            thread_id=str(interaction.channel_id) if thread else None,
+            guild_id=str(interaction.guild_id) if interaction.guild_id else None,
+        )
+        await self._deliver(inbound)
+
+    # -- outbound -----------------------------------------------------------------------
+
+    def typing(self, chat: Inbound) -> AbstractAsyncContextManager[None]:
+        client = self._client
+        if client is None:
+            return contextlib.nullcontext()
+        channel = client.get_partial_messageable(int(chat.thread_id or chat.chat_id))
+        return repeating(lambda: client.http.send_typing(channel.id), TYPING_EVERY_S)
+
+    async def send(self, message: Outbound) -> None:
+        client = self._client
+        if client is None:
+            raise RuntimeError("the Discord adapter is not started")
+        chunks = split_message(message.text, LIMIT)
+        interaction = self._interactions.pop(message.reply_to or "", None)
+        if interaction is not None:
+            for chunk in chunks:
+                await interaction.followup.send(chunk, ephemeral=True)
+            return
+        channel = client.get_partial_messageable(int(message.thread_id or message.chat_id))
+        reference: Any = None
+        if message.reply_to and message.reply_to.isdigit():
+            reference = discord.MessageReference(
+                message_id=int(message.reply_to), channel_id=channel.id, fail_if_not_exists=False
+            )
+        for chunk in chunks:
+            await channel.send(chunk, reference=reference)
+            reference = None

@@ -1,0 +1,1259 @@
+"""A fake of Discord's REST API and gateway on 127.0.0.1 for the real ``discord.py``.
+
+One aiohttp server serves the REST API under ``/api/v10`` (``fake.api_base_url``)
+and the gateway websocket at ``/gateway`` (``fake.gateway_url``; any query string).
+discord.py has no option to point it elsewhere; whoever starts the client sets two
+class attributes first (the production adapter does it itself):
+
+* ``discord.http.Route.BASE = fake.api_base_url`` — every REST call, including the
+  interaction callbacks and follow-ups: ``discord.webhook.async_`` imports this same
+  ``Route`` class, so there is no separate webhook attribute.
+* ``discord.gateway.DiscordWebSocket.DEFAULT_GATEWAY = yarl.URL(fake.gateway_url)`` —
+  the first connection (resumes use READY's ``resume_gateway_url``, which is the same).
+
+REST: ``Authorization: Bot <token>`` is required (else 401 ``{"message": "401:
+Unauthorized", "code": 0}``; discord.py turns that on ``/users/@me`` into
+``LoginFailure``), except under ``/interactions/`` and ``/webhooks/`` where the token
+is in the path, as on Discord. Order of a request: record it (``fake.requests``),
+auth, a scripted failure (``fail_next``), then the route. JSON answers carry exactly
+``Content-Type: application/json`` (discord.py compares the header verbatim).
+Routes: ``GET /users/@me``, ``GET /oauth2/applications/@me``, ``GET /gateway[/bot]``,
+``POST /users/@me/channels`` (a DM channel), ``GET /channels/{id}``,
+``POST /channels/{id}/messages`` (JSON or multipart with ``payload_json``; empty →
+400/50006, content over 2000 characters → 400/50035, a reply to a message the fake
+never saw → 400/50035, unknown channel → 404/10003), ``GET
+/channels/{id}/messages/{id}``, ``POST /channels/{id}/typing`` (204),
+``GET``/``PUT /applications/{app}[/guilds/{guild}]/commands`` (bulk overwrite; ids
+are kept per name), ``POST /interactions/{id}/{token}/callback`` (204, or the
+callback object when discord.py asks ``with_response``; a second ack → 400/40060),
+``POST /webhooks/{app}/{token}`` (a follow-up; needs an acked interaction; the
+message only with ``wait``), ``GET``/``PATCH /webhooks/{app}/{token}/messages/{id or
+@original}``. Anything else → 404 ``{"message": "404: Not Found", "code": 0}``.
+A scripted 429 carries ``retry_after`` in the body and a ``Via`` header: without
+``Via`` discord.py takes a 429 for a Cloudflare ban and raises instead of retrying.
+discord.py retries 500/502/504 itself after 1 s, 3 s, ...: script those sparingly.
+
+Gateway (plain TEXT frames; discord.py asks for zlib-stream but inflates only binary
+frames): HELLO on connect; op 1 → op 11; IDENTIFY (op 2) with the right token → READY
+(all guilds unavailable) then one GUILD_CREATE per guild (``"unavailable": false``),
+then the events pushed before any session existed; a wrong token → close 4004.
+RESUME (op 6) of the current session → the events after the client's ``seq``, then
+RESUMED; any other session → op 9 (``d: false``), and discord.py IDENTIFYs afresh.
+op 8 → one GUILD_MEMBERS_CHUNK. Events pushed while the session's connection is down
+are kept and replayed on RESUME; a fresh IDENTIFY starts a new session and old events
+are lost, as on Discord. Intents are honoured: no MESSAGE_CREATE without
+GUILD_MESSAGES (guilds) or DIRECT_MESSAGES (DMs), and without MESSAGE_CONTENT a guild
+message that neither mentions nor is written by the bot arrives with empty content.
+
+DMs: a MESSAGE_CREATE without ``guild_id`` is a DM. discord.py 2.7 never looks up its
+channel cache for it: ``message.channel`` is a ``DMChannel`` with no recipient
+(``channel.recipient is None``) whose ``send`` works by id. ``push_message`` records the
+DM channel per author, so ``user.send`` (``POST /users/@me/channels``) finds the same id.
+
+Driving: ``add_guild``, ``add_thread``, ``push_message``, ``push_interaction``,
+``drop_connection`` (abort the TCP connection without a close frame: discord.py sees
+1006 and RESUMEs at once, without backoff), ``fail_next``. Watching: ``requests``,
+``sent``, ``typing``, ``commands``, ``interaction_replies``, ``gateway_received``,
+``identify_count``, ``resume_count``, and the ``wait_*`` coroutines, woken on every
+recorded request and gateway frame.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import itertools
+import json
+import math
+import re
+import time
+import uuid
+from collections.abc import Awaitable, Callable, Mapping, Sequence
+from dataclasses import dataclass, field
+from datetime import UTC, datetime
+from types import TracebackType
+from typing import Any, Literal
+
+from aiohttp import WSMsgType, web
+
+JSON = dict[str, Any]
+API_PREFIX = "/api/v10"
+DISCORD_EPOCH_MS = 1_420_070_400_000
+HEARTBEAT_INTERVAL_MS = 41250
+MAX_CONTENT = 2000
+JOINED_AT = "2024-01-01T00:00:00+00:00"
+GUILD_MESSAGES, DIRECT_MESSAGES, MESSAGE_CONTENT = 1 << 9, 1 << 12, 1 << 15
+# @everyone in every fake guild: view, send, history, embeds, files, reactions,
+# external emojis, mention everyone, threads, application commands.
+EVERYONE_PERMISSIONS = sum(1 << b for b in (6, 10, 11, 14, 15, 16, 17, 18, 31, 35, 36, 38))
+DEFAULT_ERRORS: dict[int, tuple[str, int]] = {
+    400: ("400: Bad Request", 0),
+    401: ("401: Unauthorized", 0),
+    403: ("Missing Permissions", 50013),
+    404: ("404: Not Found", 0),
+    429: ("You are being rate limited.", 0),
+    500: ("500: Internal Server Error", 0),
+    502: ("502: Bad Gateway", 0),
+    503: ("503: Service Unavailable", 0),
+}
+ReplyKind = Literal["callback", "followup", "edit"]
+
+
+@dataclass(frozen=True)
+class Request:
+    """One REST request as received; ``path`` has no ``/api/v10`` prefix.
+
+    ``json`` is the JSON body (for multipart, the parsed ``payload_json``) or None;
+    ``files`` the uploaded file names; ``t`` is ``time.monotonic()``.
+    """
+
+    method: str
+    path: str
+    json: Any
+    t: float
+    query: Mapping[str, str] = field(default_factory=dict)
+    files: tuple[str, ...] = ()
+
+
+@dataclass(frozen=True)
+class Sent:
+    """A message the bot created with ``POST /channels/{id}/messages``."""
+
+    channel_id: int
+    message_id: int
+    content: str
+    body: JSON
+
+    @property
+    def reply_to(self) -> int | None:
+        ref = self.body.get("message_reference") or {}
+        return int(ref["message_id"]) if ref.get("message_id") else None
+
+
+@dataclass(frozen=True)
+class InteractionReply:
+    """An answer to an interaction: ``data`` is the request body as sent.
+
+    ``response_type`` is the callback type (4 message, 5 deferred, ...), None otherwise.
+    """
+
+    kind: ReplyKind
+    token: str
+    data: JSON
+    content: str | None
+    response_type: int | None = None
+
+
+@dataclass
+class _Guild:
+    id: int
+    name: str
+    channels: list[int]
+    members: dict[int, str]  # user id -> name; the bot is always a member too
+    threads: list[int] = field(default_factory=list)
+
+
+@dataclass
+class _Interaction:
+    id: int
+    channel_id: int
+    acked: bool = False
+    original: JSON | None = None
+
+
+@dataclass
+class _Failure:
+    method: str
+    path: re.Pattern[str]
+    status: int
+    body: JSON | None
+    remaining: int
+
+
+class _Conn:
+    """One gateway websocket; frames go out in order through one writer task."""
+
+    def __init__(self, ws: web.WebSocketResponse, transport: asyncio.Transport | None) -> None:
+        self.ws = ws
+        self.transport = transport
+        self.queue: asyncio.Queue[str | int] = asyncio.Queue()  # a frame, or a close code
+        self.writer: asyncio.Task[None] | None = None
+
+    def send(self, frame: JSON | str) -> None:
+        self.queue.put_nowait(frame if isinstance(frame, str) else json.dumps(frame))
+
+    def close(self, code: int) -> None:
+        self.queue.put_nowait(code)
+
+    def abort(self) -> None:
+        if self.transport is not None:
+            self.transport.abort()
+        if self.writer is not None:
+            self.writer.cancel()
+
+    async def write(self) -> None:
+        with contextlib.suppress(ConnectionError, RuntimeError):
+            while True:
+                item = await self.queue.get()
+                if isinstance(item, int):
+                    await self.ws.close(code=item)
+                    return
+                await self.ws.send_str(item)
+
+
+@dataclass
+class _Session:
+    id: str
+    intents: int
+    seq: int = 0
+    log: list[tuple[int, str]] = field(default_factory=list)  # (seq, frame) for RESUME
+    conn: _Conn | None = None
+
+
+def _response(
+    status: int, obj: Any = None, headers: Mapping[str, str] | None = None
+) -> web.Response:
+    if status == 204:
+        return web.Response(status=204, headers=headers)
+    return web.Response(
+        status=status,
+        body=json.dumps(obj).encode(),
+        content_type="application/json",
+        headers=headers,
+    )
+
+
+def _error(status: int, message: str, code: int, **extra: Any) -> web.Response:
+    return _response(status, {"message": message, "code": code, **extra})
+
+
+def _too_long() -> web.Response:
+    return _form_error(
+        "content", "BASE_TYPE_MAX_LENGTH", f"Must be {MAX_CONTENT} or fewer in length."
+    )
+
+
+def _form_error(key: str, code: str, message: str) -> web.Response:
+    errors = {key: {"_errors": [{"code": code, "message": message}]}}
+    return _error(400, "Invalid Form Body", 50035, errors=errors)
+
+
+def _now() -> str:
+    return datetime.now(UTC).isoformat()
+
+
+Handler = Callable[[web.Request, "re.Match[str]", Any, tuple[str, ...]], Awaitable[web.Response]]
+
+
+class FakeDiscord:
+    """The fake server; see the module docstring."""
+
+    def __init__(
+        self,
+        token: str = "TEST.DISCORD.TOKEN",
+        bot_id: int = 7000,
+        app_id: int = 7000,
+        bot_name: str = "soul",
+    ) -> None:
+        self.token, self.bot_id, self.app_id, self.bot_name = token, bot_id, app_id, bot_name
+        self.requests: list[Request] = []
+        self.typing: list[int] = []
+        self.commands: dict[int | None, list[JSON]] = {}  # None: global; else per guild
+        self.interaction_replies: list[InteractionReply] = []
+        self.gateway_received: list[JSON] = []  # every frame the client sent
+        self.identify_count = 0
+        self.resume_count = 0
+        self._sent: list[Sent] = []
+        self._guilds: dict[int, _Guild] = {}
+        self._channels: dict[int, JSON] = {}
+        self._users: dict[int, JSON] = {bot_id: self._user(bot_id, bot_name, bot=True)}
+        self._dm_by_user: dict[int, int] = {}
+        self._messages: dict[int, JSON] = {}
+        self._interactions: dict[str, _Interaction] = {}
+        self._failures: list[_Failure] = []
+        self._session: _Session | None = None
+        self._pending: list[tuple[str, JSON]] = []  # pushed before any session existed
+        self._conns: set[_Conn] = set()
+        self._last_id = 0
+        self._tokens = itertools.count(1)
+        self._changed = asyncio.Event()
+        self._runner: web.AppRunner | None = None
+        self._port = 0
+        self._routes: list[tuple[str, re.Pattern[str], Handler]] = [
+            (m, re.compile(p), h)
+            for m, p, h in (
+                ("GET", r"/users/@me", self._get_me),
+                ("GET", r"/oauth2/applications/@me", self._get_application),
+                ("GET", r"/gateway(/bot)?", self._get_gateway),
+                ("POST", r"/users/@me/channels", self._create_dm),
+                ("GET", r"/channels/(\d+)", self._get_channel),
+                ("POST", r"/channels/(\d+)/messages", self._create_message),
+                ("GET", r"/channels/(\d+)/messages/(\d+)", self._get_message),
+                ("POST", r"/channels/(\d+)/typing", self._trigger_typing),
+                ("GET", r"/applications/(\d+)(?:/guilds/(\d+))?/commands", self._get_commands),
+                ("PUT", r"/applications/(\d+)(?:/guilds/(\d+))?/commands", self._put_commands),
+                ("POST", r"/interactions/(\d+)/([^/]+)/callback", self._callback),
+                ("POST", r"/webhooks/(\d+)/([^/]+)", self._followup),
+                ("GET", r"/webhooks/(\d+)/([^/]+)/messages/(@original|\d+)", self._get_reply),
+                ("PATCH", r"/webhooks/(\d+)/([^/]+)/messages/(@original|\d+)", self._edit_reply),
+            )
+        ]
+
+    # -- lifecycle ---------------------------------------------------------------
+    async def start(self, port: int = 0) -> None:
+        """Listen on 127.0.0.1 (``port`` 0: any free port). Raises RuntimeError if running."""
+        if self._runner is not None:
+            raise RuntimeError("FakeDiscord is already started")
+        app = web.Application()
+        app.router.add_get("/gateway", self._gateway)
+        app.router.add_route("*", API_PREFIX + "/{tail:.*}", self._rest)
+        self._runner = web.AppRunner(
+            app, access_log=None, handler_cancellation=True, shutdown_timeout=1.0
+        )
+        await self._runner.setup()
+        await web.TCPSite(self._runner, "127.0.0.1", port).start()
+        self._port = int(self._runner.addresses[0][1])
+
+    async def stop(self) -> None:
+        """Close the websockets (code 1001), then the server. Idempotent."""
+        if self._runner is None:
+            return
+        for conn in list(self._conns):
+            conn.close(1001)
+        writers = [c.writer for c in self._conns if c.writer is not None]
+        if writers:
+            await asyncio.wait(writers, timeout=1.0)
+        for conn in list(self._conns):
+            conn.abort()
+        await self._runner.cleanup()
+        self._runner = None
+
+    async def __aenter__(self) -> FakeDiscord:
+        await self.start()
+        return self
+
+    async def __aexit__(
+        self, et: type[BaseException] | None, e: BaseException | None, tb: TracebackType | None
+    ) -> None:
+        await self.stop()
+
+    @property
+    def api_base_url(self) -> str:
+        """``http://127.0.0.1:P/api/v10``: the value for ``discord.http.Route.BASE``."""
+        return f"http://127.0.0.1:{self._started_port()}{API_PREFIX}"
+
+    @property
+    def gateway_url(self) -> str:
+        """``ws://127.0.0.1:P/gateway``: the value for ``DiscordWebSocket.DEFAULT_GATEWAY``."""
+        return f"ws://127.0.0.1:{self._started_port()}/gateway"
+
+    def _started_port(self) -> int:
+        if self._runner is None:
+            raise RuntimeError("FakeDiscord is not started: use start() or `async with`")
+        return self._port
+
+    # -- recording and waiting -----------------------------------------------------
+    @property
+    def sent(self) -> list[Sent]:
+        """Messages created by ``POST /channels/{id}/messages``, in order (a fresh list)."""
+        return list(self._sent)
+
+    @property
+    def connected(self) -> bool:
+        """A client identified or resumed and its connection is up."""
+        return self._session is not None and self._session.conn is not None
+
+    def _notify(self) -> None:
+        self._changed.set()
+        self._changed = asyncio.Event()
+
+    async def wait_for(
+        self,
+        predicate: Callable[[FakeDiscord], bool],
+        timeout: float = 10.0,  # noqa: ASYNC109
+        what: str = "",
+    ) -> None:
+        """Return once ``predicate(self)`` holds; it is checked after every change.
+
+        Raises TimeoutError naming ``what`` (or the predicate) after ``timeout`` seconds.
+        """
+        loop = asyncio.get_running_loop()
+        deadline = loop.time() + timeout
+        while not predicate(self):
+            changed = self._changed
+            try:
+                await asyncio.wait_for(changed.wait(), max(0.0, deadline - loop.time()))
+            except TimeoutError:
+                name = what or getattr(predicate, "__name__", repr(predicate))
+                raise TimeoutError(
+                    f"FakeDiscord: gave up waiting for {name} after {timeout}s "
+                    f"({len(self.requests)} requests, {len(self._sent)} sent, "
+                    f"connected={self.connected})"
+                ) from None
+
+    async def wait_sent(self, count: int, timeout: float = 10.0) -> list[Sent]:  # noqa: ASYNC109
+        """Wait until ``count`` messages were sent; return all sent so far."""
+        await self.wait_for(lambda f: len(f._sent) >= count, timeout, f"{count} sent messages")
+        return self.sent
+
+    async def wait_connected(self, timeout: float = 10.0) -> None:  # noqa: ASYNC109
+        """Wait until a client has identified or resumed and is connected."""
+        await self.wait_for(lambda f: f.connected, timeout, "a live gateway connection")
+
+    # -- scripting -----------------------------------------------------------------
+    def fail_next(
+        self, method: str, path_regex: str, status: int, body: JSON | None = None, times: int = 1
+    ) -> None:
+        """Answer the next ``times`` requests matching with ``status``.
+
+        ``method`` is an HTTP method or ``"*"``; ``path_regex`` is ``re.search``-ed on
+        the path without ``/api/v10``. ``body`` defaults to Discord's usual error for
+        the status (403: ``Missing Permissions``/50013). A 429 gets ``retry_after``
+        (0.05 s unless the body has one), ``Retry-After``, ``Via`` and
+        ``X-RateLimit-*`` headers, so discord.py sleeps and retries.
+        """
+        self._failures.append(_Failure(method.upper(), re.compile(path_regex), status, body, times))
+
+    def _scripted_failure(self, method: str, path: str) -> web.Response | None:
+        for failure in self._failures:
+            if failure.method in ("*", method) and failure.path.search(path):
+                failure.remaining -= 1
+                if failure.remaining <= 0:
+                    self._failures.remove(failure)
+                message, code = DEFAULT_ERRORS.get(failure.status, (f"{failure.status}", 0))
+                if failure.status != 429:
+                    return _response(
+                        failure.status, failure.body or {"message": message, "code": code}
+                    )
+                body: JSON = {"message": message, "retry_after": 0.05, "global": False}
+                body.update(failure.body or {})
+                retry_after = float(body["retry_after"])
+                headers = {
+                    "Via": "1.1 google",
+                    "Retry-After": str(math.ceil(retry_after)),
+                    "X-RateLimit-Limit": "1",
+                    "X-RateLimit-Remaining": "0",
+                    "X-RateLimit-Reset": f"{time.time() + retry_after:.3f}",
+                    "X-RateLimit-Reset-After": f"{retry_after:.3f}",
+                    "X-RateLimit-Scope": "user",
+                }
+                if body.get("global"):
+                    headers["X-RateLimit-Global"] = "true"
+                return _response(429, body, headers)
+        return None
+
+    # -- world building --------------------------------------------------------------
+    def add_guild(
+        self,
+        guild_id: int,
+        name: str = "Guild",
+        channels: Sequence[int] = (),
+        members: Sequence[tuple[int, str]] = (),
+    ) -> None:
+        """Add a guild with text channels and members (user id, name) besides the bot.
+
+        Before the client connects it arrives in READY; after, as a GUILD_CREATE at
+        once (discord.py's ``on_guild_join``). Raises ValueError on a known guild id.
+        """
+        if guild_id in self._guilds:
+            raise ValueError(f"guild {guild_id} already exists")
+        for position, channel_id in enumerate(channels):
+            self._channels[channel_id] = {
+                "id": str(channel_id),
+                "type": 0,
+                "guild_id": str(guild_id),
+                "name": f"channel-{channel_id}",
+                "position": position,
+                "permission_overwrites": [],
+                "parent_id": None,
+                "topic": None,
+                "nsfw": False,
+                "rate_limit_per_user": 0,
+                "last_message_id": None,
+                "flags": 0,
+            }
+        for user_id, user_name in members:
+            self._users[user_id] = self._user(user_id, user_name)
+        guild = _Guild(guild_id, name, list(channels), dict(members))
+        self._guilds[guild_id] = guild
+        self._dispatch("GUILD_CREATE", self._guild_payload(guild), state_event=True)
+
+    def add_thread(
+        self, thread_id: int, parent_id: int, guild_id: int, name: str = "thread"
+    ) -> None:
+        """Add a public thread under a text channel: THREAD_CREATE to a connected client,
+        and part of every later GUILD_CREATE. Raises ValueError on an unknown guild/parent.
+        """
+        guild = self._guild(guild_id)
+        if parent_id not in guild.channels:
+            raise ValueError(f"channel {parent_id} is not a text channel of guild {guild_id}")
+        thread = {
+            "id": str(thread_id),
+            "type": 11,
+            "guild_id": str(guild_id),
+            "parent_id": str(parent_id),
+            "owner_id": str(self._owner_id(guild)),
+            "name": name,
+            "last_message_id": None,
+            "message_count": 0,
+            "member_count": 1,
+            "total_message_sent": 0,
+            "rate_limit_per_user": 0,
+            "flags": 0,
+            "thread_metadata": {
+                "archived": False,
+                "auto_archive_duration": 1440,
+                "archive_timestamp": _now(),
+                "locked": False,
+                "create_timestamp": _now(),
+            },
+        }
+        self._channels[thread_id] = thread
+        guild.threads.append(thread_id)
+        self._dispatch("THREAD_CREATE", {**thread, "newly_created": True}, state_event=True)
+
+    # -- pushing events ----------------------------------------------------------------
+    def push_message(
+        self,
+        channel_id: int,
+        content: str,
+        *,
+        author_id: int,
+        author_name: str = "ann",
+        guild_id: int | None = None,
+        mention_bot: bool = False,
+        reply_to: int | None = None,
+        author_bot: bool = False,
+        message_id: int | None = None,
+    ) -> int:
+        """Dispatch a MESSAGE_CREATE from a user; return its id.
+
+        No ``guild_id``: a DM, and ``channel_id`` becomes the author's DM channel.
+        ``mention_bot`` puts the bot in ``mentions`` (writing ``<@bot_id>`` into the
+        text is the caller's job); ``reply_to`` makes it a reply (type 19) with
+        ``referenced_message`` but does not ping (Discord clients ping by default: add
+        ``mention_bot``); a reused ``message_id`` sends the same message again.
+        Raises ValueError for an unknown guild or a channel outside it.
+        """
+        author = self._user(author_id, author_name, bot=author_bot)
+        self._users[author_id] = author
+        if guild_id is None:
+            self._dm_channel(author_id, channel_id)
+        else:
+            guild = self._guild(guild_id)
+            if channel_id not in guild.channels + guild.threads:
+                raise ValueError(f"channel {channel_id} is not in guild {guild_id}")
+            guild.members.setdefault(author_id, author_name)
+        mid = message_id if message_id is not None else self._next_id()
+        msg = self._message(mid, channel_id, content, author)
+        if guild_id is not None:
+            msg["member"] = self._member(author_id, with_user=False)
+        if mention_bot:
+            bot = dict(self._users[self.bot_id])
+            if guild_id is not None:
+                bot["member"] = self._member(self.bot_id, with_user=False)
+            msg["mentions"] = [bot]
+        if reply_to is not None:
+            msg["type"] = 19
+            msg["message_reference"] = {"type": 0, "message_id": str(reply_to)}
+            msg["message_reference"]["channel_id"] = str(channel_id)
+            if guild_id is not None:
+                msg["message_reference"]["guild_id"] = str(guild_id)
+            referenced = self._messages.get(reply_to)
+            if referenced is None:
+                referenced = self._message(reply_to, channel_id, "", self._users[self.bot_id])
+            msg["referenced_message"] = referenced
+        self._messages[mid] = msg
+        self._dispatch("MESSAGE_CREATE", msg)
+        return mid
+
+    def push_interaction(
+        self,
+        name: str,
+        options: list[JSON],
+        *,
+        user_id: int,
+        channel_id: int,
+        guild_id: int | None = None,
+        user_name: str = "ann",
+    ) -> str:
+        """Dispatch an INTERACTION_CREATE for a slash command; return its token.
+
+        ``name`` is the command, or its path with spaces (``"soul reload"``): then
+        ``options`` are the leaf command's options and the fake nests them in the
+        subcommand (group) options as Discord does; with a plain name, ``options`` go
+        in as given. Leaf options look like ``{"type": 3, "name": "what", "value":
+        "x"}``. The command id and ``guild_id`` come from the commands registered
+        with PUT (guild commands first). Raises ValueError as ``push_message`` does.
+        """
+        root, *subs = name.split()
+        nested = options
+        for depth in range(len(subs) - 1, -1, -1):
+            kind = 1 if depth == len(subs) - 1 else 2
+            nested = [{"type": kind, "name": subs[depth], "options": nested}]
+        registered = [*self.commands.get(guild_id, []), *self.commands.get(None, [])]
+        command = next((c for c in registered if c["name"] == root), None)
+        data: JSON = {
+            "id": command["id"] if command else str(self._next_id()),
+            "name": root,
+            "type": 1,
+            "options": nested,
+        }
+        if command is not None and "guild_id" in command:
+            data["guild_id"] = command["guild_id"]
+        user = self._user(user_id, user_name)
+        self._users[user_id] = user
+        iid = self._next_id()
+        token = f"fake-interaction-token-{next(self._tokens)}"
+        payload: JSON = {
+            "id": str(iid),
+            "application_id": str(self.app_id),
+            "type": 2,
+            "data": data,
+            "token": token,
+            "version": 1,
+            "channel_id": str(channel_id),
+            "app_permissions": str(EVERYONE_PERMISSIONS),
+            "locale": "en-US",
+            "entitlements": [],
+            "attachment_size_limit": 10 * 1024 * 1024,
+        }
+        if guild_id is None:
+            payload["channel"] = self._dm_channel(user_id, channel_id)
+            payload["user"] = user
+            payload["context"] = 1
+            payload["authorizing_integration_owners"] = {"0": str(user_id)}
+        else:
+            guild = self._guild(guild_id)
+            if channel_id not in guild.channels + guild.threads:
+                raise ValueError(f"channel {channel_id} is not in guild {guild_id}")
+            guild.members.setdefault(user_id, user_name)
+            payload["guild_id"] = str(guild_id)
+            payload["guild_locale"] = "en-US"
+            payload["channel"] = self._channels[channel_id]
+            payload["member"] = {
+                **self._member(user_id),
+                "permissions": str(EVERYONE_PERMISSIONS),
+            }
+            payload["context"] = 0
+            payload["authorizing_integration_owners"] = {"0": str(guild_id)}
+        self._interactions[token] = _Interaction(iid, channel_id)
+        self._dispatch("INTERACTION_CREATE", payload)
+        return token
+
+    def drop_connection(self) -> None:
+        """Abort the live gateway connection with no close frame (the client sees 1006).
+
+        The session stays: events pushed meanwhile are replayed when discord.py
+        RESUMEs. Raises RuntimeError if no client is connected.
+        """
+        session = self._session
+        if session is None or session.conn is None:
+            raise RuntimeError("drop_connection: no client is connected")
+        conn, session.conn = session.conn, None
+        conn.abort()
+        self._notify()
+
+    def invalidate_session(self) -> None:
+        """Forget the session; a connected client gets op 9 (``d: false``) and IDENTIFYs.
+
+        Events kept for a RESUME are lost, as on Discord.
+        """
+        session, self._session = self._session, None
+        if session is not None and session.conn is not None:
+            session.conn.send({"op": 9, "s": None, "t": None, "d": False})
+        self._notify()
+
+    # -- payloads --------------------------------------------------------------------
+    def _next_id(self) -> int:
+        now = (int(time.time() * 1000) - DISCORD_EPOCH_MS) << 22
+        self._last_id = max(self._last_id + 1, now)
+        return self._last_id
+
+    @staticmethod
+    def _user(user_id: int, name: str, *, bot: bool = False) -> JSON:
+        return {
+            "id": str(user_id),
+            "username": name,
+            "discriminator": "0",
+            "global_name": name,
+            "avatar": None,
+            "bot": bot,
+            "flags": 0,
+            "public_flags": 0,
+        }
+
+    def _member(self, user_id: int, *, with_user: bool = True) -> JSON:
+        member: JSON = {
+            "roles": [],
+            "joined_at": JOINED_AT,
+            "deaf": False,
+            "mute": False,
+            "flags": 0,
+            "pending": False,
+            "nick": None,
+            "avatar": None,
+            "premium_since": None,
+            "communication_disabled_until": None,
+        }
+        if with_user:
+            member["user"] = self._users[user_id]
+        return member
+
+    def _guild(self, guild_id: int) -> _Guild:
+        try:
+            return self._guilds[guild_id]
+        except KeyError:
+            raise ValueError(f"unknown guild {guild_id}: call add_guild first") from None
+
+    @staticmethod
+    def _owner_id(guild: _Guild) -> int:
+        return next(iter(guild.members), 1)
+
+    def _guild_payload(self, guild: _Guild) -> JSON:
+        member_ids = [self.bot_id, *(u for u in guild.members if u != self.bot_id)]
+        return {
+            "id": str(guild.id),
+            "name": guild.name,
+            "icon": None,
+            "owner_id": str(self._owner_id(guild)),
+            "afk_timeout": 300,
+            "verification_level": 0,
+            "default_message_notifications": 0,
+            "explicit_content_filter": 0,
+            "mfa_level": 0,
+            "nsfw_level": 0,
+            "premium_tier": 0,
+            "system_channel_id": None,
+            "system_channel_flags": 0,
+            "preferred_locale": "en-US",
+            "roles": [
+                {
+                    "id": str(guild.id),
+                    "name": "@everyone",
+                    "permissions": str(EVERYONE_PERMISSIONS),
+                    "position": 0,
+                    "colors": {"primary_color": 0},
+                    "hoist": False,
+                    "managed": False,
+                    "mentionable": False,
+                    "flags": 0,
+                }
+            ],
+            "emojis": [],
+            "stickers": [],
+            "features": [],
+            "joined_at": JOINED_AT,
+            "large": False,
+            "member_count": len(member_ids),
+            "members": [self._member(u) for u in member_ids],
+            "channels": [self._channels[c] for c in guild.channels],
+            "threads": [self._channels[t] for t in guild.threads],
+            "voice_states": [],
+            "presences": [],
+            "stage_instances": [],
+            "guild_scheduled_events": [],
+            "soundboard_sounds": [],
+        }
+
+    def _dm_channel(self, user_id: int, channel_id: int | None = None) -> JSON:
+        """The DM channel with a user: ``channel_id`` if given, else the known or a new one."""
+        if channel_id is None:
+            channel_id = self._dm_by_user.get(user_id) or self._next_id()
+        self._users.setdefault(user_id, self._user(user_id, f"user{user_id}"))
+        channel = {
+            "id": str(channel_id),
+            "type": 1,
+            "recipients": [self._users[user_id]],
+            "last_message_id": None,
+            "flags": 0,
+        }
+        self._channels[channel_id] = channel
+        self._dm_by_user[user_id] = channel_id
+        return channel
+
+    def _message(self, mid: int, channel_id: int, content: str, author: JSON) -> JSON:
+        msg: JSON = {
+            "id": str(mid),
+            "channel_id": str(channel_id),
+            "type": 0,
+            "content": content,
+            "author": author,
+            "mentions": [],
+            "mention_roles": [],
+            "mention_everyone": False,
+            "attachments": [],
+            "embeds": [],
+            "components": [],
+            "pinned": False,
+            "tts": False,
+            "flags": 0,
+            "timestamp": _now(),
+            "edited_timestamp": None,
+        }
+        guild_id = self._channels.get(channel_id, {}).get("guild_id")
+        if guild_id is not None:
+            msg["guild_id"] = guild_id
+        return msg
+
+    # -- the gateway --------------------------------------------------------------------
+    def _dispatch(self, t: str, d: JSON, *, state_event: bool = False) -> None:
+        """Send event ``t`` in the current session, or keep it for a RESUME.
+
+        With no session yet, an event waits for the next IDENTIFY, except state events
+        (guilds, threads): the GUILD_CREATE after READY carries that state anyway.
+        """
+        session = self._session
+        if session is None:
+            if not state_event:
+                self._pending.append((t, d))
+            return
+        seen = self._as_seen(session, t, d)
+        if seen is None:
+            return
+        session.seq += 1
+        frame = json.dumps({"op": 0, "t": t, "s": session.seq, "d": seen})
+        session.log.append((session.seq, frame))
+        if session.conn is not None:
+            session.conn.send(frame)
+        self._notify()
+
+    def _as_seen(self, session: _Session, t: str, d: JSON) -> JSON | None:
+        """The event as a client with ``session.intents`` gets it; None: not at all."""
+        if t != "MESSAGE_CREATE":
+            return d
+        in_guild = "guild_id" in d
+        if not session.intents & (GUILD_MESSAGES if in_guild else DIRECT_MESSAGES):
+            return None
+        addressed = d["author"]["id"] == str(self.bot_id) or any(
+            m["id"] == str(self.bot_id) for m in d["mentions"]
+        )
+        if in_guild and not addressed and not session.intents & MESSAGE_CONTENT:
+            return {**d, "content": "", "embeds": [], "attachments": [], "components": []}
+        return d
+
+    async def _gateway(self, request: web.Request) -> web.WebSocketResponse:
+        ws = web.WebSocketResponse(max_msg_size=0)
+        transport = request.transport
+        await ws.prepare(request)
+        conn = _Conn(ws, transport)
+        conn.writer = asyncio.create_task(conn.write(), name="discord-fake-gateway-writer")
+        self._conns.add(conn)
+        conn.send(
+            {"op": 10, "s": None, "t": None, "d": {"heartbeat_interval": HEARTBEAT_INTERVAL_MS}}
+        )
+        try:
+            async for msg in ws:
+                if msg.type is WSMsgType.TEXT:
+                    self._on_frame(conn, json.loads(msg.data))
+        finally:
+            self._conns.discard(conn)
+            if self._session is not None and self._session.conn is conn:
+                self._session.conn = None
+            if conn.writer is not None and not conn.writer.done():
+                conn.writer.cancel()
+            self._notify()
+        return ws
+
+    def _on_frame(self, conn: _Conn, frame: JSON) -> None:
+        self.gateway_received.append(frame)
+        op, d = frame.get("op"), frame.get("d") or {}
+        if op == 1:
+            conn.send({"op": 11, "s": None, "t": None, "d": None})
+        elif op == 2:
+            self._identify(conn, d)
+        elif op == 6:
+            self._resume(conn, d)
+        elif op == 8:
+            self._members_chunk(d)
+        self._notify()
+
+    def _identify(self, conn: _Conn, d: JSON) -> None:
+        if d.get("token") != self.token:
+            conn.close(4004)
+            return
+        self.identify_count += 1
+        session = _Session(uuid.uuid4().hex, int(d.get("intents", -1)), conn=conn)
+        self._session = session
+        ready: JSON = {
+            "v": 10,
+            "user": {**self._users[self.bot_id], "verified": True, "mfa_enabled": False},
+            "guilds": [{"id": str(g), "unavailable": True} for g in self._guilds],
+            "session_id": session.id,
+            "session_type": "normal",
+            "resume_gateway_url": self.gateway_url,
+            "application": {"id": str(self.app_id), "flags": 0},
+            "private_channels": [],
+            "relationships": [],
+            "presences": [],
+            "guild_join_requests": [],
+            "geo_ordered_rtc_regions": [],
+            "user_settings": {},
+        }
+        if "shard" in d:
+            ready["shard"] = d["shard"]
+        self._dispatch("READY", ready)
+        for guild in self._guilds.values():
+            self._dispatch("GUILD_CREATE", {**self._guild_payload(guild), "unavailable": False})
+        pending, self._pending = self._pending, []
+        for t, data in pending:
+            self._dispatch(t, data)
+
+    def _resume(self, conn: _Conn, d: JSON) -> None:
+        session = self._session
+        if session is None or d.get("session_id") != session.id or d.get("token") != self.token:
+            conn.send({"op": 9, "s": None, "t": None, "d": False})
+            return
+        self.resume_count += 1
+        if session.conn is not None and session.conn is not conn:
+            session.conn.abort()
+        session.conn = conn
+        after = d.get("seq") or 0
+        for seq, frame in session.log:
+            if seq > after:
+                conn.send(frame)
+        session.seq += 1  # RESUMED has a sequence number but is not itself replayed
+        conn.send({"op": 0, "t": "RESUMED", "s": session.seq, "d": {}})
+
+    def _members_chunk(self, d: JSON) -> None:
+        guild = self._guilds.get(int(d.get("guild_id", 0)))
+        members = [] if guild is None else [self.bot_id, *guild.members]
+        chunk = {
+            "guild_id": d.get("guild_id"),
+            "members": [self._member(u) for u in dict.fromkeys(members)],
+            "chunk_index": 0,
+            "chunk_count": 1,
+            "not_found": [],
+        }
+        if d.get("nonce"):
+            chunk["nonce"] = d["nonce"]
+        self._dispatch("GUILD_MEMBERS_CHUNK", chunk, state_event=True)
+
+    # -- REST ----------------------------------------------------------------------------
+    async def _rest(self, request: web.Request) -> web.Response:
+        path = request.path.removeprefix(API_PREFIX)
+        body, files = await self._read_body(request)
+        self.requests.append(
+            Request(request.method, path, body, time.monotonic(), dict(request.query), files)
+        )
+        self._notify()
+        try:
+            return await self._route(request, path, body, files)
+        finally:
+            self._notify()
+
+    @staticmethod
+    async def _read_body(request: web.Request) -> tuple[Any, tuple[str, ...]]:
+        if not request.can_read_body:
+            return None, ()
+        if request.content_type.startswith("multipart/"):
+            form = await request.post()
+            files = tuple(
+                str(getattr(v, "filename", "")) for k, v in form.items() if k != "payload_json"
+            )
+            raw = form.get("payload_json")
+            return (json.loads(raw) if isinstance(raw, str) else None), files
+        text = await request.text()
+        try:
+            return (json.loads(text) if text else None), ()
+        except ValueError:
+            return None, ()
+
+    async def _route(
+        self, request: web.Request, path: str, body: Any, files: tuple[str, ...]
+    ) -> web.Response:
+        token_in_path = path.startswith(("/interactions/", "/webhooks/"))
+        if not token_in_path and request.headers.get("Authorization") != f"Bot {self.token}":
+            return _error(401, "401: Unauthorized", 0)
+        failure = self._scripted_failure(request.method, path)
+        if failure is not None:
+            return failure
+        for method, pattern, handler in self._routes:
+            match = pattern.fullmatch(path)
+            if match and method == request.method:
+                return await handler(request, match, body, files)
+        return _error(404, "404: Not Found", 0)
+
+    async def _get_me(
+        self, request: web.Request, m: re.Match[str], body: Any, files: Any
+    ) -> web.Response:
+        return _response(200, {**self._users[self.bot_id], "verified": True, "mfa_enabled": False})
+
+    async def _get_application(
+        self, request: web.Request, m: re.Match[str], body: Any, files: Any
+    ) -> web.Response:
+        owner = self._user(1, "owner")
+        return _response(
+            200,
+            {
+                "id": str(self.app_id),
+                "name": self.bot_name,
+                "description": "",
+                "icon": None,
+                "bot_public": True,
+                "bot_require_code_grant": False,
+                "owner": owner,
+                "team": None,
+                "verify_key": "0" * 64,
+                "flags": 0,
+                "summary": "",
+                "bot": self._users[self.bot_id],
+                "interactions_endpoint_url": None,
+                "redirect_uris": [],
+                "tags": [],
+            },
+        )
+
+    async def _get_gateway(
+        self, request: web.Request, m: re.Match[str], body: Any, files: Any
+    ) -> web.Response:
+        data: JSON = {"url": self.gateway_url}
+        if m.group(1):
+            data["shards"] = 1
+            data["session_start_limit"] = {
+                "total": 1000,
+                "remaining": 1000,
+                "reset_after": 0,
+                "max_concurrency": 1,
+            }
+        return _response(200, data)
+
+    async def _create_dm(
+        self, request: web.Request, m: re.Match[str], body: Any, files: Any
+    ) -> web.Response:
+        if not isinstance(body, dict) or "recipient_id" not in body:
+            return _form_error("recipient_id", "BASE_TYPE_REQUIRED", "This field is required")
+        return _response(200, self._dm_channel(int(body["recipient_id"])))
+
+    async def _get_channel(
+        self, request: web.Request, m: re.Match[str], body: Any, files: Any
+    ) -> web.Response:
+        channel = self._channels.get(int(m.group(1)))
+        if channel is None:
+            return _error(404, "Unknown Channel", 10003)
+        return _response(200, channel)
+
+    async def _get_message(
+        self, request: web.Request, m: re.Match[str], body: Any, files: Any
+    ) -> web.Response:
+        msg = self._messages.get(int(m.group(2)))
+        if msg is None or msg["channel_id"] != m.group(1):
+            return _error(404, "Unknown Message", 10008)
+        return _response(200, msg)
+
+    async def _trigger_typing(
+        self, request: web.Request, m: re.Match[str], body: Any, files: Any
+    ) -> web.Response:
+        channel_id = int(m.group(1))
+        if channel_id not in self._channels:
+            return _error(404, "Unknown Channel", 10003)
+        self.typing.append(channel_id)
+        return _response(204)
+
+    def _check_content(self, body: Any, files: tuple[str, ...]) -> web.Response | None:
+        """The 400 Discord gives for a message body, or None if it is fine."""
+        if not isinstance(body, dict):
+            return _form_error("content", "BASE_TYPE_REQUIRED", "This field is required")
+        content = body.get("content") or ""
+        if len(content) > MAX_CONTENT:
+            return _too_long()
+        if not (
+            content or body.get("embeds") or files or body.get("sticker_ids") or body.get("poll")
+        ):
+            return _error(400, "Cannot send an empty message", 50006)
+        return None
+
+    def _bot_message(self, channel_id: int, body: JSON, files: tuple[str, ...]) -> JSON:
+        msg = self._message(
+            self._next_id(), channel_id, body.get("content") or "", self._users[self.bot_id]
+        )
+        msg["embeds"] = body.get("embeds") or []
+        msg["flags"] = int(body.get("flags") or 0)
+        msg["attachments"] = [
+            {
+                "id": str(self._next_id()),
+                "filename": name,
+                "size": 0,
+                "url": f"http://127.0.0.1:{self._port}/attachments/{channel_id}/{name}",
+                "proxy_url": f"http://127.0.0.1:{self._port}/attachments/{channel_id}/{name}",
+            }
+            for name in files
+        ]
+        self._messages[int(msg["id"])] = msg
+        return msg
+
+    async def _create_message(
+        self, request: web.Request, m: re.Match[str], body: Any, files: tuple[str, ...]
+    ) -> web.Response:
+        channel_id = int(m.group(1))
+        if channel_id not in self._channels:
+            return _error(404, "Unknown Channel", 10003)
+        problem = self._check_content(body, files)
+        if problem is not None:
+            return problem
+        ref = body.get("message_reference")
+        referenced = None
+        if ref and ref.get("message_id"):
+            referenced = self._messages.get(int(ref["message_id"]))
+            if referenced is None and ref.get("fail_if_not_exists", True):
+                return _form_error(
+                    "message_reference", "REPLIES_UNKNOWN_MESSAGE", "Unknown message"
+                )
+        msg = self._bot_message(channel_id, body, files)
+        if ref and ref.get("message_id"):
+            msg["type"] = 19
+            msg["message_reference"] = {
+                "type": ref.get("type", 0),
+                "message_id": str(ref["message_id"]),
+                "channel_id": str(ref.get("channel_id") or channel_id),
+                **({"guild_id": str(ref["guild_id"])} if ref.get("guild_id") else {}),
+            }
+            msg["referenced_message"] = referenced
+        self._sent.append(Sent(channel_id, int(msg["id"]), msg["content"], body))
+        return _response(200, msg)
+
+    async def _get_commands(
+        self, request: web.Request, m: re.Match[str], body: Any, files: Any
+    ) -> web.Response:
+        scope = self._command_scope(m)
+        if isinstance(scope, web.Response):
+            return scope
+        return _response(200, self.commands.get(scope, []))
+
+    async def _put_commands(
+        self, request: web.Request, m: re.Match[str], body: Any, files: Any
+    ) -> web.Response:
+        scope = self._command_scope(m)
+        if isinstance(scope, web.Response):
+            return scope
+        if not isinstance(body, list):
+            return _form_error("_", "LIST_TYPE_CONVERT", "Must be a list.")
+        ids = {c["name"]: c["id"] for c in self.commands.get(scope, [])}
+        registered = []
+        for command in body:
+            entry = {
+                "type": 1,
+                "description": "",
+                "options": [],
+                "default_member_permissions": None,
+                "dm_permission": True,
+                "nsfw": False,
+                **command,
+                "id": ids.get(command.get("name")) or str(self._next_id()),
+                "application_id": str(self.app_id),
+                "version": str(self._next_id()),
+            }
+            if scope is not None:
+                entry["guild_id"] = str(scope)
+            registered.append(entry)
+        self.commands[scope] = registered
+        return _response(200, registered)
+
+    def _command_scope(self, m: re.Match[str]) -> int | web.Response | None:
+        """The guild id of a commands path (None: global), or the 403 Discord gives."""
+        guild_id = int(m.group(2)) if m.group(2) else None
+        if int(m.group(1)) != self.app_id or (
+            guild_id is not None and guild_id not in self._guilds
+        ):
+            return _error(403, "Missing Access", 50001)
+        return guild_id
+
+    def _webhook_interaction(self, m: re.Match[str]) -> _Interaction | None:
+        """The interaction of a ``/webhooks/{app}/{token}`` path, or None if unknown."""
+        return self._interactions.get(m.group(2)) if int(m.group(1)) == self.app_id else None
+
+    async def _callback(
+        self, request: web.Request, m: re.Match[str], body: Any, files: Any
+    ) -> web.Response:
+        token = m.group(2)
+        it = self._interactions.get(token)
+        if it is None or it.id != int(m.group(1)):
+            return _error(404, "Unknown interaction", 10062)
+        if it.acked:
+            return _error(400, "Interaction has already been acknowledged.", 40060)
+        if not isinstance(body, dict) or "type" not in body:
+            return _form_error("type", "BASE_TYPE_REQUIRED", "This field is required")
+        rtype, data = int(body["type"]), body.get("data") or {}
+        if rtype == 4:
+            problem = self._check_content(data, files)
+            if problem is not None:
+                return problem
+        it.acked = True
+        if rtype in (4, 5):
+            it.original = self._bot_message(it.channel_id, data if rtype == 4 else {}, files)
+            it.original["webhook_id"] = str(self.app_id)
+            if rtype == 5:
+                it.original["flags"] |= 128 | int(data.get("flags") or 0)  # LOADING
+        self.interaction_replies.append(
+            InteractionReply("callback", token, body, data.get("content"), rtype)
+        )
+        if request.query.get("with_response") not in ("1", "true", "True"):
+            return _response(204)
+        flags = int(data.get("flags") or 0)
+        answer: JSON = {
+            "interaction": {
+                "id": str(it.id),
+                "type": 2,
+                "response_message_loading": rtype == 5,
+                "response_message_ephemeral": bool(flags & 64),
+            },
+            "resource": {"type": rtype},
+        }
+        if it.original is not None:
+            answer["interaction"]["response_message_id"] = it.original["id"]
+            answer["resource"]["message"] = it.original
+        return _response(200, answer)
+
+    async def _followup(
+        self, request: web.Request, m: re.Match[str], body: Any, files: tuple[str, ...]
+    ) -> web.Response:
+        token = m.group(2)
+        it = self._webhook_interaction(m)
+        if it is None or not it.acked:
+            return _error(404, "Unknown Webhook", 10015)
+        problem = self._check_content(body, files)
+        if problem is not None:
+            return problem
+        msg = self._bot_message(it.channel_id, body, files)
+        msg["webhook_id"] = str(self.app_id)
+        self.interaction_replies.append(
+            InteractionReply("followup", token, body, body.get("content"))
+        )
+        if request.query.get("wait") not in ("1", "true", "True"):
+            return _response(204)
+        return _response(200, msg)
+
+    def _reply_message(self, m: re.Match[str]) -> JSON | None:
+        it = self._webhook_interaction(m)
+        if it is None:
+            return None
+        if m.group(3) == "@original":
+            return it.original
+        return self._messages.get(int(m.group(3)))
+
+    async def _get_reply(
+        self, request: web.Request, m: re.Match[str], body: Any, files: Any
+    ) -> web.Response:
+        msg = self._reply_message(m)
+        if msg is None:
+            return _error(404, "Unknown Message", 10008)
+        return _response(200, msg)
+
+    async def _edit_reply(
+        self, request: web.Request, m: re.Match[str], body: Any, files: tuple[str, ...]
+    ) -> web.Response:
+        msg = self._reply_message(m)
+        if msg is None:
+            return _error(404, "Unknown Message", 10008)
+        if not isinstance(body, dict):
+            body = {}
+        content = body.get("content")
+        if len(content or "") > MAX_CONTENT:
+            return _too_long()
+        for key, empty in (("content", ""), ("embeds", []), ("components", [])):
+            if key in body:
+                msg[key] = empty if body[key] is None else body[key]
+        msg["flags"] &= ~128  # no longer LOADING
+        msg["edited_timestamp"] = _now()
+        self.interaction_replies.append(InteractionReply("edit", m.group(2), body, content))
+        return _response(200, msg)

@@ -1,0 +1,322 @@
+"""The Discord fake, driven by the real discord.py client over loopback."""
+
+from __future__ import annotations
+
+import asyncio
+import io
+from collections.abc import AsyncIterator, Awaitable, Callable
+from typing import Any
+
+import discord
+import pytest
+import yarl
+from discord import app_commands
+
+from tests.fakes.discord_fake import FakeDiscord
+
+TOKEN = "TEST.DISCORD.TOKEN"
+BOT = 7000
+GUILD, CHANNEL, THREAD = 100, 101, 102
+ANN, BEA = 501, 502
+DM = 900
+
+pytestmark = pytest.mark.timeout(30)
+
+
+class Bot(discord.Client):
+    """A client that queues what it receives, for tests to await."""
+
+    def __init__(self, *, message_content: bool = True) -> None:
+        intents = discord.Intents.default()
+        intents.message_content = message_content
+        super().__init__(intents=intents, guild_ready_timeout=0.05)
+        self.tree = app_commands.CommandTree(self)
+        self.ready = asyncio.Event()
+        self.inbox: asyncio.Queue[discord.Message] = asyncio.Queue()
+        self.joined: asyncio.Queue[discord.Guild] = asyncio.Queue()
+
+    async def on_ready(self) -> None:
+        self.ready.set()
+
+    async def on_message(self, message: discord.Message) -> None:
+        await self.inbox.put(message)
+
+    async def on_guild_join(self, guild: discord.Guild) -> None:
+        await self.joined.put(guild)
+
+    async def next_message(self) -> discord.Message:
+        return await asyncio.wait_for(self.inbox.get(), 5)
+
+
+@pytest.fixture
+async def fake(monkeypatch: pytest.MonkeyPatch) -> AsyncIterator[FakeDiscord]:
+    """A started fake with one guild (a channel, a thread), discord.py pointed at it."""
+    async with FakeDiscord(token=TOKEN, bot_id=BOT, app_id=BOT) as f:
+        f.add_guild(GUILD, "Home", channels=[CHANNEL], members=[(ANN, "ann")])
+        f.add_thread(THREAD, CHANNEL, GUILD, name="plans")
+        monkeypatch.setattr(discord.http.Route, "BASE", f.api_base_url)
+        monkeypatch.setattr(
+            discord.gateway.DiscordWebSocket, "DEFAULT_GATEWAY", yarl.URL(f.gateway_url)
+        )
+        yield f
+
+
+async def run_bot(bot: Bot) -> asyncio.Task[None]:
+    task = asyncio.create_task(bot.start(TOKEN), name="test-discord-client")
+    ready = asyncio.create_task(bot.ready.wait())
+    await asyncio.wait({task, ready}, timeout=10, return_when=asyncio.FIRST_COMPLETED)
+    if not ready.done():
+        ready.cancel()
+        task.cancel()
+        raise AssertionError(f"on_ready did not fire: {task}")
+    return task
+
+
+@pytest.fixture
+async def bot(fake: FakeDiscord) -> AsyncIterator[Bot]:
+    """A connected, ready client; closed after the test."""
+    client = Bot()
+    task = await run_bot(client)
+    yield client
+    await client.close()
+    await asyncio.wait_for(task, 5)
+
+
+async def test_ready_carries_user_guild_channels_and_thread(fake: FakeDiscord, bot: Bot) -> None:
+    assert bot.user is not None and bot.user.id == BOT and bot.user.bot
+    assert bot.application_id == BOT
+    guild = bot.get_guild(GUILD)
+    assert guild is not None and guild.name == "Home" and guild.me is not None
+    assert isinstance(guild.get_channel(CHANNEL), discord.TextChannel)
+    assert guild.get_thread(THREAD) is not None
+    assert fake.identify_count == 1 and fake.connected
+    assert [r.path for r in fake.requests[:2]] == ["/users/@me", "/oauth2/applications/@me"]
+
+
+async def test_dm_message_and_reply_in_the_dm(fake: FakeDiscord, bot: Bot) -> None:
+    fake.push_message(DM, "hello soul", author_id=BEA, author_name="bea")
+    message = await bot.next_message()
+    assert message.content == "hello soul" and message.guild is None
+    assert isinstance(message.channel, discord.DMChannel) and message.channel.id == DM
+    assert message.channel.recipient is None  # discord.py 2.7 does not resolve it
+    assert message.author.id == BEA and message.author.name == "bea"
+    reply = await message.channel.send("hi bea")
+    assert reply.author.id == BOT
+    [sent] = await fake.wait_sent(1)
+    assert (sent.channel_id, sent.content, sent.message_id) == (DM, "hi bea", reply.id)
+
+
+async def test_user_send_finds_the_same_dm_channel(fake: FakeDiscord, bot: Bot) -> None:
+    fake.push_message(DM, "hello", author_id=BEA, author_name="bea")
+    message = await bot.next_message()
+    await message.author.send("via the user")
+    [sent] = fake.sent
+    assert sent.channel_id == DM
+    assert [r.path for r in fake.requests][-2:] == [
+        "/users/@me/channels",
+        f"/channels/{DM}/messages",
+    ]
+
+
+async def test_guild_mention_reply_and_typing(fake: FakeDiscord, bot: Bot) -> None:
+    fake.push_message(CHANNEL, f"<@{BOT}> hi", author_id=ANN, guild_id=GUILD, mention_bot=True)
+    message = await bot.next_message()
+    assert bot.user in message.mentions
+    assert isinstance(message.author, discord.Member) and message.guild is not None
+    async with message.channel.typing():
+        reply = await message.reply("hello ann")
+    assert fake.typing == [CHANNEL]
+    assert reply.type is discord.MessageType.reply
+    assert reply.reference is not None and reply.reference.message_id == message.id
+    [sent] = fake.sent
+    assert sent.reply_to == message.id and sent.channel_id == CHANNEL
+
+    fake.push_message(CHANNEL, "and?", author_id=ANN, guild_id=GUILD, reply_to=reply.id)
+    answer = await bot.next_message()
+    assert answer.type is discord.MessageType.reply
+    assert answer.reference is not None and answer.reference.message_id == reply.id
+    assert isinstance(answer.reference.resolved, discord.Message)
+    assert answer.reference.resolved.author.id == BOT
+
+
+async def test_thread_message_has_its_thread_and_parent(fake: FakeDiscord, bot: Bot) -> None:
+    fake.push_message(THREAD, "in the thread", author_id=ANN, guild_id=GUILD)
+    message = await bot.next_message()
+    assert isinstance(message.channel, discord.Thread)
+    assert message.channel.id == THREAD and message.channel.parent_id == CHANNEL
+    await message.channel.send("thread reply")
+    assert fake.sent[0].channel_id == THREAD
+
+
+async def test_guild_and_thread_added_after_connect(fake: FakeDiscord, bot: Bot) -> None:
+    fake.add_guild(200, "Later", channels=[201])
+    guild = await asyncio.wait_for(bot.joined.get(), 5)
+    assert guild.id == 200 and guild.name == "Later"
+    fake.add_thread(202, 201, 200)
+    fake.push_message(202, "new thread", author_id=ANN, guild_id=200)
+    message = await bot.next_message()
+    assert isinstance(message.channel, discord.Thread) and message.channel.parent_id == 201
+
+
+async def test_message_content_intent_is_honoured(fake: FakeDiscord) -> None:
+    client = Bot(message_content=False)
+    task = await run_bot(client)
+    try:
+        fake.push_message(CHANNEL, "secret", author_id=ANN, guild_id=GUILD)
+        fake.push_message(
+            CHANNEL, f"<@{BOT}> to you", author_id=ANN, guild_id=GUILD, mention_bot=True
+        )
+        fake.push_message(DM, "dm text", author_id=ANN)
+        contents = [(await client.next_message()).content for _ in range(3)]
+        assert contents == ["", f"<@{BOT}> to you", "dm text"]
+    finally:
+        await client.close()
+        await asyncio.wait_for(task, 5)
+
+
+async def test_events_pushed_before_connect_arrive_after_ready(fake: FakeDiscord) -> None:
+    early = fake.push_message(DM, "early", author_id=ANN)
+    client = Bot()
+    task = await run_bot(client)
+    try:
+        message = await client.next_message()
+        assert (message.id, message.content) == (early, "early")
+        await message.channel.send("with a file", file=discord.File(io.BytesIO(b"x"), "a.txt"))
+        assert fake.requests[-1].files == ("a.txt",)
+        assert fake.sent[0].body["attachments"][0]["filename"] == "a.txt"
+    finally:
+        await client.close()
+        await asyncio.wait_for(task, 5)
+
+
+async def test_dropped_connection_resumes_and_delivers_once(fake: FakeDiscord, bot: Bot) -> None:
+    fake.push_message(DM, "before", author_id=ANN)
+    assert (await bot.next_message()).content == "before"
+    fake.drop_connection()
+    assert not fake.connected
+    fake.push_message(DM, "while down", author_id=ANN)
+    assert (await bot.next_message()).content == "while down"
+    await fake.wait_connected()
+    assert (fake.resume_count, fake.identify_count) == (1, 1)
+    fake.push_message(DM, "after", author_id=ANN)
+    assert (await bot.next_message()).content == "after"  # not a second "while down"
+    assert bot.inbox.empty()
+
+
+async def test_same_message_id_can_be_pushed_twice(fake: FakeDiscord, bot: Bot) -> None:
+    first = fake.push_message(DM, "dup", author_id=ANN)
+    assert fake.push_message(DM, "dup", author_id=ANN, message_id=first) == first
+    assert [(await bot.next_message()).id for _ in range(2)] == [first, first]
+
+
+async def test_unknown_session_is_invalidated_and_client_identifies_again(
+    fake: FakeDiscord, bot: Bot
+) -> None:
+    fake.invalidate_session()
+    with pytest.raises(RuntimeError):
+        fake.drop_connection()
+    await fake.wait_for(lambda f: f.identify_count == 2, what="a second IDENTIFY")
+    await fake.wait_connected()
+    fake.push_message(DM, "fresh session", author_id=ANN)
+    assert (await bot.next_message()).content == "fresh session"
+    assert fake.resume_count == 0
+
+
+async def test_wrong_token_is_login_failure(fake: FakeDiscord) -> None:
+    client = discord.Client(intents=discord.Intents.default())
+    try:
+        with pytest.raises(discord.LoginFailure):
+            await client.login("WRONG.TOKEN")
+    finally:
+        await client.close()
+    assert fake.requests[-1].path == "/users/@me"
+
+
+async def test_scripted_failures(fake: FakeDiscord, bot: Bot) -> None:
+    channel = bot.get_channel(CHANNEL)
+    assert isinstance(channel, discord.TextChannel)
+    fake.fail_next("POST", rf"/channels/{CHANNEL}/messages", 403)
+    with pytest.raises(discord.Forbidden) as forbidden:
+        await channel.send("nope")
+    assert forbidden.value.code == 50013
+
+    fake.fail_next("POST", r"/messages$", 429, {"retry_after": 0.01})
+    await channel.send("after a rate limit")
+    posts = [r for r in fake.requests if r.method == "POST" and r.path.endswith("/messages")]
+    assert len(posts) == 3 and [s.content for s in fake.sent] == ["after a rate limit"]
+
+    with pytest.raises(discord.HTTPException) as too_long:
+        await channel.send("x" * 2001)
+    assert too_long.value.code == 50035
+    with pytest.raises(discord.NotFound):
+        await bot.http.send_message(999, params=discord.http.handle_message_parameters("x"))
+    assert len(fake.sent) == 1
+
+
+Handler = Callable[[discord.Interaction, str | None], Awaitable[None]]
+
+
+def soul_group(handler: Handler) -> app_commands.Group:
+    group = app_commands.Group(name="soul", description="soul admin")
+
+    @group.command(name="reload", description="reload the soul")
+    @app_commands.describe(what="what to reload")
+    async def reload(interaction: discord.Interaction, what: str | None = None) -> None:
+        await handler(interaction, what)
+
+    return group
+
+
+async def test_app_command_sync_and_send_message(fake: FakeDiscord, bot: Bot) -> None:
+    seen: list[Any] = []
+
+    async def handler(interaction: discord.Interaction, what: str | None) -> None:
+        seen.append((interaction.user.id, interaction.guild_id, what))
+        await interaction.response.send_message(f"ok {what}")
+
+    bot.tree.add_command(soul_group(handler))
+    synced = await bot.tree.sync()
+    assert [c.name for c in synced] == ["soul"]
+    [registered] = fake.commands[None]
+    assert registered["options"][0]["name"] == "reload" and registered["id"] == str(synced[0].id)
+
+    token = fake.push_interaction(
+        "soul reload",
+        [{"type": 3, "name": "what", "value": "wiki"}],
+        user_id=ANN,
+        channel_id=CHANNEL,
+        guild_id=GUILD,
+    )
+    await fake.wait_for(lambda f: len(f.interaction_replies) == 1, what="the callback")
+    [reply] = fake.interaction_replies
+    assert (reply.kind, reply.token, reply.response_type, reply.content) == (
+        "callback",
+        token,
+        4,
+        "ok wiki",
+    )
+    assert seen == [(ANN, GUILD, "wiki")]
+
+
+async def test_app_command_defer_followup_edit_in_dm(fake: FakeDiscord, bot: Bot) -> None:
+    done = asyncio.Event()
+
+    async def handler(interaction: discord.Interaction, what: str | None) -> None:
+        await interaction.response.defer(thinking=True)
+        followup = await interaction.followup.send("working", wait=True)
+        assert followup.content == "working"
+        await interaction.edit_original_response(content=f"done {what}")
+        assert isinstance(interaction.channel, discord.DMChannel)
+        done.set()
+
+    bot.tree.add_command(soul_group(handler))
+    await bot.tree.sync()
+    token = fake.push_interaction("soul reload", [], user_id=BEA, channel_id=DM)
+    await asyncio.wait_for(done.wait(), 5)
+    kinds = [(r.kind, r.token, r.content) for r in fake.interaction_replies]
+    assert kinds == [
+        ("callback", token, None),
+        ("followup", token, "working"),
+        ("edit", token, "done None"),
+    ]
+    assert fake.interaction_replies[0].response_type == 5

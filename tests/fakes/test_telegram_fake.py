@@ -1,0 +1,418 @@
+"""The Telegram fake, driven by the real python-telegram-bot."""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import datetime as dtm
+from collections.abc import AsyncIterator, Callable
+from typing import Any
+
+import aiohttp
+import pytest
+from telegram import Bot, Message, ReplyParameters, Update
+from telegram.error import BadRequest, Conflict, EndPointNotFound, InvalidToken, RetryAfter
+from telegram.ext import (
+    Application,
+    ApplicationBuilder,
+    BaseHandler,
+    CommandHandler,
+    ContextTypes,
+    MessageHandler,
+    filters,
+)
+
+from tests.fakes.telegram_fake import FakeTelegram, auto_entities, parse_html, utf16_len
+
+pytestmark = pytest.mark.timeout(20)
+
+Context = ContextTypes.DEFAULT_TYPE
+GROUP = -1001234
+
+
+@pytest.fixture
+async def fake() -> AsyncIterator[FakeTelegram]:
+    async with FakeTelegram() as f:
+        yield f
+
+
+@pytest.fixture
+async def bot(fake: FakeTelegram) -> AsyncIterator[Bot]:
+    async with Bot(fake.token, base_url=fake.base_url) as b:
+        yield b
+
+
+@contextlib.asynccontextmanager
+async def polling(fake: FakeTelegram, *handlers: BaseHandler[Any, Any, Any]) -> AsyncIterator[Any]:
+    """A real Application polling the fake, as the daemon runs it."""
+    app: Application[Any, Any, Any, Any, Any, Any] = (
+        ApplicationBuilder().token(fake.token).base_url(fake.base_url).build()
+    )
+    for handler in handlers:
+        app.add_handler(handler)
+    async with app:
+        await app.start()
+        assert app.updater is not None
+        await app.updater.start_polling(poll_interval=0, timeout=dtm.timedelta(seconds=1))
+        try:
+            yield app
+        finally:
+            await app.updater.stop()
+            await app.stop()
+
+
+# -- end to end through an Application ------------------------------------------
+async def test_handler_gets_message_and_reply_is_recorded(fake: FakeTelegram) -> None:
+    seen: list[Update] = []
+    replies: list[Message] = []
+
+    async def echo(update: Update, context: Context) -> None:
+        seen.append(update)
+        assert update.message is not None and update.message.text is not None
+        replies.append(await context.bot.send_message(42, "pong: " + update.message.text))
+
+    async with polling(fake, MessageHandler(filters.TEXT, echo)):
+        mid = fake.push_message(42, "ping", user_id=7, username="ann")
+        sent = await fake.wait_sent(1)
+
+    assert sent == [{"chat_id": "42", "text": "pong: ping"}]  # PTB sends scalars as strings
+    msg = seen[0].message
+    assert msg is not None and msg.message_id == mid == 1 and msg.chat.type == "private"
+    assert msg.from_user is not None and (msg.from_user.id, msg.from_user.username) == (7, "ann")
+    reply = replies[0]
+    assert reply.message_id == 2 and reply.text == "pong: ping"  # ids count per chat
+    assert reply.from_user is not None and reply.from_user.id == fake.bot_id
+    assert [c.method for c in fake.calls[:2]] == ["getMe", "deleteWebhook"]
+    assert fake.calls_of("getUpdates")[0].params == {"timeout": "1", "offset": "0"}
+    assert fake.pending_updates == []  # confirmed by the next offset
+
+
+async def test_topic_reply_quotes_and_keeps_thread(fake: FakeTelegram) -> None:
+    mentions: list[str] = []
+
+    async def answer(update: Update, context: Context) -> None:
+        assert update.message is not None
+        mentions.extend(update.message.parse_entities(["mention"]).values())
+        await update.message.reply_text("hi")
+
+    async with polling(fake, MessageHandler(filters.TEXT, answer)):
+        mid = fake.push_message(
+            GROUP,
+            "😀 @soul_test_bot hello",
+            user_id=7,
+            chat_type="supergroup",
+            message_thread_id=5,
+            is_topic_message=True,
+        )
+        sent = await fake.wait_sent(1)
+
+    assert mentions == ["@soul_test_bot"]  # offsets are in UTF-16 units
+    # reply_text in a group quotes the message and, in a topic, stays in the thread.
+    assert sent[0]["message_thread_id"] == "5"
+    assert sent[0]["reply_parameters"] == {"message_id": mid}
+    assert fake.calls_of("sendMessage")[0].result["is_topic_message"] is True
+
+
+async def test_group_command_needs_our_username(fake: FakeTelegram) -> None:
+    async def start(update: Update, context: Context) -> None:
+        assert update.effective_chat is not None
+        await context.bot.send_message(update.effective_chat.id, f"args={context.args}")
+
+    async with polling(fake, CommandHandler("start", start)):
+        fake.push_message(GROUP, "/start@other_bot x", user_id=7, chat_type="group")
+        fake.push_message(GROUP, "/start@soul_test_bot now", user_id=7, chat_type="group")
+        sent = await fake.wait_sent(1)
+
+    assert [s["text"] for s in sent] == ["args=['now']"]
+
+
+async def test_reply_to_bot_extra_payload_and_raw_update(fake: FakeTelegram) -> None:
+    got: list[Message] = []
+
+    async def keep(update: Update, context: Context) -> None:
+        assert update.effective_message is not None
+        got.append(update.effective_message)
+
+    handlers = (
+        MessageHandler(filters.PHOTO, keep),
+        MessageHandler(filters.UpdateType.EDITED_MESSAGE, keep),
+    )
+    async with polling(fake, *handlers):
+        photo = {"file_id": "F1", "file_unique_id": "U1", "width": 9, "height": 9}
+        fake.push_message(
+            42, None, user_id=7, reply_to_bot=True, extra={"photo": [photo], "caption": "look"}
+        )
+        chat = {"id": 42, "type": "private", "first_name": "Ann"}
+        edited = {
+            "message_id": 77,
+            "date": 1,
+            "edit_date": 2,
+            "chat": chat,
+            "from": {"id": 7, "is_bot": False, "first_name": "Ann"},
+            "text": "fixed",
+        }
+        uid = fake.push_update({"edited_message": edited})
+        await fake.wait_for(lambda f: len(got) == 2, what="both messages handled")
+
+    photo_msg, edited_msg = got
+    assert photo_msg.caption == "look" and photo_msg.photo[0].file_id == "F1"
+    replied = photo_msg.reply_to_message
+    assert replied is not None and replied.from_user is not None
+    assert replied.from_user.id == fake.bot_id and replied.message_id < photo_msg.message_id
+    assert edited_msg.text == "fixed" and uid == 10002
+
+
+async def test_stopping_the_updater_does_not_hang(fake: FakeTelegram) -> None:
+    app = ApplicationBuilder().token(fake.token).base_url(fake.base_url).build()
+    async with app:
+        await app.start()
+        assert app.updater is not None
+        await app.updater.start_polling(timeout=dtm.timedelta(seconds=30))
+        await fake.wait_for(lambda f: f.waiting_polls == 1)
+        await asyncio.wait_for(app.updater.stop(), 2)
+        await app.stop()
+    polls = fake.calls_of("getUpdates")
+    assert polls[-2].status == 499 and polls[-2].params["timeout"] == "30"  # PTB hung up
+    assert polls[-1].status == 200 and polls[-1].params["timeout"] == "0"  # the last one
+
+
+# -- long polling with a bare Bot ------------------------------------------------
+async def test_offset_confirms_updates(fake: FakeTelegram, bot: Bot) -> None:
+    fake.push_message(42, "a", user_id=7)
+    fake.push_message(42, "b", user_id=7)
+    first = await bot.get_updates(timeout=0)
+    again = await bot.get_updates(timeout=0)
+    assert [u.update_id for u in first] == [u.update_id for u in again]  # not yet confirmed
+    assert [u.message.text for u in first if u.message] == ["a", "b"]
+    assert len(await bot.get_updates(timeout=0, limit=1)) == 1
+    after = await bot.get_updates(offset=first[0].update_id + 1, timeout=0)
+    assert [u.message.text for u in after if u.message] == ["b"]
+    assert await bot.get_updates(offset=first[-1].update_id + 1, timeout=0) == ()
+    assert fake.pending_updates == []
+
+
+async def test_long_poll_wakes_on_push_and_times_out(fake: FakeTelegram, bot: Bot) -> None:
+    loop = asyncio.get_running_loop()
+    start = loop.time()
+    assert await bot.get_updates(timeout=dtm.timedelta(milliseconds=200)) == ()
+    assert loop.time() - start >= 0.2
+    poll = asyncio.create_task(bot.get_updates(timeout=10))
+    await fake.wait_for(lambda f: f.waiting_polls == 1)
+    fake.push_message(42, "wake", user_id=7)
+    updates = await asyncio.wait_for(poll, 2)
+    assert [u.message.text for u in updates if u.message] == ["wake"]
+
+
+async def test_stop_ends_a_waiting_long_poll() -> None:
+    fake = FakeTelegram()
+    await fake.start()
+    async with Bot(fake.token, base_url=fake.base_url) as b:
+        poll = asyncio.create_task(b.get_updates(timeout=30))
+        await fake.wait_for(lambda f: f.waiting_polls == 1)
+        await asyncio.wait_for(fake.stop(), 3)
+        assert await asyncio.wait_for(poll, 2) == ()
+    await fake.stop()  # idempotent
+
+
+async def test_newer_poll_ends_the_older_with_conflict(fake: FakeTelegram, bot: Bot) -> None:
+    older = asyncio.create_task(bot.get_updates(timeout=10))
+    await fake.wait_for(lambda f: f.waiting_polls == 1)
+    async with Bot(fake.token, base_url=fake.base_url) as other:
+        newer = asyncio.create_task(other.get_updates(timeout=10))
+        with pytest.raises(Conflict, match="terminated by other getUpdates"):
+            await asyncio.wait_for(older, 2)
+        fake.push_message(42, "x", user_id=7)
+        assert len(await asyncio.wait_for(newer, 2)) == 1
+
+
+async def test_allowed_updates_filter_and_persist(fake: FakeTelegram, bot: Bot) -> None:
+    fake.push_update({"chat_member": {}})  # not delivered by default, as on Telegram
+    assert await bot.get_updates(timeout=0) == ()
+    fake.push_message(42, "plain", user_id=7)
+    chat = {"id": 42, "type": "private"}
+    fake.push_update({"edited_message": {"message_id": 1, "date": 1, "chat": chat, "text": "e"}})
+    got = await bot.get_updates(timeout=0, allowed_updates=["edited_message"])
+    assert [u.edited_message.text for u in got if u.edited_message] == ["e"]
+    assert len(got) == 1 and len(fake.pending_updates) == 1  # the message was dropped
+    fake.push_message(42, "later", user_id=7)
+    assert await bot.get_updates(offset=got[0].update_id + 1, timeout=0) == ()  # persists
+
+
+async def test_drop_pending_updates_on_delete_webhook(fake: FakeTelegram, bot: Bot) -> None:
+    fake.push_message(42, "old", user_id=7)
+    assert await bot.delete_webhook(drop_pending_updates=True) is True
+    assert fake.pending_updates == []
+
+
+# -- errors ----------------------------------------------------------------------
+async def test_wrong_token_is_invalid(fake: FakeTelegram) -> None:
+    with pytest.raises(InvalidToken, match="Unauthorized"):
+        await Bot("123456:WRONG", base_url=fake.base_url).get_me()
+    app = ApplicationBuilder().token("1:nope").base_url(fake.base_url).build()
+    with pytest.raises(InvalidToken):
+        await app.initialize()
+    assert {c.status for c in fake.calls} == {401}
+
+
+async def test_retry_after_and_scripted_failures(
+    fake: FakeTelegram, bot: Bot, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setenv("PTB_TIMEDELTA", "true")  # RetryAfter.retry_after as a timedelta
+    fake.fail_next("sendMessage", 429, "Too Many Requests: retry after 7", retry_after=7)
+    with pytest.raises(RetryAfter) as caught:
+        await bot.send_message(42, "hi")
+    assert caught.value.retry_after == dtm.timedelta(seconds=7)
+    await bot.send_message(42, "hi")
+    assert [c.status for c in fake.calls_of("sendMessage")] == [429, 200]
+    assert len(fake.sent) == 1
+
+    only_chat_5: Callable[[dict[str, Any]], bool] = lambda p: p["chat_id"] == "5"  # noqa: E731
+    fake.fail_next("sendMessage", 400, "Bad Request: chat not found", times=2, when=only_chat_5)
+    await bot.send_message(6, "other chat is fine")
+    for _ in range(2):
+        with pytest.raises(BadRequest, match=r"^Chat not found$"):
+            await bot.send_message(5, "x")
+    await bot.send_message(5, "x")
+    assert [s["chat_id"] for s in fake.sent] == ["42", "6", "5"]
+
+
+async def test_strict_html_rejects_bad_markup() -> None:
+    # PTB strips "Bad Request: " and str.capitalize()s the rest of the description.
+    async with (
+        FakeTelegram(strict_html=True) as fake,
+        Bot(fake.token, base_url=fake.base_url) as bot,
+    ):
+        with pytest.raises(BadRequest, match=r"^Can't parse entities: can't find end tag"):
+            await bot.send_message(42, "<b>bold", parse_mode="HTML")
+        with pytest.raises(BadRequest, match='unsupported start tag "div" at byte offset 0'):
+            await bot.send_message(42, "<div>x</div>", parse_mode="HTML")
+        plain = await bot.send_message(42, "<b>bold")  # the fallback: no parse_mode
+        fine = await bot.send_message(42, "<b>1 &lt; 2</b> &amp; <a href='x>y'>l</a>", "HTML")
+    assert plain.text == "<b>bold" and fine.text == "1 < 2 & l"
+    assert len(fake.sent) == 2
+
+
+async def test_lenient_html_by_default(fake: FakeTelegram, bot: Bot) -> None:
+    msg = await bot.send_message(42, "<b>bold", parse_mode="HTML")
+    assert msg.text == "<b>bold"
+
+
+async def test_text_limits_count_utf16_units(bot: Bot) -> None:
+    assert (await bot.send_message(42, "a" * 4096)).text == "a" * 4096
+    for text in ("a" * 4097, "😀" * 2049):  # 2049 emoji are 4098 UTF-16 units
+        with pytest.raises(BadRequest, match=r"^Message is too long$"):
+            await bot.send_message(42, text)
+    for text in ("", "  \n"):
+        with pytest.raises(BadRequest, match=r"^Message text is empty$"):
+            await bot.send_message(42, text)
+
+
+async def test_edit_message_text(fake: FakeTelegram, bot: Bot) -> None:
+    sent = await bot.send_message(42, "draft")
+    edited = await bot.edit_message_text("final", chat_id=42, message_id=sent.message_id)
+    assert isinstance(edited, Message) and edited.text == "final" and edited.edit_date
+    with pytest.raises(BadRequest, match=r"^Message is not modified: "):
+        await bot.edit_message_text("final", chat_id=42, message_id=sent.message_id)
+    theirs = fake.push_message(42, "mine", user_id=7)
+    with pytest.raises(BadRequest, match=r"^Message can't be edited$"):
+        await bot.edit_message_text("x", chat_id=42, message_id=theirs)
+    with pytest.raises(BadRequest, match=r"^Message to edit not found$"):
+        await bot.edit_message_text("x", chat_id=42, message_id=999)
+
+
+async def test_replies_carry_the_replied_message(fake: FakeTelegram, bot: Bot) -> None:
+    mid = fake.push_message(42, "question", user_id=7)
+    msg = await bot.send_message(42, "answer", reply_parameters=ReplyParameters(mid))
+    assert msg.reply_to_message is not None and msg.reply_to_message.text == "question"
+    unknown = await bot.send_message(42, "answer", reply_parameters=ReplyParameters(555))
+    assert unknown.reply_to_message is not None and unknown.reply_to_message.message_id == 555
+    assert fake.sent[0]["reply_parameters"] == {"message_id": mid}
+
+
+async def test_small_methods_and_unknown_ones(fake: FakeTelegram, bot: Bot) -> None:
+    me = await bot.get_me()
+    assert (me.id, me.username, me.is_bot) == (fake.bot_id, "soul_test_bot", True)
+    assert await bot.set_my_commands([("start", "Begin"), ("help", "Help")])
+    assert fake.commands == [
+        {"command": "start", "description": "Begin"},
+        {"command": "help", "description": "Help"},
+    ]
+    assert fake.calls_of("setMyCommands")[0].params["commands"] == fake.commands
+    assert await bot.delete_my_commands() and fake.commands == []
+    assert await bot.send_chat_action(42, "typing")
+    with pytest.raises(BadRequest, match=r"^Wrong parameter action in request$"):
+        await bot.send_chat_action(42, "dancing")
+    assert await bot.set_my_description("a soul")
+    with pytest.raises(EndPointNotFound):
+        await bot.do_api_request("frobnicate", api_kwargs={"x": 1})
+    assert fake.calls_of("frobnicate")[0].status == 404
+
+
+async def test_json_and_query_bodies(fake: FakeTelegram) -> None:
+    url = f"{fake.base_url}{fake.token}"
+    async with aiohttp.ClientSession() as http:
+        async with http.post(f"{url}/sendMessage", json={"chat_id": 42, "text": "[1]"}) as r:
+            assert r.status == 200 and (await r.json())["result"]["text"] == "[1]"
+        async with http.get(f"{url}/getme?x=1") as r:
+            assert (await r.json())["result"]["id"] == fake.bot_id
+        async with http.post(f"{url}/nope") as r:
+            body = await r.json()
+    assert r.status == 404
+    assert body == {"ok": False, "error_code": 404, "description": "Not Found: method not found"}
+    assert fake.sent == [{"chat_id": 42, "text": "[1]"}]  # JSON bodies keep their types
+
+
+async def test_wait_for_names_what_it_waited_for(fake: FakeTelegram) -> None:
+    with pytest.raises(TimeoutError, match="the moon"):
+        await fake.wait_for(lambda f: False, 0.05, what="the moon")
+    with pytest.raises(TimeoutError, match=r"lambda f: len\(f.sent\) > 3"):
+        await fake.wait_for(lambda f: len(f.sent) > 3, 0.05)
+    with pytest.raises(TimeoutError, match="2 successful sendMessage"):
+        await fake.wait_sent(2, timeout=0.05)
+
+
+def test_misuse_is_refused() -> None:
+    with pytest.raises(RuntimeError, match="before start"):
+        _ = FakeTelegram().base_url
+
+
+# -- the pure helpers ------------------------------------------------------------
+@pytest.mark.parametrize(
+    ("html", "plain"),
+    [
+        ("<b>x</b> <i>y</i>", "x y"),
+        ("<pre><code class='language-py'>a</code></pre>", "a"),
+        ('<span class="tg-spoiler">s</span>', "s"),
+        ("a & b &#128512; &x; &quot;", 'a & b 😀 &x; "'),
+        ("<B>x</>", "x"),
+    ],
+)
+def test_parse_html_accepts(html: str, plain: str) -> None:
+    assert parse_html(html) == plain
+
+
+@pytest.mark.parametrize(
+    ("html", "error"),
+    [
+        ("<b>x", 'Can\'t find end tag corresponding to start tag "b"'),
+        ("x</b>", "Unexpected end tag at byte offset 1"),
+        ("<b><i>x</b></i>", 'Unmatched end tag at byte offset 7, expected "</i>", found "</b>"'),
+        ("1 < 2", 'Unsupported start tag "" at byte offset 2'),
+        ("é<p>", 'Unsupported start tag "p" at byte offset 2'),
+        ("<b", "Unclosed start tag at byte offset 0"),
+    ],
+)
+def test_parse_html_rejects(html: str, error: str) -> None:
+    with pytest.raises(ValueError) as caught:
+        parse_html(html)
+    assert str(caught.value) == error
+
+
+def test_auto_entities() -> None:
+    text = "/ask@soul_test_bot 😀 @someone_else"
+    assert auto_entities(text) == [
+        {"type": "bot_command", "offset": 0, "length": 18},
+        {"type": "mention", "offset": 22, "length": 13},
+    ]
+    assert auto_entities("mail me@example.com") == []
+    assert utf16_len("😀a") == 3

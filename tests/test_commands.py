@@ -1,0 +1,148 @@
+"""Chat commands and the gate, through the router (the platform is a recorder
+named "telegram", so the Telegram settings apply)."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+from structlog.testing import capture_logs
+
+from bot import prompts
+from tests.fakes.anthropic_fake import FakeAnthropic
+from tests.kit import make_config, running, user_texts, wait_until
+
+ADMIN = "admins: {telegram: [1]}\n"
+
+
+async def test_a_non_admin_is_refused_once_and_it_is_logged(tmp_path: Path) -> None:
+    config = make_config(
+        tmp_path, "http://127.0.0.1:9", ADMIN + "adapters: {telegram: {dm_policy: open}}\n"
+    )
+    with capture_logs() as logs:
+        async with running(config, "telegram") as (_, platform):
+            await platform.say("/soul reload", user="5")
+            [reply] = await platform.replies(1)
+    assert reply.text == prompts.ADMIN_ONLY.format(command="soul")
+    refused = [e for e in logs if e["event"] == "command.refused"]
+    assert refused == [
+        {"event": "command.refused", "log_level": "warning", "platform": "telegram",
+         "user_id": "5", "command": "soul reload"}
+    ]  # fmt: skip
+
+
+async def test_reload_reports_a_broken_soul_and_the_old_version_answers(tmp_path: Path) -> None:
+    async with FakeAnthropic() as fake:
+        config = make_config(tmp_path, fake.url, ADMIN)
+        soul_md = config.workspaces / "lark" / "SOUL.md"
+        with capture_logs() as logs:
+            async with running(config, "telegram") as (runtime, platform):
+                version = runtime.registry.get("lark").version  # type: ignore[union-attr]
+                soul_md.write_text("---\nname: Lark\nhexaco: {openness: high}\n---\nbroken")
+                await platform.say("/soul reload", user="1")
+                [reply] = await platform.replies(1)
+                await platform.say("still there?", user="1")
+                await platform.replies(2)
+        assert "lark: failed:" in reply.text and "openness" in reply.text
+        assert "its previous version stays live" in reply.text
+        assert any(e["event"] == "soul.load_failed" for e in logs)
+        assert runtime.registry.get("lark").version == version  # type: ignore[union-attr]
+        assert "You are Lark" in json.dumps(fake.requests[-1]["system"])
+
+
+async def test_reload_of_a_good_soul_reports_its_new_version(tmp_path: Path) -> None:
+    config = make_config(tmp_path, "http://127.0.0.1:9", ADMIN)
+    async with running(config, "telegram") as (runtime, platform):
+        before = runtime.registry.get("lark").version  # type: ignore[union-attr]
+        soul_md = config.workspaces / "lark" / "SOUL.md"
+        soul_md.write_text(soul_md.read_text() + "\n\nYou like owls.")
+        await platform.say("/soul reload lark", user="1")
+        [reply] = await platform.replies(1)
+        after = runtime.registry.get("lark").version  # type: ignore[union-attr]
+    assert after != before
+    assert f"- lark: loaded (version {after}; SOUL.md, memory/index.md)" in reply.text
+
+
+async def test_status_usage_and_compile(tmp_path: Path) -> None:
+    async with FakeAnthropic() as fake:
+        config = make_config(tmp_path, fake.url, ADMIN)
+        async with running(config, "telegram") as (runtime, platform):
+            await platform.say("remember the owl", user="1")
+            await platform.replies(1)
+            await runtime.memory.drain(5)
+            await platform.say("/soul status", user="1")
+            status = (await platform.replies(2))[-1].text
+            await platform.say("/soul compile", user="1")
+            replies = await platform.replies(4)
+            await platform.say("/soul status", user="1")
+            after = (await platform.replies(5))[-1].text
+            await platform.say("/soul usage 7", user="1")
+            usage = (await platform.replies(6))[-1].text
+            await platform.say("/soul usage zero", user="1")
+            bad = (await platform.replies(7))[-1].text
+    assert "- lark version " in status and "Sessions in memory: 1; turns in flight: 0" in status
+    assert "lark user:telegram:1: never compiled; new traces waiting" in status
+    assert "Today (UTC): " in status and "tokens, $0.0" in status
+    assert replies[2].text == prompts.COMPILE_STARTED.format(souls="every soul")
+    assert replies[3].text.startswith("Compile done: 1 wikis, 2 new traces")
+    assert "lark user:telegram:1: compiled 20" in after and "waiting" not in after
+    assert usage.startswith("```\nUsage by soul") and "lark" in usage and "TOTAL" in usage
+    assert "days is a whole number" in bad
+
+
+async def test_pairing_from_first_message_to_approval(tmp_path: Path) -> None:
+    async with FakeAnthropic() as fake:
+        config = make_config(tmp_path, fake.url, ADMIN)
+        async with running(config, "telegram") as (runtime, platform):
+            await platform.say("hello?", user="42", name="Stranger")
+            [code_reply] = await platform.replies(1)
+            code = code_reply.text.split("Your pairing code is ")[1].split()[0]
+            await platform.say("/help", user="42")  # commands do not pass the gate either
+            await platform.replies(2)
+            assert fake.requests == []  # nothing reached the model, nothing was stored
+            rows = await runtime.db.run(
+                lambda c: c.execute("SELECT COUNT(*) FROM history").fetchone()
+            )
+            assert rows == (0,)
+            await platform.say("/pair list", user="1")
+            listing = (await platform.replies(3))[-1].text
+            assert f"- {code}: Stranger (telegram id 42)" in listing
+            await platform.say(f"/pair approve {code}", user="1")
+            sent = await platform.replies(5)
+            await platform.say("hello again", user="42")
+            answer = (await platform.replies(6))[-1]
+    assert sent[1].text == prompts.PAIRING_CODE.format(code=code)  # the same code again
+    assert {(m.chat_id, m.text) for m in sent[3:5]} == {
+        ("42", prompts.PAIR_WELCOME),
+        ("1", prompts.PAIR_APPROVED.format(name="Stranger", platform="telegram", user_id="42")),
+    }
+    assert answer.chat_id == "42" and answer.text.endswith("hello again")
+    assert user_texts(fake.requests[0])[-1] == "hello again"
+
+
+async def test_group_messages_need_a_mention_unless_the_rule_is_always(tmp_path: Path) -> None:
+    async with FakeAnthropic() as fake:
+        extra = "bindings: [{platform: telegram, chat: 300, soul: lark, respond: always}]\n"
+        config = make_config(tmp_path, fake.url, extra)
+        async with running(config, "telegram") as (_, platform):
+            await platform.say("chatter", user="5", chat="200", dm=False)
+            await platform.say("/help", user="5", chat="200", dm=False)  # commands pass
+            await platform.say("hey bot", user="5", chat="200", dm=False, mention=True)
+            await platform.say("anyone?", user="5", chat="300", dm=False)  # bound: always
+            replies = await platform.replies(3)
+            await wait_until(lambda: len(fake.requests) == 2)
+    assert [r.chat_id for r in replies].count("200") == 2
+    assert sorted(user_texts(r)[-1] for r in fake.requests) == ["Ann: anyone?", "Ann: hey bot"]
+
+
+async def test_a_command_delivered_twice_runs_once(tmp_path: Path) -> None:
+    config = make_config(tmp_path, "http://127.0.0.1:9", ADMIN)
+    async with running(config, "telegram") as (_, platform):
+        await platform.say("/help", user="1", message_id="m1")
+        await platform.say("/help", user="1", message_id="m1")
+        await platform.say("/reset", user="1", message_id="m2")
+        replies = await platform.replies(2)
+    assert [r.text for r in replies] == [
+        prompts.HELP + "\n" + prompts.ADMIN_HELP,
+        prompts.RESET_DONE,
+    ]
