@@ -26,7 +26,7 @@ from bot.agent import Route
 from bot.db import Database
 from bot.errors import SoulbotError
 from bot.memory.service import SHARED, Memory
-from bot.sessions import Send, SessionManager
+from bot.sessions import Send, SessionManager, reply_to, send_safely
 from bot.soul.registry import ReloadReport, SoulRegistry
 from bot.usage import day_totals, usage_table
 
@@ -95,6 +95,10 @@ class Commands:
         self._send = send
         self._clock = clock
         self._background: set[asyncio.Task[None]] = set()
+
+    def knows(self, text: str) -> bool:
+        """Whether `text` starts with one of the commands."""
+        return parse(text)[0] in self._handlers()
 
     async def run(self, inbound: Inbound, route: Route, text: str) -> str:
         name, args = parse(text)
@@ -204,10 +208,7 @@ class Commands:
         except Exception as exc:  # reported to the admin who asked, and logged
             log.exception("command.failed", command="soul compile")
             text = f"The compile failed: {type(exc).__name__}: {exc}"
-        try:
-            await self._send(Outbound(inbound.platform, inbound.chat_id, text, inbound.thread_id))
-        except Exception as exc:
-            log.error("adapter.error", platform=inbound.platform, error=str(exc))
+        await send_safely(self._send, reply_to(inbound, text))
 
     async def _usage(self, days_text: str) -> str:
         if not days_text.isdigit() or not 1 <= int(days_text) <= MAX_USAGE_DAYS:
@@ -225,10 +226,7 @@ class Commands:
             if pending is None:
                 return prompts.PAIR_UNKNOWN.format(code=args[1])
             notice = Outbound(pending.platform, pending.chat_id, prompts.PAIR_WELCOME)
-            try:
-                await self._send(notice)
-            except Exception as exc:
-                log.error("adapter.error", platform=pending.platform, error=str(exc))
+            await send_safely(self._send, notice)
             return prompts.PAIR_APPROVED.format(
                 name=pending.user_name, platform=pending.platform, user_id=pending.user_id
             )

@@ -4,8 +4,9 @@ The gate (DESIGN §2): a private chat passes the DM policy (bot/access.py); a
 group message is answered when it is addressed to the bot (a mention or a
 reply to the bot) or when the rule is `always` (`adapters.telegram.groups`,
 `adapters.discord.guilds`, or a binding's `respond`). A command (a message
-starting with "/") is always for the bot and skips the mention rule; the
-adapters only pass commands addressed to this bot.
+starting with "/" and naming one of ours) skips the mention rule; an unknown
+"/word" in a group is treated as a plain message. The adapters drop commands
+addressed to another bot.
 
 Session keys: `discord:<channel_id>` (a thread is its own channel),
 `discord:dm:<user_id>`, `telegram:<chat_id>` (+ `:<topic_id>` in forum groups),
@@ -21,13 +22,13 @@ from dataclasses import replace
 
 import structlog
 
-from adapters.base import Inbound, Outbound
+from adapters.base import Inbound
 from bot import prompts
 from bot.access import Access
 from bot.agent import Route
 from bot.commands import Commands
 from bot.config import Binding, Config, GroupRule
-from bot.sessions import Send, SessionManager
+from bot.sessions import Send, SessionManager, reply_to, send_safely
 
 log = structlog.get_logger(__name__)
 
@@ -126,11 +127,15 @@ class Router:
         if not text:
             return
         try:
-            command = text.startswith("/")
+            # In a group, "/word" that is none of ours is for another bot (or a typo),
+            # unless it is addressed to us.
+            command = text.startswith("/") and (
+                inbound.is_dm or inbound.mentions_bot or self._commands.knows(text)
+            )
             if inbound.is_dm:
                 admission = await self._access.admit(inbound)
                 if not admission.admitted:
-                    await self._reply(inbound, admission.reply)
+                    await send_safely(self._send, reply_to(inbound, admission.reply))
                     return
             elif not command and not (
                 inbound.mentions_bot or inbound.reply_to_bot or self.group_rule(inbound) == "always"
@@ -139,19 +144,10 @@ class Router:
             route = self.route(inbound)
             if command:
                 if await self._sessions.first_delivery(route.session, inbound.message_id):
-                    await self._reply(inbound, await self._commands.run(inbound, route, text))
+                    reply = await self._commands.run(inbound, route, text)
+                    await send_safely(self._send, reply_to(inbound, reply))
                 return
             rendered = text if inbound.is_dm else f"{inbound.user_name}: {text}"
             await self._sessions.deliver(route, replace(inbound, text=text), rendered)
         except Exception as exc:  # the dispatch boundary: one line, the loop lives on
             log.exception("router.failed", platform=inbound.platform, error=str(exc))
-
-    async def _reply(self, inbound: Inbound, text: str) -> None:
-        message = Outbound(inbound.platform, inbound.chat_id, text, inbound.thread_id,
-                           inbound.message_id or None)  # fmt: skip
-        try:
-            await self._send(message)
-        except Exception as exc:
-            log.error(
-                "adapter.error", platform=inbound.platform, error=f"{type(exc).__name__}: {exc}"
-            )

@@ -34,6 +34,21 @@ Send = Callable[[Outbound], Awaitable[None]]
 Typing = Callable[[Inbound], AbstractAsyncContextManager[None]]
 
 
+def reply_to(inbound: Inbound, text: str) -> Outbound:
+    """A reply in the chat (and thread) of `inbound`, quoting it."""
+    return Outbound(inbound.platform, inbound.chat_id, text, inbound.thread_id,
+                    inbound.message_id or None)  # fmt: skip
+
+
+async def send_safely(send: Send, message: Outbound) -> None:
+    """Send `message`; a failure is logged as `adapter.error`, never raised."""
+    try:
+        await send(message)
+    except Exception as exc:
+        log.error("adapter.error", platform=message.platform,
+                  error=f"{type(exc).__name__}: {exc}")  # fmt: skip
+
+
 def _compaction_cut(entries: list[Entry], budget: int, foldable: int) -> int:
     """How many of the oldest entries to fold so about half the budget remains:
     at most the first `foldable` (what comes after waits for its turn), ending
@@ -178,14 +193,7 @@ class Session:
         if not text:
             log.warning("turn.empty", **log_ctx)
             return
-        out = Outbound(target.platform, target.chat_id, text, target.thread_id,
-                       target.message_id or None)  # fmt: skip
-        try:
-            await self._send(out)
-        except Exception as exc:
-            log.error(
-                "adapter.error", platform=target.platform, error=f"{type(exc).__name__}: {exc}"
-            )
+        await send_safely(self._send, reply_to(target, text))
 
     async def _compact(self) -> None:
         entries = self._entries

@@ -127,6 +127,7 @@ async def test_group_messages_need_a_mention_unless_the_rule_is_always(tmp_path:
         async with running(config, "telegram") as (_, platform):
             await platform.say("chatter", user="5", chat="200", dm=False)
             await platform.say("/help", user="5", chat="200", dm=False)  # commands pass
+            await platform.say("/shrug", user="5", chat="200", dm=False)  # not ours
             await platform.say("hey bot", user="5", chat="200", dm=False, mention=True)
             await platform.say("anyone?", user="5", chat="300", dm=False)  # bound: always
             replies = await platform.replies(3)

@@ -55,10 +55,11 @@ import time
 from collections import deque
 from collections.abc import Callable
 from dataclasses import dataclass, field
-from types import TracebackType
 from typing import Any, Literal, get_args
 
 from aiohttp import web
+
+from tests.fakes.server import LoopbackServer
 
 JSON = dict[str, Any]
 ReplyKind = Literal["text", "tool_use", "error", "hang"]
@@ -215,7 +216,7 @@ def _json_response(status: int, obj: Any, headers: dict[str, str] | None = None)
     )
 
 
-class FakeAnthropic:
+class FakeAnthropic(LoopbackServer):
     """The fake server; see the module docstring. All state is plain attributes."""
 
     def __init__(
@@ -238,8 +239,6 @@ class FakeAnthropic:
         self._outage_status = 529
         self._ids = itertools.count(1)
         self._closing = asyncio.Event()
-        self._runner: web.AppRunner | None = None
-        self._port = 0
 
     # -- lifecycle -------------------------------------------------------------
     async def start(self, port: int = 0) -> None:
@@ -250,27 +249,13 @@ class FakeAnthropic:
         app.router.add_get("/_fake/requests", self._ctl_requests)
         app.router.add_post("/_fake/reset", self._ctl_reset)
         self._closing = asyncio.Event()
-        self._runner = web.AppRunner(
-            app, access_log=None, handler_cancellation=True, shutdown_timeout=1.0
-        )
-        await self._runner.setup()
-        await web.TCPSite(self._runner, "127.0.0.1", port).start()
-        self._port = int(self._runner.addresses[0][1])
+        await self._listen(app, port)
 
     async def stop(self) -> None:
         self._closing.set()  # wakes hangs and latency waits
         if self._runner is not None:
             await self._runner.cleanup()
             self._runner = None
-
-    async def __aenter__(self) -> FakeAnthropic:
-        await self.start()
-        return self
-
-    async def __aexit__(
-        self, et: type[BaseException] | None, e: BaseException | None, tb: TracebackType | None
-    ) -> None:
-        await self.stop()
 
     @property
     def port(self) -> int:

@@ -71,10 +71,11 @@ import uuid
 from collections.abc import Awaitable, Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
-from types import TracebackType
 from typing import Any, Literal
 
 from aiohttp import WSMsgType, web
+
+from tests.fakes.server import LoopbackServer
 
 JSON = dict[str, Any]
 API_PREFIX = "/api/v10"
@@ -245,7 +246,7 @@ def _now() -> str:
 Handler = Callable[[web.Request, "re.Match[str]", Any, tuple[str, ...]], Awaitable[web.Response]]
 
 
-class FakeDiscord:
+class FakeDiscord(LoopbackServer):
     """The fake server; see the module docstring."""
 
     def __init__(
@@ -277,8 +278,6 @@ class FakeDiscord:
         self._last_id = 0
         self._tokens = itertools.count(1)
         self._changed = asyncio.Event()
-        self._runner: web.AppRunner | None = None
-        self._port = 0
         self._routes: list[tuple[str, re.Pattern[str], Handler]] = [
             (m, re.compile(p), h)
             for m, p, h in (
@@ -307,12 +306,7 @@ class FakeDiscord:
         app = web.Application()
         app.router.add_get("/gateway", self._gateway)
         app.router.add_route("*", API_PREFIX + "/{tail:.*}", self._rest)
-        self._runner = web.AppRunner(
-            app, access_log=None, handler_cancellation=True, shutdown_timeout=1.0
-        )
-        await self._runner.setup()
-        await web.TCPSite(self._runner, "127.0.0.1", port).start()
-        self._port = int(self._runner.addresses[0][1])
+        await self._listen(app, port)
 
     async def stop(self) -> None:
         """Close the websockets (code 1001), then the server. Idempotent."""
@@ -327,15 +321,6 @@ class FakeDiscord:
             conn.abort()
         await self._runner.cleanup()
         self._runner = None
-
-    async def __aenter__(self) -> FakeDiscord:
-        await self.start()
-        return self
-
-    async def __aexit__(
-        self, et: type[BaseException] | None, e: BaseException | None, tb: TracebackType | None
-    ) -> None:
-        await self.stop()
 
     @property
     def api_base_url(self) -> str:

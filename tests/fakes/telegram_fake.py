@@ -65,10 +65,11 @@ import re
 import time
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
-from types import TracebackType
 from typing import Any
 
 from aiohttp import web
+
+from tests.fakes.server import LoopbackServer
 
 JSON = dict[str, Any]
 Handler = Callable[[JSON], Awaitable[Any]]
@@ -284,7 +285,7 @@ def _kind(update: JSON) -> str:
     return next((k for k in update if k != "update_id"), "")
 
 
-class FakeTelegram:
+class FakeTelegram(LoopbackServer):
     """The fake server; see the module docstring."""
 
     def __init__(
@@ -314,8 +315,6 @@ class FakeTelegram:
         self._waiting_polls = 0
         self._changed = asyncio.Event()
         self._closing = False
-        self._runner: web.AppRunner | None = None
-        self._port = 0
         self._methods: dict[str, Handler] = {
             "getme": self._get_me,
             "getupdates": self._get_updates,
@@ -337,12 +336,7 @@ class FakeTelegram:
         app = web.Application()
         app.router.add_route("*", "/bot{token}/{method}", self._handle)
         self._closing = False
-        self._runner = web.AppRunner(
-            app, access_log=None, handler_cancellation=True, shutdown_timeout=1.0
-        )
-        await self._runner.setup()
-        await web.TCPSite(self._runner, "127.0.0.1", port).start()
-        self._port = int(self._runner.addresses[0][1])
+        await self._listen(app, port)
 
     async def stop(self) -> None:
         """End waiting long polls with ``[]`` and close the server. Idempotent."""
@@ -351,15 +345,6 @@ class FakeTelegram:
         if self._runner is not None:
             await self._runner.cleanup()
             self._runner = None
-
-    async def __aenter__(self) -> FakeTelegram:
-        await self.start()
-        return self
-
-    async def __aexit__(
-        self, et: type[BaseException] | None, e: BaseException | None, tb: TracebackType | None
-    ) -> None:
-        await self.stop()
 
     @property
     def port(self) -> int:
