@@ -266,6 +266,8 @@ class DiscordAdapter:
             guild_id=str(interaction.guild_id) if interaction.guild_id else None,
         )
         await self._deliver(inbound)
+        if self._interactions.pop(key, None) is not None:  # no answer came: say so
+            await interaction.followup.send(prompts.NO_ANSWER, ephemeral=True)
 
     # -- outbound -----------------------------------------------------------------------
 

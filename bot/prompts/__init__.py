@@ -93,5 +93,8 @@ COMPILE_DONE = "Compile done: {wikis} wikis, {traces} new traces folded into {pa
 # The end of a message cut at the router's limit.
 MESSAGE_CUT = " [... cut here: the message was {chars} characters long]"
 
+# A Discord slash command that produced no answer (an error, logged).
+NO_ANSWER = "That command produced no answer; the bot's log says why."
+
 # Platforms: a photo, voice note, sticker or file instead of text.
 TEXT_ONLY = "I can only read text messages, sorry: please tell me in words."
