@@ -218,6 +218,14 @@ class DiscordAdapter:
         async def soul_usage(interaction: discord.Interaction, days: int | None = None) -> None:
             await self._run(interaction, "soul usage", None if days is None else str(days))
 
+        @soul.command(name="rollback", description="Restore a dated backup of a SOUL.md")
+        async def soul_rollback(interaction: discord.Interaction, name: str, date: str) -> None:
+            await self._run(interaction, "soul rollback", f"{name} {date}")
+
+        @soul.command(name="epoch", description="Start a new autobiography for a soul")
+        async def soul_epoch(interaction: discord.Interaction, name: str) -> None:
+            await self._run(interaction, "soul epoch", name)
+
         @pair.command(name="approve", description="Let the person with this code talk to me")
         async def pair_approve(interaction: discord.Interaction, code: str) -> None:
             await self._run(interaction, "pair approve", code)

@@ -21,7 +21,7 @@ from typing import TYPE_CHECKING, Any
 from bot import prompts
 from bot.errors import SoulbotError
 from bot.history import Entry
-from bot.llm import ModelClient, Reply
+from bot.llm import ModelClient, Reply, Tool
 from bot.soul.prompt import system_blocks
 from bot.soul.registry import SoulRegistry
 from bot.usage import CallContext
@@ -105,7 +105,9 @@ class Agent:
         model: ModelClient,
         memory: Memory | None = None,
         clock: Callable[[], float] = time.time,
+        more_tools: Callable[[Route], list[Tool]] | None = None,
     ) -> None:
+        self._more_tools = more_tools
         self._registry = registry
         self._model = model
         self._memory = memory
@@ -149,6 +151,8 @@ class Agent:
         """Run a turn. Raises BudgetExceeded, ModelError."""
         ctx = CallContext(route.soul, route.scope, route.session, route.user, "turn")
         tools = self._memory.tools(route) if self._memory is not None else []
+        if self._more_tools is not None:
+            tools += self._more_tools(route)
         return await self._model.complete(ctx, prompt.system, prompt.messages, tools)
 
     async def summarize(self, route: Route, summary: str | None, entries: Sequence[Entry]) -> str:

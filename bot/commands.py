@@ -28,6 +28,7 @@ from bot.errors import SoulbotError
 from bot.memory.service import SHARED, Memory
 from bot.sessions import Send, SessionManager, reply_to, send_safely
 from bot.soul.registry import ReloadReport, SoulRegistry
+from bot.soul.soulfile import new_epoch, rollback_soul
 from bot.usage import day_totals, usage_table
 
 log = structlog.get_logger(__name__)
@@ -37,7 +38,7 @@ MENU: tuple[tuple[str, str], ...] = (
     ("help", "What I can do and the commands"),
     ("reset", "Start a new conversation"),
     ("forget", "Erase what I remember from this conversation"),
-    ("soul", "Admins: reload, status, compile, usage"),
+    ("soul", "Admins: reload, status, compile, usage, rollback, epoch"),
     ("pair", "Admins: approve a pairing code, list the waiting ones"),
 )
 ADMIN_ONLY = frozenset({"soul", "pair"})
@@ -155,7 +156,17 @@ class Commands:
             return self._compile(inbound, rest[0] if rest else None)
         if sub == "usage" and len(rest) <= 1:
             return await self._usage(rest[0] if rest else "1")
+        if sub == "rollback" and len(rest) == 2:
+            return await self._file_op(rollback_soul, self._registry, rest[0], rest[1])
+        if sub == "epoch" and len(rest) == 1:
+            return await self._file_op(new_epoch, self._registry, rest[0])
         return prompts.SOUL_USAGE
+
+    async def _file_op(self, op: Callable[..., str], *args: object) -> str:
+        try:
+            return await asyncio.to_thread(op, *args)
+        except SoulbotError as exc:
+            return str(exc)
 
     async def _reload(self, name: str | None) -> str:
         try:

@@ -33,6 +33,7 @@ from pydantic import (
 from pydantic_core import PydanticCustomError
 
 from bot.errors import ConfigError
+from bot.soul.heartbeat import DEFAULT_EMPTY_PHRASES
 from bot.text import decode_text
 from bot.validation import format_errors, key_path
 from bot.yamlfile import load_yaml
@@ -135,6 +136,14 @@ class MemoryConfig(_Section):
     compile: CompileConfig = CompileConfig()
 
 
+class HeartbeatConfig(_Section):
+    """The heartbeat of souls whose SOUL.md has regions (`heartbeat:`)."""
+
+    enabled: bool = True
+    idle_minutes: float = Field(30.0, gt=0)
+    empty_phrases: tuple[str, ...] = DEFAULT_EMPTY_PHRASES
+
+
 class BudgetConfig(_Section):
     """Daily token budgets (`budget:`); null means no limit."""
 
@@ -227,6 +236,7 @@ class Config(_Section):
     model: ModelConfig = ModelConfig()
     memory: MemoryConfig = MemoryConfig()
     budget: BudgetConfig = BudgetConfig()
+    heartbeat: HeartbeatConfig = HeartbeatConfig()
     admins: AdminsConfig = AdminsConfig()
     adapters: AdaptersConfig = AdaptersConfig()
     bindings: tuple[Binding, ...] = ()

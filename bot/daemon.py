@@ -81,6 +81,7 @@ class Daemon:
         runtime = self._runtime
         try:
             await runtime.start_adapters()
+            runtime.heartbeat.start()
             self._scheduler.start()
             souls = [s.id for s in runtime.registry.all()]
             log.info("daemon.started", souls=souls, adapters=list(runtime.adapters))

@@ -81,6 +81,10 @@ CREATE TABLE IF NOT EXISTS pairing_codes (
     chat_id TEXT NOT NULL,
     expires REAL NOT NULL
 );
+CREATE TABLE IF NOT EXISTS heartbeat_marks (
+    session TEXT PRIMARY KEY,
+    entry INTEGER NOT NULL
+);
 CREATE TABLE IF NOT EXISTS memory_scopes (
     id INTEGER PRIMARY KEY,
     soul TEXT NOT NULL,

@@ -122,6 +122,27 @@ class ModelClient:
         await self._ledger.record(ctx, message.model or self.model, _usage(message))
         return message
 
+    async def use_tool(
+        self,
+        ctx: CallContext,
+        system: list[dict[str, Any]],
+        messages: list[dict[str, Any]],
+        tool: dict[str, Any],
+    ) -> object:
+        """One call that must use `tool` (a tool spec): returns its input, or
+        None when the answer holds no such call. Raises BudgetExceeded, ModelError."""
+        request = {
+            "model": self.model,
+            "max_tokens": self._config.max_tokens,
+            "system": system,
+            "messages": messages,
+            "tools": [tool],
+            "tool_choice": {"type": "tool", "name": tool["name"]},
+        }
+        message = await self._call(ctx, request, [0.0, 0.0])
+        calls = [b for b in message.content if b.type == "tool_use" and b.name == tool["name"]]
+        return calls[0].input if calls else None
+
     async def complete(
         self,
         ctx: CallContext,

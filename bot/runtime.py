@@ -21,6 +21,7 @@ from bot.llm import ModelClient
 from bot.memory.compile import Compiler
 from bot.memory.service import Memory
 from bot.memory.store import TraceStore
+from bot.reflection import Heartbeat
 from bot.router import Router
 from bot.sessions import SessionManager
 from bot.soul.registry import SoulRegistry
@@ -66,6 +67,7 @@ class Runtime:
     memory: Memory
     sessions: SessionManager
     router: Router
+    heartbeat: Heartbeat
     adapters: dict[str, Adapter] = field(default_factory=dict)
 
     @classmethod
@@ -89,15 +91,19 @@ class Runtime:
         def typing(chat: Inbound) -> AbstractAsyncContextManager[None]:
             return by_name[chat.platform].typing(chat)
 
+        history = HistoryStore(db)
+        heartbeat = Heartbeat(config.heartbeat, registry, model, history, memory, db)
+        agent = Agent(registry, model, memory, more_tools=heartbeat.tools)
         sessions = SessionManager(
-            HistoryStore(db), Agent(registry, model, memory), send, typing,
-            config.memory.history_token_budget, memory,
+            history, agent, send, typing, config.memory.history_token_budget, memory,
+            on_turn=heartbeat.turn_done,
         )  # fmt: skip
         access = Access(db, config)
         commands = Commands(registry=registry, sessions=sessions, memory=memory, access=access,
                             db=db, send=send)  # fmt: skip
         router = Router(config, default_soul, sessions, send, access, commands)
-        return cls(config, registry, db, ledger, model, memory, sessions, router, by_name)
+        return cls(config, registry, db, ledger, model, memory, sessions, router, heartbeat,
+                   by_name)  # fmt: skip
 
     async def start_adapters(self) -> None:
         """Start every adapter; one that fails is logged (`adapter.error`,
@@ -130,7 +136,9 @@ class Runtime:
         await self._each_adapter(lambda adapter: adapter.stop())
 
     async def close(self) -> None:
-        """Close adapters, the model client and the database, in that order."""
+        """Close adapters, the heartbeat, the model client and the database, in
+        that order."""
         await self._each_adapter(lambda adapter: adapter.close())
+        await self.heartbeat.stop()
         await self.model.close()
         await self.db.close()

@@ -81,8 +81,10 @@ class Session:
         typing: Typing,
         history_budget: int,
         memory: Memory | None = None,
+        on_turn: Callable[[Route], None] | None = None,
     ) -> None:
         self.route = route
+        self._on_turn = on_turn
         self._memory = memory
         self._store = store
         self._agent = agent
@@ -175,6 +177,8 @@ class Session:
                 self._entries.sort(key=lambda e: e.order)
                 if self._memory is not None:
                     self._memory.record(route, "assistant", "", text)
+                if self._on_turn is not None:
+                    self._on_turn(route)
             first = self._received.get(new[0].id, started)
             log.info(
                 "turn.completed",
@@ -228,7 +232,9 @@ class SessionManager:
         history_budget: int,
         memory: Memory | None = None,
         idle_s: float = 900.0,
+        on_turn: Callable[[Route], None] | None = None,
     ) -> None:
+        self._on_turn = on_turn
         self._memory = memory
         self._store = store
         self._agent = agent
@@ -249,7 +255,7 @@ class SessionManager:
         if session is None:
             snapshot = await self._store.load(route.session)
             session = Session(route, snapshot, self._store, self._agent, self._send,
-                              self._typing, self._budget, self._memory)  # fmt: skip
+                              self._typing, self._budget, self._memory, self._on_turn)  # fmt: skip
             self._sessions[route.session] = session
         session.route = route  # a binding may have changed on reload
         return session

@@ -46,8 +46,8 @@ def example(tmp_path: Path) -> Path:
 
 def test_version_and_help() -> None:
     assert soulbot("--version").stdout.strip() == f"soulbot, version {__version__}"
-    for command in ("run", "chat", "check", "prompt", "init", "usage"):
-        result = soulbot(command, "--help")
+    for command in ("run", "chat", "check", "prompt", "init", "usage", "soul rollback"):
+        result = soulbot(*command.split(), "--help")
         assert result.returncode == 0, result.stderr
         assert "--config" in result.stdout
 
@@ -55,12 +55,13 @@ def test_version_and_help() -> None:
 def test_check_the_example_config(example: Path) -> None:
     result = soulbot("check", "--config", "soulbot.yaml", cwd=example)
     assert result.returncode == 0, result.stdout + result.stderr
-    header, row = result.stdout.splitlines()[:2]
+    header, *rows = result.stdout.splitlines()[:3]
     assert header.split() == ["ID", "NAME", "FILES", "PROMPT", "TOKENS"]
-    assert row.split()[:3] == ["wren", "Wren", "SOUL.md"]
-    assert "memory/index.md" in row
-    assert int(row.split()[-1]) > 100
-    assert "1 soul(s) loaded, no errors" in result.stdout
+    assert [row.split()[:3] for row in rows] == [
+        ["twinkle", "Twinkle", "SOUL.md"], ["wren", "Wren", "SOUL.md"],
+    ]  # fmt: skip
+    assert all("memory/index.md" in row and int(row.split()[-1]) > 100 for row in rows)
+    assert "2 soul(s) loaded, no errors" in result.stdout
 
 
 def test_check_in_the_repo_as_the_readme_says() -> None:
@@ -93,7 +94,10 @@ def test_check_reports_a_binding_to_an_unknown_soul(example: Path) -> None:
     )
     result = soulbot("check", cwd=example)
     assert result.returncode == 1
-    assert "bindings[0].soul: no soul with id 'ghost' is loaded (loaded: wren)" in result.stdout
+    assert (
+        "bindings[0].soul: no soul with id 'ghost' is loaded (loaded: twinkle, wren)"
+        in result.stdout
+    )
 
 
 def test_a_bad_config_names_the_key_and_hides_the_secret(example: Path) -> None:
@@ -131,7 +135,7 @@ def test_prompt_prints_blocks_in_order(example: Path) -> None:
 def test_prompt_of_an_unknown_soul(example: Path) -> None:
     result = soulbot("prompt", "nobody", cwd=example)
     assert result.returncode == 1
-    assert "no soul with id 'nobody' is loaded (loaded: wren)" in result.stderr
+    assert "no soul with id 'nobody' is loaded (loaded: twinkle, wren)" in result.stderr
 
 
 def test_init_then_check(tmp_path: Path) -> None:
@@ -269,3 +273,23 @@ def test_memory_import_names_the_bad_line(example: Path) -> None:
     assert "bad.jsonl line 2: expected an object with a text string" in result.stderr
     scope = soulbot("memory", "pages", "wren", "--scope", "user:x", cwd=example)
     assert scope.returncode == 1 and "--scope" in scope.stderr
+
+
+def test_soul_rollback_and_epoch(example: Path) -> None:
+    soul_md = example / "workspaces" / "twinkle" / "SOUL.md"
+    original = soul_md.read_text()
+    backups = example / "workspaces" / "twinkle" / "memory" / ".meta" / "backups"
+    backups.mkdir(parents=True)
+    (backups / "SOUL.md.2026-11-01").write_text(original)
+    soul_md.write_text(original.replace("(Empty at first", "- [2026-11-02 10:00] Met Ann.\n(Empty"))
+    epoch = soulbot("soul", "epoch", "twinkle", cwd=example)
+    assert epoch.returncode == 0, epoch.stderr
+    assert epoch.stdout.startswith("twinkle: epoch 1 started; the autobiography is empty")
+    assert "Met Ann" not in soul_md.read_text() and "- epoch: 1" in soul_md.read_text()
+    rolled = soulbot("soul", "rollback", "twinkle", "2026-11-01", cwd=example)
+    assert rolled.returncode == 0, rolled.stderr
+    assert soul_md.read_text() == original
+    missing = soulbot("soul", "rollback", "twinkle", "1999-12-31", cwd=example)
+    assert missing.returncode == 1 and "no backup of" in missing.stderr
+    plain = soulbot("soul", "epoch", "wren", cwd=example)
+    assert plain.returncode == 1 and "wren: SOUL.md has no regions" in plain.stderr

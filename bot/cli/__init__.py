@@ -1,4 +1,4 @@
-"""The `soulbot` command: run | chat | check | prompt | init | usage | compile | memory."""
+"""The `soulbot` command: run | chat | check | prompt | init | soul | usage | compile | memory."""
 
 from __future__ import annotations
 
@@ -7,7 +7,7 @@ import click
 from bot import __version__
 from bot.cli.memory import compile_command, memory
 from bot.cli.serve import chat, run
-from bot.cli.souls import check, init, prompt
+from bot.cli.souls import check, init, prompt, soul
 from bot.cli.usage import usage
 
 
@@ -17,5 +17,5 @@ def main() -> None:
     """soulbot: a persona with a life on Discord and Telegram."""
 
 
-for command in (run, chat, check, prompt, init, usage, compile_command, memory):
+for command in (run, chat, check, prompt, init, soul, usage, compile_command, memory):
     main.add_command(command)

@@ -82,6 +82,8 @@ async def _serve(config: Config, registry: SoulRegistry) -> int:
         await runtime.memory.compile_all()
 
     scheduler.add_nightly("compile", compile_all)
+    # Reflections first: a private scope's reflection lands in its wiki before the compile.
+    daemon.shutdown_tasks.append(("heartbeat", runtime.heartbeat.flush))
     daemon.shutdown_tasks.append(("compile", compile_all))
     # The end of console input stops the daemon when the console is its only adapter.
     stop.append(daemon.request_stop if len(adapters) == 1 else lambda: None)

@@ -1,16 +1,19 @@
-"""`soulbot check`, `soulbot prompt` and `soulbot init`: souls and their workspaces."""
+"""`soulbot check`, `prompt`, `init` and `soul rollback|epoch`: souls and their workspaces."""
 
 from __future__ import annotations
 
 import json
+from collections.abc import Callable
 from pathlib import Path
 
 import click
 
-from bot.cli.common import common_options, load_registry, reference_errors, setup
+from bot.cli.common import common_options, fail, load_registry, reference_errors, setup
 from bot.errors import SoulbotError
 from bot.soul.persona import persona_from_legacy
 from bot.soul.prompt import estimate_tokens, system_blocks
+from bot.soul.registry import SoulRegistry
+from bot.soul.soulfile import new_epoch, rollback_soul
 from bot.soul.workspace import create_workspace
 
 
@@ -88,3 +91,41 @@ def init(name: str, legacy: Path | None, config_path: Path | None, log_format: s
         click.echo(f"error: {exc}", err=True)
         raise SystemExit(1) from None
     click.echo(f"created {folder}; edit {folder / 'SOUL.md'}, then run `soulbot check`")
+
+
+@click.group()
+def soul() -> None:
+    """A soul's self-written SOUL.md: roll it back, or start a new epoch.
+
+    A running daemon sees the change after `/soul reload` (or a restart).
+    """
+
+
+@soul.command()
+@click.argument("name")
+@click.argument("day", metavar="YYYY-MM-DD")
+@common_options
+def rollback(name: str, day: str, config_path: Path | None, log_format: str | None) -> None:
+    """Restore the backup of DAY of soul NAME's SOUL.md (the current file is kept
+    as a backup too)."""
+    _file_op(config_path, log_format, lambda registry: rollback_soul(registry, name, day))
+
+
+@soul.command()
+@click.argument("name")
+@common_options
+def epoch(name: str, config_path: Path | None, log_format: str | None) -> None:
+    """Start a new epoch of soul NAME: the autobiography is cleared, the core and
+    the memory kept."""
+    _file_op(config_path, log_format, lambda registry: new_epoch(registry, name))
+
+
+def _file_op(
+    config_path: Path | None, log_format: str | None, op: Callable[[SoulRegistry], str]
+) -> None:
+    config = setup(config_path, log_format)
+    registry, _ = load_registry(config)
+    try:
+        click.echo(op(registry))
+    except SoulbotError as exc:
+        fail(str(exc))

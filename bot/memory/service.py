@@ -15,17 +15,20 @@ import json
 import shutil
 import time
 from collections.abc import Callable, Sequence
+from dataclasses import replace
+from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
 import structlog
 
+from bot import prompts
 from bot.agent import Route
 from bot.errors import InvalidWikiPageIdError, SoulbotError
 from bot.llm import Tool
 from bot.memory.compile import Compiler, CompileResult
 from bot.memory.page import Page, PageFormatError
-from bot.memory.pageid import check_page_id
+from bot.memory.pageid import check_page_id, page_type
 from bot.memory.recall import recall_block
 from bot.memory.store import NewTrace, TraceStore
 from bot.memory.wiki import Wiki
@@ -34,6 +37,8 @@ from bot.soul.registry import SoulRegistry
 log = structlog.get_logger(__name__)
 
 SHARED = "shared"
+SELF_PAGE = "self"
+_FACTS_HEADING = "\n## Facts\n"
 INDEX_TTL_S = 60.0
 
 READ_PAGE_SCHEMA = {
@@ -170,6 +175,35 @@ class Memory:
         return [Tool("read_memory_page",
                      "Open a page of your long-term memory wiki by its id (from a memory index).",
                      READ_PAGE_SCHEMA, read_memory_page)]  # fmt: skip
+
+    # -- the heartbeat of a private scope ------------------------------------------------
+
+    async def add_self_notes(self, route: Route, entry: str, facts: Sequence[str]) -> int:
+        """Put a reflection line (newest first) and new facts on the `self` page
+        of the route's private wiki, and refresh its catalog. Returns how many
+        facts were new. Raises ValueError for the shared scope, OSError."""
+        if route.scope == SHARED:
+            raise ValueError("the shared scope's heartbeat writes SOUL.md, not a self page")
+        wiki = Wiki(scope_folder(self._data_dir, route.soul, route.scope))
+        updated = datetime.fromtimestamp(self._clock(), UTC).isoformat(timespec="seconds")
+
+        def write() -> int:
+            page = wiki.read_page(SELF_PAGE)
+            head, _, tail = (page.body if page else "").partition(_FACTS_HEADING)
+            entries = [ln for ln in head.splitlines() if ln.startswith("- ")]
+            known = [ln for ln in tail.splitlines() if ln.startswith("- ")]
+            seen = {ln.casefold() for ln in known}
+            new = [f"- {f}" for f in dict.fromkeys(facts) if f"- {f}".casefold() not in seen]
+            body = "\n".join(["## Reflections", entry, *entries, "", _FACTS_HEADING.strip(),
+                               *known, *new])  # fmt: skip
+            base = page or Page(SELF_PAGE, page_type(SELF_PAGE), prompts.SELF_PAGE_SUMMARY)
+            wiki.write_page(replace(base, body=body + "\n", updated=updated))
+            wiki.write_catalog()
+            return len(new)
+
+        added = await asyncio.to_thread(write)
+        self._indexes.pop((route.soul, route.scope), None)
+        return added
 
     # -- compile and forget ---------------------------------------------------------------
 

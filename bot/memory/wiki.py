@@ -153,7 +153,7 @@ def _read_regular(path: Path) -> bytes | None:
         os.close(fd)
 
 
-def _replace_file(path: Path, data: bytes) -> None:
+def replace_file(path: Path, data: bytes) -> None:
     """Write `data` to a new file beside `path`, then rename it over `path`
     (which keeps its permission bits); the new file is removed on failure."""
     temp = path.with_name(f".wiki-{secrets.token_hex(6)}.tmp")
@@ -290,7 +290,7 @@ class Wiki:
         with _refusals(page.id):
             path.parent.mkdir(parents=True, exist_ok=True)
             target = Path(os.path.realpath(path)) if path.is_symlink() else path
-            _replace_file(target, render_page(page).encode("utf-8"))
+            replace_file(target, render_page(page).encode("utf-8"))
 
     def list_pages(self) -> list[Page]:
         """Every page by id: each regular `.md` file whose path makes a valid id
@@ -316,7 +316,7 @@ class Wiki:
         data = text.encode("utf-8")
         self.root.mkdir(parents=True, exist_ok=True)
         try:
-            _replace_file(path, data)
+            replace_file(path, data)
         except OSError as exc:
             if exc.errno not in _IN_PLACE:
                 raise
@@ -369,7 +369,7 @@ class Wiki:
         Raises TypeError for a value JSON cannot hold, OSError."""
         text = json.dumps(meta, ensure_ascii=False, indent=2, sort_keys=True) + "\n"
         self._meta.parent.mkdir(parents=True, exist_ok=True)
-        _replace_file(self._meta, text.encode("utf-8"))
+        replace_file(self._meta, text.encode("utf-8"))
 
     def update_meta(self, watermark: int) -> None:
         """Store `watermark` and `compiled_at` (now, UTC) with the hashes (sha256

@@ -73,6 +73,8 @@ ADMIN_HELP = (
     "/soul status shows souls, sessions, memory compiles and today's usage\n"
     "/soul compile [name] compiles the memory wikis now\n"
     "/soul usage [days] shows tokens and cost\n"
+    "/soul rollback NAME YYYY-MM-DD restores a dated backup of SOUL.md\n"
+    "/soul epoch NAME starts a new autobiography (core and memory kept)\n"
     "/pair approve CODE lets a person talk to me; /pair list shows the waiting codes"
 )
 RESET_DONE = "Started a new conversation. I still remember what my memory holds."
@@ -82,7 +84,10 @@ FORGET_ASK = (
 )
 ADMIN_ONLY = "Sorry, only an admin can use /{command}."
 UNKNOWN_COMMAND = "I don't know the command /{command}."
-SOUL_USAGE = "Use: /soul reload [name] | /soul status | /soul compile [name] | /soul usage [days]"
+SOUL_USAGE = (
+    "Use: /soul reload [name] | /soul status | /soul compile [name] | /soul usage [days] | "
+    "/soul rollback NAME YYYY-MM-DD | /soul epoch NAME"
+)
 PAIR_USAGE = "Use: /pair approve CODE | /pair list"
 PAIR_UNKNOWN = "No pairing code {code} is waiting (it may be wrong, used or expired)."
 PAIR_APPROVED = "Approved {name} ({platform} id {user_id}): they can talk to me now."
@@ -98,3 +103,32 @@ NO_ANSWER = "That command produced no answer; the bot's log says why."
 
 # Platforms: a photo, voice note, sticker or file instead of text.
 TEXT_ONLY = "I can only read text messages, sorry: please tell me in words."
+
+# The heartbeat (bot/reflection.py): one forced save_soul call after a conversation.
+HEARTBEAT_SYSTEM = (
+    "You are {name}, looking back on a conversation that just ended, to keep your short "
+    "autobiography. Call save_soul once. reflection: one sentence in the first person, at "
+    "most 200 characters, that names a concrete fact or moment from this conversation and "
+    "what you make of it; no empty phrases such as 'I understand the user better now'. "
+    "memory_updates: objective facts worth keeping (about the people or the world, not "
+    "your feelings), each one line with an importance from 0 to 1 (0.2: passing mood; "
+    "0.6: a stable preference; 0.9: something central); [] when there is none. "
+    "rule_updates: a new behaviour boundary only when the conversation clearly showed "
+    "one, one line each; usually []. Plain text only: no headings, no HTML, no newlines."
+)
+HEARTBEAT_USER = (
+    "Your SOUL.md as it is now:\n<soul>\n{soul}\n</soul>\n\n"
+    "The conversation, oldest first:\n<conversation>\n{transcript}\n</conversation>"
+)
+FOLD_SYSTEM = (
+    "You keep the autobiography of a persona. Fold the entries you are given into one "
+    "overview sentence, in the first person, at most 300 characters, that keeps the "
+    "concrete facts and the turning points. Answer with the sentence only: one line, no "
+    "heading, no list marker, no HTML."
+)
+FOLD_USER = "Entries, newest first:\n{entries}\n\nThe overview:"
+END_CONVERSATION = (
+    "Call this when the person says goodbye or otherwise clearly ends the conversation "
+    "for now (then answer them as usual)."
+)
+SELF_PAGE_SUMMARY = "What I noticed about myself in this conversation, and facts to keep"

@@ -20,6 +20,15 @@ from bot.errors import SoulLoadError
 from bot.soul import files
 from bot.soul.frontmatter import split_front_matter
 from bot.soul.persona import FRONT_MATTER_FIELDS, Persona, persona_from_fields, soul_id
+from bot.soul.regions import (
+    META,
+    HeartbeatParams,
+    RegionError,
+    Regions,
+    meta_fields,
+    parse_regions,
+    strip_markers,
+)
 
 log = structlog.get_logger(__name__)
 
@@ -31,7 +40,8 @@ class Soul:
     `wiki_index` is memory/index.md without the migration end marker; `files`
     lists the workspace files that were read; `version` is the first 8 hex
     digits of a sha256 over what was read, so two loads of unchanged files
-    have the same version.
+    have the same version. `heartbeat` is set when SOUL.md has regions (a
+    self-writing SOUL.md, DESIGN §6).
     """
 
     id: str
@@ -44,6 +54,7 @@ class Soul:
     files: tuple[str, ...]
     warnings: tuple[str, ...]
     version: str = ""
+    heartbeat: HeartbeatParams | None = None
 
     @property
     def name(self) -> str:
@@ -72,7 +83,31 @@ def parse_soul_text(text: str, source: str, warnings: list[str]) -> Persona:
     if unknown:
         warnings.append(f"{source}: unknown front matter fields ignored: {', '.join(unknown)}")
     known = {k: v for k, v in head.fields.items() if k in FRONT_MATTER_FIELDS}
-    return persona_from_fields(known, head.body, source)
+    regions = _regions(text, source)
+    if regions is not None and "name" not in known and "agentId" not in known:
+        name = meta_fields(regions.get(META) or "").get("name")
+        if name:  # a seed-style SOUL.md names itself in META only
+            known["name"] = name
+    return persona_from_fields(known, strip_markers(head.body), source)
+
+
+def _regions(body: str, source: str) -> Regions | None:
+    try:
+        return parse_regions(body)
+    except RegionError as exc:
+        raise SoulLoadError(f"{source}: {exc}") from None
+
+
+def heartbeat_params(text: str, source: str) -> HeartbeatParams | None:
+    """The heartbeat's parameters of a SOUL.md text; None without regions.
+    Raises SoulLoadError for bad regions or META values."""
+    regions = _regions(text, source)
+    if regions is None:
+        return None
+    try:
+        return HeartbeatParams.from_meta(meta_fields(regions.get(META) or ""))
+    except RegionError as exc:
+        raise SoulLoadError(f"{source}: {exc}") from None
 
 
 def load_soul(folder: Path) -> Soul:
@@ -88,6 +123,7 @@ def load_soul(folder: Path) -> Soul:
                 f"{soul_md}: missing, and a soul needs one" + (f" ({reasons})" if reasons else "")
             )
         persona = parse_soul_text(text, str(soul_md), warnings)
+        heartbeat = heartbeat_params(text, str(soul_md))
         found = ["SOUL.md"]
         companions: dict[str, str | None] = {}
         for name in ("STYLE.md", "IDENTITY.md", "AGENTS.md"):
@@ -118,6 +154,7 @@ def load_soul(folder: Path) -> Soul:
         files=tuple(found),
         warnings=tuple(warnings),
         version=_digest(text, *companions.values(), index),
+        heartbeat=heartbeat,
     )
 
 

@@ -1,0 +1,145 @@
+"""Writing a soul's SOUL.md safely: a file lock, re-read and edit under it, an
+atomic replace, a dated backup before the first write of each UTC day.
+
+Every write goes through `SoulFile.update`: it takes the lock
+(`memory/.meta/soul.lock`, filelock, so other processes are kept out too),
+reads the file as it is now, applies the edit and replaces the file through a
+new file and a rename. Two sessions reflecting at once therefore both land.
+Backups are `memory/.meta/backups/SOUL.md.YYYY-MM-DD` (the last 30 are kept);
+`rollback` restores one (keeping what it replaces as a backup too), `epoch`
+starts a new autobiography. These calls block: run them in a worker thread.
+"""
+
+from __future__ import annotations
+
+import re
+import time
+from collections.abc import Callable
+from datetime import UTC, datetime
+from pathlib import Path
+
+from filelock import FileLock
+
+from bot.errors import SoulbotError
+from bot.memory.wiki import replace_file
+from bot.soul import heartbeat
+from bot.soul.registry import SoulRegistry
+from bot.text import decode_text
+
+KEEP_BACKUPS = 30
+LOCK_TIMEOUT_S = 30.0
+_DATE = re.compile(r"^\d{4}-\d{2}-\d{2}$")
+
+
+class SoulFile:
+    """The SOUL.md of one soul folder."""
+
+    def __init__(self, folder: Path, clock: Callable[[], float] = time.time) -> None:
+        self.path = folder / "SOUL.md"
+        self._meta = folder / "memory" / ".meta"
+        self.backups = self._meta / "backups"
+        self._clock = clock
+
+    def _now(self) -> datetime:
+        return datetime.fromtimestamp(self._clock(), UTC)
+
+    def _lock(self) -> FileLock:
+        self._meta.mkdir(parents=True, exist_ok=True)
+        return FileLock(self._meta / "soul.lock", timeout=LOCK_TIMEOUT_S)
+
+    def read(self) -> str:
+        """The file's text. Raises OSError, UnicodeDecodeError."""
+        return decode_text(self.path.read_bytes())
+
+    def update(self, edit: Callable[[str, datetime], str | None]) -> str | None:
+        """Under the lock: read, `edit(text, now)`, back up, replace. Returns
+        the new text, or None when `edit` returned None or the same text.
+        Raises filelock.Timeout, OSError, and what `edit` raises."""
+        with self._lock():
+            text = self.read()
+            now = self._now()
+            new = edit(text, now)
+            if new is None or new == text:
+                return None
+            self._backup(text, now)
+            replace_file(self.path, new.encode("utf-8"))
+            return new
+
+    def _backup(self, text: str, now: datetime) -> None:
+        """Keep `text` as today's backup unless there is one; prune to the last
+        KEEP_BACKUPS."""
+        self.backups.mkdir(parents=True, exist_ok=True)
+        today = self.backups / f"SOUL.md.{now.date().isoformat()}"
+        if not today.exists():
+            replace_file(today, text.encode("utf-8"))
+        for old in sorted(self.backups.glob("SOUL.md.*"))[:-KEEP_BACKUPS]:
+            old.unlink(missing_ok=True)
+
+    def dates(self) -> list[str]:
+        """The days with a backup, oldest first."""
+        names = (p.name.removeprefix("SOUL.md.") for p in self.backups.glob("SOUL.md.*"))
+        return sorted(name for name in names if _DATE.match(name))
+
+    def rollback(self, day: str) -> None:
+        """Replace SOUL.md with the backup of `day` (YYYY-MM-DD); what it
+        replaces is kept as a backup named with the time. Raises SoulbotError
+        when there is no such backup."""
+        source = self.backups / f"SOUL.md.{day}"
+        if not _DATE.match(day) or not source.is_file():
+            known = ", ".join(self.dates()) or "none"
+            raise SoulbotError(f"no backup of {self.path} for {day!r} (backups: {known})")
+        with self._lock():
+            now = self._now()
+            current = self.read()
+            self._backup(current, now)
+            stamp = now.strftime("%Y-%m-%dT%H%M%S")
+            replace_file(self.backups / f"SOUL.md.{stamp}", current.encode("utf-8"))
+            replace_file(self.path, source.read_bytes())
+
+    def epoch(self) -> int:
+        """Start a new epoch (autobiography cleared; core and memory kept).
+        Returns the new epoch number. Raises heartbeat.Rejected for a SOUL.md
+        without regions."""
+        result: list[int] = []
+
+        def edit(text: str, now: datetime) -> str:
+            new, number = heartbeat.start_epoch(text, now)
+            result.append(number)
+            return new
+
+        self.update(edit)
+        return result[0]
+
+
+def _soul_file(registry: SoulRegistry, name: str) -> SoulFile:
+    soul = registry.get(name)
+    if soul is None:
+        known = ", ".join(s.id for s in registry.all()) or "none"
+        raise SoulbotError(f"no soul with id '{name}' is loaded (loaded: {known})")
+    return SoulFile(soul.folder)
+
+
+def rollback_soul(registry: SoulRegistry, name: str, day: str) -> str:
+    """Restore the backup of `day` and reload the soul; returns the line to
+    show. Raises SoulbotError (no such soul or backup, or the restored file
+    does not load: the registry keeps the previous version live)."""
+    _soul_file(registry, name).rollback(day)
+    return _reloaded(registry, name, f"{name}: rolled back to the backup of {day}")
+
+
+def new_epoch(registry: SoulRegistry, name: str) -> str:
+    """Start a new epoch of the soul's autobiography and reload it; returns the
+    line to show. Raises SoulbotError."""
+    try:
+        number = _soul_file(registry, name).epoch()
+    except heartbeat.Rejected:
+        raise SoulbotError(f"{name}: SOUL.md has no regions, so it has no heartbeat") from None
+    return _reloaded(registry, name, f"{name}: epoch {number} started; the autobiography is empty")
+
+
+def _reloaded(registry: SoulRegistry, name: str, done: str) -> str:
+    report = registry.reload(name)
+    if report.failed:
+        failure, _ = report.failed[0]
+        raise SoulbotError(f"{done}, but it does not load: {failure.error}")
+    return f"{done} (version {report.loaded[0].version})"
