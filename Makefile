@@ -4,7 +4,7 @@ VENV   := .venv
 BIN    := $(VENV)/bin
 CONFIG := $(if $(wildcard soulbot.yaml),soulbot.yaml,deploy/soulbot.example.yaml)
 
-.PHONY: run test lint bench clean
+.PHONY: run test lint bench fake clean
 
 $(BIN)/python:
 	$(PYTHON) -m venv $(VENV)
@@ -36,6 +36,11 @@ bench: $(VENV)/.installed-dev
 	-$(BIN)/python bench/cache.py
 	-$(BIN)/python bench/recall.py --data ../shared/data/locomo --budget 600
 	-$(BIN)/python bench/recall_scale.py
+
+# The test suite's fake model on port 8765 (answers "echo: ..."), to try soulbot
+# without an API key: ANTHROPIC_BASE_URL=http://127.0.0.1:8765 ANTHROPIC_API_KEY=any make run
+fake: $(VENV)/.installed-dev
+	$(BIN)/python -m tests.fakes.anthropic_fake --port 8765
 
 clean:
 	rm -rf $(VENV) .pytest_cache .mypy_cache .ruff_cache

@@ -19,6 +19,7 @@ from collections.abc import Awaitable, Callable
 
 import structlog
 
+from bot.health import HEALTH_FILE, keep_health
 from bot.runtime import Runtime
 from bot.scheduler import Scheduler
 
@@ -79,20 +80,37 @@ class Daemon:
         for signum in (signal.SIGTERM, signal.SIGINT):
             loop.add_signal_handler(signum, self.request_stop, signum)
         runtime = self._runtime
+        health: asyncio.Task[None] | None = None
         try:
             await runtime.start_adapters()
             runtime.heartbeat.start()
             self._scheduler.start()
             souls = [s.id for s in runtime.registry.all()]
             log.info("daemon.started", souls=souls, adapters=list(runtime.adapters))
+            health = asyncio.create_task(
+                keep_health(runtime.config.data_dir / HEALTH_FILE, self._status)
+            )
             await self._stop.wait()
             return await self._shutdown()
         finally:
+            if health is not None:
+                health.cancel()
+                await asyncio.gather(health, return_exceptions=True)
             self._scheduler.stop()
             await runtime.close()
             for signum in (signal.SIGTERM, signal.SIGINT):
                 loop.remove_signal_handler(signum)
             log.info("daemon.stopped")
+
+    def _status(self) -> dict[str, object]:
+        runtime = self._runtime
+        return {
+            "adapters": sorted(runtime.adapters),
+            "souls": [s.id for s in runtime.registry.all()],
+            "sessions": len(runtime.sessions),
+            "turns_in_flight": len(runtime.sessions.in_flight()),
+            "stopping": self._stop.is_set(),
+        }
 
     async def _shutdown(self) -> int:
         runtime = self._runtime

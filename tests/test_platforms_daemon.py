@@ -59,6 +59,11 @@ async def test_run_serves_both_platforms_and_stops_on_sigterm(tmp_path: Path) ->
             dc.push_message(900, "hello from discord", author_id=11)
             [tg_reply] = await tg.wait_sent(1, timeout=20)
             [dc_reply] = await dc.wait_sent(1, timeout=20)
+            health = await asyncio.create_subprocess_exec(
+                sys.executable, "-m", "bot", "health", cwd=tmp_path, env=env,
+                stdout=asyncio.subprocess.PIPE, stderr=asyncio.subprocess.DEVNULL,
+            )  # fmt: skip
+            healthy = (await health.communicate())[0].decode()
             proc.send_signal(signal.SIGTERM)
             async with asyncio.timeout(30):
                 code = await proc.wait()
@@ -67,6 +72,9 @@ async def test_run_serves_both_platforms_and_stops_on_sigterm(tmp_path: Path) ->
             if proc.returncode is None:
                 proc.kill()
     assert code == 0
+    assert health.returncode == 0 and healthy.startswith("ok: pid ")
+    assert "adapters discord, telegram" in healthy
+    assert not (tmp_path / "data" / "health.json").exists()
     assert tg_reply["text"].endswith("hello from telegram")
     assert dc_reply.content.endswith("hello from discord")
     names = [e["event"] for e in events]

@@ -1,11 +1,13 @@
-"""The `soulbot` command: run | chat | check | prompt | init | soul | usage | compile | memory."""
+"""The `soulbot` command and its subcommands (`soulbot --help` lists them)."""
 
 from __future__ import annotations
 
 import click
 
 from bot import __version__
+from bot.cli.health import health
 from bot.cli.memory import compile_command, memory
+from bot.cli.reference import config_reference
 from bot.cli.serve import chat, run
 from bot.cli.souls import check, init, prompt, soul
 from bot.cli.usage import usage
@@ -17,5 +19,17 @@ def main() -> None:
     """soulbot: a persona with a life on Discord and Telegram."""
 
 
-for command in (run, chat, check, prompt, init, soul, usage, compile_command, memory):
+for command in (
+    run,
+    chat,
+    check,
+    prompt,
+    init,
+    soul,
+    usage,
+    compile_command,
+    memory,
+    health,
+    config_reference,
+):
     main.add_command(command)

@@ -1,0 +1,29 @@
+"""`soulbot health`: is `soulbot run` serving? (The container health check.)"""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import click
+
+from bot.cli.common import common_options, fail, setup
+from bot.health import HEALTH_FILE, MAX_AGE_S, check_health
+
+
+@click.command()
+@click.option(
+    "--max-age",
+    "max_age_s",
+    type=click.FloatRange(min=1),
+    default=MAX_AGE_S,
+    show_default=True,
+    help="Seconds after which the health file counts as stale.",
+)
+@common_options
+def health(max_age_s: float, config_path: Path | None, log_format: str | None) -> None:
+    """Exit 0 when the daemon of this config is serving, 1 (with the reason) when not."""
+    config = setup(config_path, log_format)
+    try:
+        click.echo(check_health(config.data_dir / HEALTH_FILE, max_age_s))
+    except RuntimeError as exc:
+        fail(str(exc))
