@@ -25,7 +25,7 @@ from bot.access import Access
 from bot.agent import Route
 from bot.db import Database
 from bot.errors import SoulbotError
-from bot.memory.service import SHARED, Memory
+from bot.memory.service import SHARED, CompileFailed, Memory
 from bot.sessions import Send, SessionManager, reply_to, send_safely
 from bot.soul.registry import ReloadReport, SoulRegistry
 from bot.soul.soulfile import new_epoch, rollback_soul
@@ -211,14 +211,20 @@ class Commands:
         return prompts.COMPILE_STARTED.format(souls=name or "every soul")
 
     async def _compile_and_report(self, inbound: Inbound, souls: Sequence[str] | None) -> None:
+        failures: list[str] = []
         try:
             results = await self._memory.compile_all(souls)
-            traces = sum(r.traces for r in results)
-            pages = sum(len(r.pages) for r in results)
-            text = prompts.COMPILE_DONE.format(wikis=len(results), traces=traces, pages=pages)
+        except CompileFailed as exc:  # each failure is logged as wiki.compile_failed
+            results, failures = exc.results, exc.failures
         except Exception as exc:  # reported to the admin who asked, and logged
             log.exception("command.failed", command="soul compile")
-            text = f"The compile failed: {type(exc).__name__}: {exc}"
+            results, failures = [], [f"{type(exc).__name__}: {exc}"]
+        traces = sum(r.traces for r in results)
+        pages = sum(len(r.pages) for r in results)
+        text = prompts.COMPILE_DONE.format(wikis=len(results), traces=traces, pages=pages)
+        if failures:
+            lines = "\n".join(f"- {failure}" for failure in failures)
+            text = prompts.COMPILE_FAILED.format(count=len(failures), failures=lines, done=text)
         await send_safely(self._send, reply_to(inbound, text))
 
     async def _usage(self, days_text: str) -> str:

@@ -119,6 +119,7 @@ class Compiler:
         return result
 
     async def _compile(self, soul: str, scope: str, wiki: Wiki, started: float) -> CompileResult:
+        await asyncio.to_thread(wiki.remove_stale_temps)
         watermark = await asyncio.to_thread(wiki.watermark)
         traces = await self._store.after(soul, scope, watermark)
         if not traces:
@@ -137,9 +138,13 @@ class Compiler:
             except PageFormatError as exc:  # a hand-broken page is left for its editor
                 conflicts.append(f"{page_id}: {exc.reason}")
                 continue
-            body = await self._merge(ctx, page_id, current, items)
             sources = tuple(current.sources if current else ())
-            sources += tuple(str(t.id) for t in items if str(t.id) not in sources)
+            # A page written before a crash already holds its traces: not again.
+            items = [t for t in items if str(t.id) not in sources]
+            if not items:
+                continue
+            body = await self._merge(ctx, page_id, current, items)
+            sources += tuple(str(t.id) for t in items)
             if current is None:
                 page = Page.new(page_id, body, stamp, sources)
             else:  # the summary and any field a person added stay as they are

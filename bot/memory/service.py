@@ -49,6 +49,15 @@ READ_PAGE_SCHEMA = {
 }  # fmt: skip
 
 
+class CompileFailed(SoulbotError):
+    """One or more wikis failed to compile; `results` are those that did."""
+
+    def __init__(self, results: list[CompileResult], failures: list[str]) -> None:
+        super().__init__(f"{len(failures)} wiki(s) failed to compile: " + "; ".join(failures))
+        self.results = results
+        self.failures = failures
+
+
 def scope_folder(data_dir: Path, soul: str, scope: str) -> Path:
     """The folder of a private scope's wiki."""
     return data_dir.joinpath("memory", soul, *scope.split(":"))
@@ -255,13 +264,19 @@ class Memory:
     async def compile_all(self, souls: Sequence[str] | None = None,
                           scope: str | None = None) -> list[CompileResult]:  # fmt: skip
         """Compile every wiki with new traces (of `souls`, of one `scope`); a
-        failed wiki is logged (`wiki.compile_failed`) and the others go on."""
-        results = []
+        failed wiki is logged (`wiki.compile_failed`) and the others go on.
+
+        Raises CompileFailed after the last wiki when any failed; it carries the
+        results of those that compiled.
+        """
+        results, failures = [], []
         for soul, name in await self.pending_wikis(souls, scope):
             try:
                 results.append(await self.compile_one(soul, name))
-            except Exception:  # logged by the compiler; the next wiki still compiles
-                continue
+            except Exception as exc:  # logged by the compiler; the next wiki still compiles
+                failures.append(f"{soul} {name}: {type(exc).__name__}: {exc}")
+        if failures:
+            raise CompileFailed(results, failures)
         return results
 
     async def forget(self, route: Route) -> list[str]:

@@ -32,6 +32,7 @@ import os
 import re
 import secrets
 import stat
+import time
 from collections.abc import Iterator
 from contextlib import contextmanager, suppress
 from datetime import UTC, date, datetime
@@ -391,6 +392,19 @@ class Wiki:
         meta["watermark"] = watermark
         meta["compiled_at"] = datetime.now(UTC).isoformat(timespec="seconds")
         self.write_meta(meta)
+
+    def remove_stale_temps(self, older_than_s: float = 3600.0) -> int:
+        """Remove the temporary files of writes a killed process left behind
+        (older than `older_than_s`, so a write in flight elsewhere is spared).
+        Returns how many went."""
+        removed = 0
+        cutoff = time.time() - older_than_s
+        for temp in self.root.rglob(".wiki-*.tmp"):
+            with suppress(OSError):
+                if temp.is_file() and not temp.is_symlink() and temp.stat().st_mtime < cutoff:
+                    temp.unlink()
+                    removed += 1
+        return removed
 
     def watermark(self) -> int:
         """The compile watermark; 0 when none is stored. Raises ValueError when

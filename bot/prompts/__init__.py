@@ -94,6 +94,10 @@ PAIR_APPROVED = "Approved {name} ({platform} id {user_id}): they can talk to me 
 PAIR_WELCOME = "An admin approved you: we can talk now. Say hello!"
 COMPILE_STARTED = "Compiling the memory of {souls}; I'll report here when it is done."
 COMPILE_DONE = "Compile done: {wikis} wikis, {traces} new traces folded into {pages} pages."
+COMPILE_FAILED = (
+    "The compile failed for {count} wiki(s); their traces wait for the next compile:\n"
+    "{failures}\n{done}"
+)
 
 # The end of a message cut at the router's limit.
 MESSAGE_CUT = " [... cut here: the message was {chars} characters long]"

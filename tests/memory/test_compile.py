@@ -152,3 +152,29 @@ async def test_a_path_the_file_system_refuses_is_a_conflict(tmp_path: Path) -> N
         assert result.conflicts[0].startswith("entities/bob")
         assert wiki.watermark() > 0  # the compile went on to the end
         assert (wiki.root / "entities").read_text() == "a file where the folder must be"
+
+
+async def test_a_page_written_before_a_crash_does_not_get_its_traces_again(
+    tmp_path: Path,
+) -> None:
+    async with FakeAnthropic() as fake, running(make_config(tmp_path, fake.url)) as (runtime, _):
+        store = runtime.memory.store
+        ids = await store.add(traces("I moved to Lisbon"))
+        await store.add(traces("Bob plays cello", entities=("Bob",)))
+        await runtime.memory.compile_one("lark", "user:test:a")
+        wiki = runtime.memory.wiki("lark", "user:test:a")
+        assert wiki is not None
+        # As if the process died after writing the pages, before moving the watermark.
+        meta = wiki.read_meta()
+        meta["watermark"] = 0
+        wiki.write_meta(meta)
+        later = await store.add(traces("I also moved my piano"))
+        calls = len(fake.requests)
+        result = await runtime.memory.compile_one("lark", "user:test:a")
+    assert result.traces == 3 and result.pages == ("concepts/notes",)
+    assert len(fake.requests) == calls + 1  # only the page with a new trace
+    prompt = str(fake.requests[-1]["messages"])
+    assert "I also moved my piano" in prompt.rsplit("New facts", 1)[1]
+    assert "I moved to Lisbon" not in prompt.rsplit("New facts", 1)[1]
+    notes = wiki.read_page("concepts/notes")
+    assert notes is not None and notes.sources == (str(ids[0]), str(later[0]))

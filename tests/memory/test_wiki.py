@@ -5,6 +5,7 @@ import hashlib
 import json
 import os
 import stat
+import time
 from pathlib import Path
 
 import pytest
@@ -644,3 +645,17 @@ def test_a_pipe_at_a_log_path_is_not_written(wiki: Wiki, root: Path) -> None:
     os.mkfifo(root / "log" / "2026-11-07.md")
     with pytest.raises(OSError, match="not a regular file"):
         wiki.append_log("2026-11-07", ["x"])
+
+
+def test_stale_temp_files_of_a_killed_write_are_removed(tmp_path: Path) -> None:
+    wiki = Wiki(tmp_path / "memory")
+    (wiki.root / "concepts").mkdir(parents=True)
+    old = wiki.root / "concepts" / ".wiki-0123456789ab.tmp"
+    fresh = wiki.root / ".wiki-ba9876543210.tmp"
+    page = wiki.root / "concepts" / "notes.md"
+    for path in (old, fresh, page):
+        path.write_text("x")
+    os.utime(old, (time.time() - 7200, time.time() - 7200))
+    os.utime(page, (time.time() - 7200, time.time() - 7200))
+    assert wiki.remove_stale_temps(older_than_s=3600) == 1
+    assert not old.exists() and fresh.exists() and page.exists()
