@@ -89,6 +89,37 @@ class HistoryStore:
 
         return Entry(await self._db.run(insert), role, text, tokens, reply_to, ts)
 
+    async def append_message(
+        self, session: str, generation: int, text: str, message_id: str
+    ) -> Entry | None:
+        """Store a user message, unless its platform message id (when not empty)
+        was delivered to `session` before: then None. One round trip to the
+        database for both."""
+        tokens = count_tokens(text)
+        ts = time.time()
+
+        def insert(conn: sqlite3.Connection) -> int | None:
+            with conn:
+                conn.execute("BEGIN")
+                if (
+                    message_id
+                    and not conn.execute(
+                        "INSERT OR IGNORE INTO seen_messages (session, message_id, ts) "
+                        "VALUES (?, ?, ?)",
+                        (session, message_id, ts),
+                    ).rowcount
+                ):
+                    return None
+                cursor = conn.execute(
+                    "INSERT INTO history (session, generation, role, kind, content, tokens, "
+                    "reply_to, ts) VALUES (?, ?, 'user', 'message', ?, ?, NULL, ?)",
+                    (session, generation, text, tokens, ts),
+                )
+                return int(cursor.lastrowid or 0)
+
+        row = await self._db.run(insert)
+        return None if row is None else Entry(row, "user", text, tokens, None, ts)
+
     async def compact(
         self, session: str, generation: int, entry_ids: list[int], summary: str
     ) -> None:

@@ -93,6 +93,9 @@ class ModelClient:
             base_url=config.base_url,
             timeout=config.timeout_s,
             max_retries=config.max_retries,
+            # aiohttp's connection pool: httpx's checks every idle connection with
+            # two system calls per request, most of the daemon's CPU under load.
+            http_client=anthropic.DefaultAioHttpClient(),
         )
 
     @property

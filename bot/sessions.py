@@ -111,10 +111,15 @@ class Session:
     def task(self) -> asyncio.Task[None] | None:
         return self._task
 
-    async def receive(self, inbound: Inbound, text: str) -> None:
-        """Store a user message and make sure a turn will answer it."""
+    async def receive(self, inbound: Inbound, text: str) -> bool:
+        """Store a user message and make sure a turn will answer it; False (and
+        nothing done) when its platform message id was delivered before."""
         self.last_active = time.monotonic()
-        entry = await self._store.append(self.route.session, self._generation, "user", text)
+        entry = await self._store.append_message(
+            self.route.session, self._generation, text, inbound.message_id
+        )
+        if entry is None:
+            return False
         self._entries.append(entry)
         self._received[entry.id] = time.perf_counter()
         self._latest = inbound
@@ -122,6 +127,7 @@ class Session:
             self._memory.record(self.route, "user", inbound.user_name, inbound.text)
         if not self.busy:
             self._task = asyncio.create_task(self._work(), name=f"session:{self.route.session}")
+        return True
 
     async def reset(self) -> None:
         """Answer what is pending, then start a new, empty history."""
@@ -278,10 +284,9 @@ class SessionManager:
         """Hand a message to its session, in arrival order; a platform message id
         seen before is dropped."""
         async with self._lock(route.session):
-            if not await self.first_delivery(route.session, inbound.message_id):
-                return
             session = await self._get(route)
-            await session.receive(inbound, text)
+            if not await session.receive(inbound, text):
+                log.info("message.duplicate", session=route.session, message_id=inbound.message_id)
         self._sweep()
 
     async def reset(self, route: Route) -> None:

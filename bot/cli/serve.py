@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import asyncio
-import gc
 import sys
 from collections.abc import Callable
 from pathlib import Path
@@ -59,7 +58,7 @@ def console_enabled(config: Config) -> bool:
 async def _serve(config: Config, registry: SoulRegistry) -> int:
     # The runtime pulls in the model SDK (a second to import): only run and chat need it.
     from bot.daemon import Daemon
-    from bot.runtime import Runtime, pick_default_soul
+    from bot.runtime import Runtime, pick_default_soul, settle_gc
     from bot.scheduler import Scheduler, nightly_trigger
 
     stop: list[Callable[[], None]] = []
@@ -71,9 +70,7 @@ async def _serve(config: Config, registry: SoulRegistry) -> int:
             "no adapter is enabled: set a platform token or adapters.console.enabled"
         )
     runtime = await Runtime.open(config, registry, adapters)
-    # Everything loaded so far lives as long as the process: keep it out of the
-    # collector's way (fewer, shorter pauses under load).
-    gc.freeze()
+    settle_gc()
     trigger = nightly_trigger(config.memory.compile.cron, config.memory.compile.timezone)
     scheduler = Scheduler(trigger)
     daemon = Daemon(runtime, scheduler)

@@ -86,7 +86,9 @@ class Memory:
         self._compiler = compiler
         self._recall_budget = recall_budget
         self._clock = clock
-        self._writes: set[asyncio.Task[None]] = set()
+        self._queued: list[NewTrace] = []
+        self._in_flight = 0
+        self._writer: asyncio.Task[None] | None = None
         self._indexes: dict[tuple[str, str], tuple[float, str | None]] = {}
 
     @property
@@ -103,31 +105,40 @@ class Memory:
     # -- traces -----------------------------------------------------------------------
 
     def record(self, route: Route, speaker: str, name: str, text: str) -> None:
-        """Store a trace in the background: the turn goes on at once. An
-        assistant trace without a name carries the soul's name."""
+        """Store a trace in the background: the turn goes on at once. Traces
+        queued while a write is in flight go together in the next one (one
+        transaction for many turns under load). An assistant trace without a
+        name carries the soul's name."""
         if not name and speaker == "assistant":
             soul = self._registry.get(route.soul)
             name = soul.name if soul else route.soul
         trace = NewTrace(route.soul, route.scope, route.session, speaker, name, text, self._clock())
-        task = asyncio.create_task(self._write(trace), name=f"trace:{route.session}")
-        self._writes.add(task)
-        task.add_done_callback(self._writes.discard)
+        self._queued.append(trace)
+        if self._writer is None or self._writer.done():
+            self._writer = asyncio.create_task(self._write_queued(), name="traces")
 
-    async def _write(self, trace: NewTrace) -> None:
-        try:
-            await self._store.add([trace])
-        except Exception as exc:
-            log.error("memory.write_failed", soul=trace.soul, scope=trace.scope,
-                      error_class=type(exc).__name__, error=str(exc))  # fmt: skip
+    async def _write_queued(self) -> None:
+        while self._queued:
+            batch, self._queued = self._queued, []
+            self._in_flight = len(batch)
+            try:
+                await self._store.add(batch)
+            except Exception as exc:
+                scopes = sorted({f"{t.soul} {t.scope}" for t in batch})
+                log.error("memory.write_failed", traces=len(batch), scopes=scopes[:10],
+                          error_class=type(exc).__name__, error=str(exc))  # fmt: skip
+            finally:
+                self._in_flight = 0
 
     def pending_writes(self) -> int:
-        return len(self._writes)
+        """Traces not stored yet (queued or being written)."""
+        return len(self._queued) + self._in_flight
 
     async def drain(self, seconds: float) -> int:
         """Wait up to `seconds` for the trace writes; returns how many remain."""
-        if self._writes:
-            await asyncio.wait(set(self._writes), timeout=seconds)
-        return len(self._writes)
+        if self._writer is not None and not self._writer.done():
+            await asyncio.wait({self._writer}, timeout=seconds)
+        return self.pending_writes()
 
     # -- a turn's memory ----------------------------------------------------------------
 
