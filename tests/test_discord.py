@@ -196,3 +196,17 @@ async def test_a_bad_token_is_logged_and_the_other_platform_serves(tmp_path: Pat
     [error] = [e for e in logs if e["event"] == "adapter.error"]
     assert error["adapter"] == "discord" and error["stage"] == "start"
     assert "token was rejected" in error["error"] and "WRONG" not in error["error"]
+
+
+async def test_pairing_on_discord_from_a_dm_to_approval(tmp_path: Path) -> None:
+    async with discord_bot(tmp_path) as (dc, model, _):
+        dc.push_message(901, "hello, bot?", author_id=42, author_name="zed")
+        [code_message] = await dc.wait_sent(1)
+        code = code_message.content.split("Your pairing code is ")[1].split()[0]
+        dc.push_message(900, f"!pair approve {code}", author_id=ADMIN)
+        await dc.wait_sent(3)
+        dc.push_message(901, "thanks!", author_id=42, author_name="zed")
+        await dc.wait_sent(4)
+    to_zed = [s.content for s in dc.sent if s.channel_id == 901]
+    assert to_zed[1] == prompts.PAIR_WELCOME and to_zed[2].endswith("thanks!")
+    assert len(model.requests) == 1  # the first message reached no model
