@@ -157,11 +157,15 @@ class Compiler:
                 continue
             await self._store.index_page(soul, scope, page_id, body, now)
             written.append(page_id)
+        logged = await asyncio.to_thread(wiki.logged_through)
         by_day: dict[str, list[str]] = {}
         for trace in traces:
-            by_day.setdefault(_day(trace.created_at), []).append(_log_line(trace))
+            if trace.id > logged:
+                by_day.setdefault(_day(trace.created_at), []).append(_log_line(trace))
         for day, lines in by_day.items():
             await asyncio.to_thread(wiki.append_log, day, lines)
+        if by_day:
+            await asyncio.to_thread(wiki.mark_logged, traces[-1].id)
         await asyncio.to_thread(wiki.write_catalog)
         await asyncio.to_thread(wiki.update_meta, traces[-1].id)
         duration = round((time.perf_counter() - started) * 1000, 1)

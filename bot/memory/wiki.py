@@ -409,9 +409,24 @@ class Wiki:
     def watermark(self) -> int:
         """The compile watermark; 0 when none is stored. Raises ValueError when
         .meta holds something else there."""
-        value = self.read_meta().get("watermark", 0)
+        return self._mark("watermark")
+
+    def logged_through(self) -> int:
+        """The last trace id whose line is in the daily logs (`logged` in .meta;
+        0 when none). A compile killed after its log lines but before its
+        watermark does not log them twice. Raises ValueError like `watermark`."""
+        return self._mark("logged")
+
+    def mark_logged(self, trace_id: int) -> None:
+        """Record that the logs hold every trace up to `trace_id`. Raises OSError."""
+        meta = self.read_meta()
+        meta["logged"] = trace_id
+        self.write_meta(meta)
+
+    def _mark(self, key: str) -> int:
+        value = self.read_meta().get(key, 0)
         if isinstance(value, bool) or not isinstance(value, int) or value < 0:
-            raise ValueError(f"{self._meta}: the watermark is not a whole number: {value!r}")
+            raise ValueError(f"{self._meta}: the {key} mark is not a whole number: {value!r}")
         return value
 
     def append_log(self, day: str, lines: list[str]) -> None:

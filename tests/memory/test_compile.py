@@ -178,3 +178,7 @@ async def test_a_page_written_before_a_crash_does_not_get_its_traces_again(
     assert "I moved to Lisbon" not in prompt.rsplit("New facts", 1)[1]
     notes = wiki.read_page("concepts/notes")
     assert notes is not None and notes.sources == (str(ids[0]), str(later[0]))
+    [log_page] = (wiki.root / "log").iterdir()
+    text = log_page.read_text()  # the logs were written before the "crash": not again
+    assert text.count("I moved to Lisbon") == 1 and text.count("I also moved my piano") == 1
+    assert wiki.logged_through() == later[0] == wiki.watermark()
