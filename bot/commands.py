@@ -96,10 +96,18 @@ class Commands:
         self._send = send
         self._clock = clock
         self._background: set[asyncio.Task[None]] = set()
+        self._handlers: dict[str, Callable[[Inbound, Route, list[str]], Awaitable[str]]] = {
+            "help": self._cmd_help,
+            "start": self._cmd_help,  # Telegram sends /start when a chat opens
+            "reset": self._cmd_reset,
+            "forget": self._cmd_forget,
+            "soul": self._cmd_soul,
+            "pair": self._cmd_pair,
+        }
 
     def knows(self, text: str) -> bool:
         """Whether `text` starts with one of the commands."""
-        return parse(text)[0] in self._handlers()
+        return parse(text)[0] in self._handlers
 
     async def run(self, inbound: Inbound, route: Route, text: str) -> str:
         name, args = parse(text)
@@ -109,24 +117,12 @@ class Commands:
         if name in ADMIN_ONLY and not admin:
             log.warning("command.refused", **fields)
             return prompts.ADMIN_ONLY.format(command=name)
-        handler = self._handlers().get(name)
+        handler = self._handlers.get(name)
         if handler is None:
             log.info("command.unknown", **fields)
             return prompts.UNKNOWN_COMMAND.format(command=name) + "\n" + self._help(admin)
         log.info("command.run", **fields)
         return await handler(inbound, route, args)
-
-    def _handlers(
-        self,
-    ) -> dict[str, Callable[[Inbound, Route, list[str]], Awaitable[str]]]:
-        return {
-            "help": self._cmd_help,
-            "start": self._cmd_help,  # Telegram sends /start when a chat opens
-            "reset": self._cmd_reset,
-            "forget": self._cmd_forget,
-            "soul": self._cmd_soul,
-            "pair": self._cmd_pair,
-        }
 
     def _help(self, admin: bool) -> str:
         return prompts.HELP + ("\n" + prompts.ADMIN_HELP if admin else "")

@@ -48,6 +48,15 @@ def count_tokens(text: str) -> int:
     return max(1, len(text) // 4)
 
 
+def _mark_seen(conn: sqlite3.Connection, session: str, message_id: str, ts: float) -> bool:
+    """Record a delivered message id; False when it was recorded before."""
+    cursor = conn.execute(
+        "INSERT OR IGNORE INTO seen_messages (session, message_id, ts) VALUES (?, ?, ?)",
+        (session, message_id, ts),
+    )
+    return cursor.rowcount == 1
+
+
 class HistoryStore:
     """History rows and delivered message ids, on the shared database."""
 
@@ -101,14 +110,7 @@ class HistoryStore:
         def insert(conn: sqlite3.Connection) -> int | None:
             with conn:
                 conn.execute("BEGIN")
-                if (
-                    message_id
-                    and not conn.execute(
-                        "INSERT OR IGNORE INTO seen_messages (session, message_id, ts) "
-                        "VALUES (?, ?, ?)",
-                        (session, message_id, ts),
-                    ).rowcount
-                ):
+                if message_id and not _mark_seen(conn, session, message_id, ts):
                     return None
                 cursor = conn.execute(
                     "INSERT INTO history (session, generation, role, kind, content, tokens, "
@@ -177,11 +179,4 @@ class HistoryStore:
     async def first_delivery(self, session: str, message_id: str) -> bool:
         """Record a platform message id; False when it was delivered before."""
 
-        def insert(conn: sqlite3.Connection) -> bool:
-            cursor = conn.execute(
-                "INSERT OR IGNORE INTO seen_messages (session, message_id, ts) VALUES (?, ?, ?)",
-                (session, message_id, time.time()),
-            )
-            return cursor.rowcount == 1
-
-        return await self._db.run(insert)
+        return await self._db.run(lambda conn: _mark_seen(conn, session, message_id, time.time()))

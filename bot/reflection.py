@@ -253,8 +253,8 @@ class Heartbeat:
             changes.append(change)
             return new
 
-        await asyncio.to_thread(file.update, edit)
-        await self._fold(soul, route, file)
+        text = await asyncio.to_thread(file.update, edit)
+        await self._fold(soul, route, file, text)
         await asyncio.to_thread(self._registry.reload, soul.id)
         change = changes[0]
         log.info("heartbeat.written", target="SOUL.md", entries_added=change.entries_added,
@@ -262,10 +262,13 @@ class Heartbeat:
                  facts_below_importance=reflection.dropped_facts, version=change.version,
                  **fields)  # fmt: skip
 
-    async def _fold(self, soul: Soul, route: Route, file: SoulFile) -> None:
-        """Fold the oldest entries into one history line when there are too many."""
+    async def _fold(self, soul: Soul, route: Route, file: SoulFile, text: str | None) -> None:
+        """Fold the oldest entries of `text` (the file as just written; None when
+        the write changed nothing) into one history line when there are too many."""
         assert soul.heartbeat is not None
-        folded = heartbeat.fold_plan(await asyncio.to_thread(file.read), soul.heartbeat)
+        if text is None:
+            return
+        folded = heartbeat.fold_plan(text, soul.heartbeat)
         if not folded:
             return
         ctx = CallContext(route.soul, route.scope, route.session, route.user, "heartbeat")

@@ -24,7 +24,7 @@ from bot.memory.service import Memory
 from bot.memory.store import TraceStore
 from bot.reflection import Heartbeat
 from bot.router import Router
-from bot.sessions import SessionManager
+from bot.sessions import SessionManager, SessionParts
 from bot.soul.registry import SoulRegistry
 from bot.usage import Ledger
 
@@ -108,10 +108,10 @@ class Runtime:
         history = HistoryStore(db)
         heartbeat = Heartbeat(config.heartbeat, registry, model, history, memory, db)
         agent = Agent(registry, model, memory, more_tools=heartbeat.tools)
-        sessions = SessionManager(
+        sessions = SessionManager(SessionParts(
             history, agent, send, typing, config.memory.history_token_budget, memory,
-            on_turn=heartbeat.turn_done,
-        )  # fmt: skip
+            heartbeat.turn_done,
+        ))  # fmt: skip
         access = Access(db, config)
         commands = Commands(registry=registry, sessions=sessions, memory=memory, access=access,
                             db=db, send=send)  # fmt: skip

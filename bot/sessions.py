@@ -14,6 +14,7 @@ import asyncio
 import time
 from collections.abc import Awaitable, Callable
 from contextlib import AbstractAsyncContextManager
+from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
 import structlog
@@ -68,29 +69,26 @@ def _compaction_cut(entries: list[Entry], budget: int, foldable: int) -> int:
     return 0
 
 
+@dataclass(frozen=True)
+class SessionParts:
+    """What every session works with: the history store, the agent, the
+    adapters' send and typing, the history budget, memory and the turn hook."""
+
+    store: HistoryStore
+    agent: Agent
+    send: Send
+    typing: Typing
+    history_budget: int
+    memory: Memory | None = None
+    on_turn: Callable[[Route], None] | None = None
+
+
 class Session:
     """One conversation. `receive` stores a message and wakes the worker task."""
 
-    def __init__(
-        self,
-        route: Route,
-        snapshot: Snapshot,
-        store: HistoryStore,
-        agent: Agent,
-        send: Send,
-        typing: Typing,
-        history_budget: int,
-        memory: Memory | None = None,
-        on_turn: Callable[[Route], None] | None = None,
-    ) -> None:
+    def __init__(self, route: Route, snapshot: Snapshot, parts: SessionParts) -> None:
         self.route = route
-        self._on_turn = on_turn
-        self._memory = memory
-        self._store = store
-        self._agent = agent
-        self._send = send
-        self._typing = typing
-        self._budget = history_budget
+        self._parts = parts
         self._generation = snapshot.generation
         self._summary = snapshot.summary
         self._entries = snapshot.entries
@@ -115,7 +113,7 @@ class Session:
         """Store a user message and make sure a turn will answer it; False (and
         nothing done) when its platform message id was delivered before."""
         self.last_active = time.monotonic()
-        entry = await self._store.append_message(
+        entry = await self._parts.store.append_message(
             self.route.session, self._generation, text, inbound.message_id
         )
         if entry is None:
@@ -123,8 +121,8 @@ class Session:
         self._entries.append(entry)
         self._received[entry.id] = time.perf_counter()
         self._latest = inbound
-        if self._memory is not None:
-            self._memory.record(self.route, "user", inbound.user_name, inbound.text)
+        if self._parts.memory is not None:
+            self._parts.memory.record(self.route, "user", inbound.user_name, inbound.text)
         if not self.busy:
             self._task = asyncio.create_task(self._work(), name=f"session:{self.route.session}")
         return True
@@ -133,7 +131,7 @@ class Session:
         """Answer what is pending, then start a new, empty history."""
         if self._task is not None:
             await asyncio.gather(self._task, return_exceptions=True)
-        self._generation = await self._store.reset(self.route.session)
+        self._generation = await self._parts.store.reset(self.route.session)
         self._entries, self._summary, self._breakpoint = [], None, None
         self._attempted = 0
 
@@ -158,11 +156,11 @@ class Session:
         log_ctx = {"soul": route.soul, "session": route.session, "messages": len(new)}
         log.info("turn.started", **log_ctx)
         try:
-            async with self._typing(target):
-                prompt = await self._agent.prompt(
+            async with self._parts.typing(target):
+                prompt = await self._parts.agent.prompt(
                     route, self._summary, history, new, self._breakpoint
                 )
-                reply = await self._agent.turn(route, prompt)
+                reply = await self._parts.agent.turn(route, prompt)
         except BudgetExceeded:
             text = prompts.DAILY_LIMIT
         except ModelError as exc:
@@ -175,16 +173,16 @@ class Session:
             self._breakpoint = prompt.breakpoint_id
             text = reply.text
             if text and generation == self._generation:
-                entry = await self._store.append(
+                entry = await self._parts.store.append(
                     route.session, generation, "assistant", text, reply_to=new[-1].id
                 )
                 self._entries.append(entry)
                 # Messages that came during the turn go after the reply to their elders.
                 self._entries.sort(key=lambda e: e.order)
-                if self._memory is not None:
-                    self._memory.record(route, "assistant", "", text)
-                if self._on_turn is not None:
-                    self._on_turn(route)
+                if self._parts.memory is not None:
+                    self._parts.memory.record(route, "assistant", "", text)
+                if self._parts.on_turn is not None:
+                    self._parts.on_turn(route)
             first = self._received.get(new[0].id, started)
             log.info(
                 "turn.completed",
@@ -203,23 +201,25 @@ class Session:
         if not text:
             log.warning("turn.empty", **log_ctx)
             return
-        await send_safely(self._send, reply_to(target, text))
+        await send_safely(self._parts.send, reply_to(target, text))
 
     async def _compact(self) -> None:
         entries = self._entries
         waiting = (i for i, e in enumerate(entries) if e.role == "user" and e.id > self._attempted)
-        cut = _compaction_cut(entries, self._budget, next(waiting, len(entries)))
+        cut = _compaction_cut(entries, self._parts.history_budget, next(waiting, len(entries)))
         if cut == 0:
             return
         folded, generation = self._entries[:cut], self._generation
         try:
-            summary = await self._agent.summarize(self.route, self._summary, folded)
+            summary = await self._parts.agent.summarize(self.route, self._summary, folded)
         except (BudgetExceeded, ModelError) as exc:
             log.warning("history.compact_failed", session=self.route.session, error=str(exc))
             return
         if generation != self._generation or not summary:
             return
-        await self._store.compact(self.route.session, generation, [e.id for e in folded], summary)
+        await self._parts.store.compact(
+            self.route.session, generation, [e.id for e in folded], summary
+        )
         self._entries = self._entries[cut:]
         self._summary = summary
         self._breakpoint = None
@@ -229,24 +229,8 @@ class Session:
 class SessionManager:
     """Every live session, by key; loads a session from SQLite on first use."""
 
-    def __init__(
-        self,
-        store: HistoryStore,
-        agent: Agent,
-        send: Send,
-        typing: Typing,
-        history_budget: int,
-        memory: Memory | None = None,
-        idle_s: float = 900.0,
-        on_turn: Callable[[Route], None] | None = None,
-    ) -> None:
-        self._on_turn = on_turn
-        self._memory = memory
-        self._store = store
-        self._agent = agent
-        self._send = send
-        self._typing = typing
-        self._budget = history_budget
+    def __init__(self, parts: SessionParts, idle_s: float = 900.0) -> None:
+        self._parts = parts
         self._idle_s = idle_s
         self._sessions: dict[str, Session] = {}
         self._locks: dict[str, asyncio.Lock] = {}
@@ -259,9 +243,8 @@ class SessionManager:
         """The session of `route`, loaded from SQLite when not live (call under its lock)."""
         session = self._sessions.get(route.session)
         if session is None:
-            snapshot = await self._store.load(route.session)
-            session = Session(route, snapshot, self._store, self._agent, self._send,
-                              self._typing, self._budget, self._memory, self._on_turn)  # fmt: skip
+            snapshot = await self._parts.store.load(route.session)
+            session = Session(route, snapshot, self._parts)
             self._sessions[route.session] = session
         session.route = route  # a binding may have changed on reload
         return session
@@ -275,7 +258,7 @@ class SessionManager:
     async def first_delivery(self, session: str, message_id: str) -> bool:
         """Record a platform message id of `session` (an empty id always passes);
         False, logged as `message.duplicate`, when it was delivered before."""
-        if not message_id or await self._store.first_delivery(session, message_id):
+        if not message_id or await self._parts.store.first_delivery(session, message_id):
             return True
         log.info("message.duplicate", session=session, message_id=message_id)
         return False
@@ -301,16 +284,16 @@ class SessionManager:
                 live = self._sessions.pop(key, None)
                 if live is not None and live.task is not None:
                     await asyncio.gather(live.task, return_exceptions=True)
-        await self._store.erase(sessions)
+        await self._parts.store.erase(sessions)
 
     async def forget(self, route: Route) -> int:
         """Erase the route's private scope: its traces and wiki, and the history
         of every session its traces came from and of the route's own session.
         Returns how many sessions' history was erased. Raises RuntimeError
         without memory, ValueError for the shared scope."""
-        if self._memory is None:
+        if self._parts.memory is None:
             raise RuntimeError("this session manager has no memory to forget")
-        sessions = sorted({*await self._memory.forget(route), route.session})
+        sessions = sorted({*await self._parts.memory.forget(route), route.session})
         await self.erase(sessions)
         return len(sessions)
 

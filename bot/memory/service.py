@@ -58,6 +58,11 @@ class CompileFailed(SoulbotError):
         self.failures = failures
 
 
+def _whole(value: object) -> int:
+    """A watermark read from .meta, 0 when it is missing or not a whole number."""
+    return value if isinstance(value, int) and not isinstance(value, bool) and value > 0 else 0
+
+
 def scope_folder(data_dir: Path, soul: str, scope: str) -> Path:
     """The folder of a private scope's wiki."""
     return data_dir.joinpath("memory", soul, *scope.split(":"))
@@ -245,14 +250,17 @@ class Memory:
     async def compile_status(self, soul: str) -> list[tuple[str, str | None, bool]]:
         """(scope, time of its last compile or None, new traces waiting) for the
         shared wiki and every scope of `soul` that holds traces."""
-        waiting = {scope for _, scope in await self.pending_wikis([soul])}
-        status = []
+        metas: dict[str, dict[str, Any]] = {}
         for scope in sorted({SHARED, *await self._store.scopes_after(soul, {})}):
             wiki = self.wiki(soul, scope)
             try:
-                meta = await asyncio.to_thread(wiki.read_meta) if wiki else {}
+                metas[scope] = await asyncio.to_thread(wiki.read_meta) if wiki else {}
             except (OSError, ValueError):
-                meta = {}
+                metas[scope] = {}
+        marks = {scope: _whole(meta.get("watermark")) for scope, meta in metas.items()}
+        waiting = set(await self._store.scopes_after(soul, marks))
+        status = []
+        for scope, meta in metas.items():
             compiled = meta.get("compiled_at")
             status.append((scope, compiled if isinstance(compiled, str) else None,
                            scope in waiting))  # fmt: skip
