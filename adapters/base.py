@@ -10,44 +10,15 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
-import time
 from collections.abc import AsyncIterator, Awaitable, Callable, Coroutine
 from contextlib import AbstractAsyncContextManager
-from dataclasses import dataclass, field
 from typing import Any, Protocol
 
 import structlog
 
+from bot.types import Inbound, Outbound
+
 log = structlog.get_logger(__name__)
-
-
-@dataclass(frozen=True)
-class Inbound:
-    """One message from a platform, in our own terms."""
-
-    platform: str
-    chat_id: str
-    user_id: str
-    user_name: str
-    text: str
-    is_dm: bool
-    mentions_bot: bool = False
-    reply_to_bot: bool = False
-    message_id: str = ""
-    thread_id: str | None = None
-    guild_id: str | None = None
-    ts: float = field(default_factory=time.time)
-
-
-@dataclass(frozen=True)
-class Outbound:
-    """One reply for a chat; `reply_to` is the platform message id it answers."""
-
-    platform: str
-    chat_id: str
-    text: str
-    thread_id: str | None = None
-    reply_to: str | None = None
 
 
 @contextlib.asynccontextmanager
@@ -70,11 +41,6 @@ async def repeating(action: Callable[[], Awaitable[object]], every_s: float) -> 
     finally:
         task.cancel()
         await asyncio.gather(task, return_exceptions=True)
-
-
-class AdapterStartError(Exception):
-    """An adapter could not connect; the message says why and what to check,
-    and never holds a secret."""
 
 
 Deliver = Callable[[Inbound], Coroutine[Any, Any, None]]

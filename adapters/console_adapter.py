@@ -17,7 +17,8 @@ from collections.abc import Callable
 from contextlib import AbstractAsyncContextManager
 from typing import TextIO
 
-from adapters.base import Deliver, Inbound, Outbound
+from adapters.base import Deliver
+from bot.types import Inbound, Outbound
 
 
 def _local_user() -> str:

@@ -36,9 +36,10 @@ import structlog
 import yarl
 from discord import app_commands
 
-from adapters.base import AdapterStartError, Deliver, Inbound, Outbound, repeating
+from adapters.base import Deliver, repeating
 from adapters.split import split_message
 from bot import prompts
+from bot.types import AdapterStartError, Inbound, Outbound
 
 log = structlog.get_logger(__name__)
 

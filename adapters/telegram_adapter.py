@@ -33,10 +33,11 @@ from telegram.constants import ChatAction, ChatType, ParseMode
 from telegram.error import BadRequest, InvalidToken, TelegramError
 from telegram.ext import AIORateLimiter, Application, ApplicationBuilder, TypeHandler
 
-from adapters.base import AdapterStartError, Deliver, Inbound, Outbound, repeating
+from adapters.base import Deliver, repeating
 from adapters.split import split_message, utf16_len
 from adapters.telegram_format import to_html
 from bot import prompts
+from bot.types import AdapterStartError, Inbound, Outbound
 
 log = structlog.get_logger(__name__)
 

@@ -22,10 +22,10 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 from bench.common import emit, make_config, write_soul
 from bench.turns import drive
-from bot.db import DB_NAME
-from bot.logs import configure_logging
+from bot.app.logs import configure_logging
 from bot.soul.prompt import system_blocks
 from bot.soul.registry import SoulRegistry
+from bot.storage.db import DB_NAME
 from tests.fakes.anthropic_fake import canonical, tokens
 from tests.fakes.process import FakeProcess
 

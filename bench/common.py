@@ -12,7 +12,8 @@ from typing import Any
 
 import structlog
 
-from bot.config import Config, parse_config
+from bot.config.load import parse_config
+from bot.config.schema import Config
 
 # httpx (inside the SDK) honours proxy variables; the fake listens on 127.0.0.1.
 os.environ["NO_PROXY"] = os.environ["no_proxy"] = "127.0.0.1,localhost"

@@ -38,10 +38,10 @@ from typing import Any
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 from bench.common import finish
-from bot.db import Database
-from bot.logs import configure_logging
+from bot.app.logs import configure_logging
 from bot.memory.recall import one_line, recall_block, render
 from bot.memory.store import NewTrace, Row, TraceStore
+from bot.storage.db import Database
 
 ROOT = Path(__file__).resolve().parents[1]
 TARGET = 0.70  # evidence recall, at least

@@ -29,10 +29,10 @@ from typing import Any
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 from bench.common import finish
-from bot.db import DB_NAME, Database
-from bot.logs import configure_logging
+from bot.app.logs import configure_logging
 from bot.memory.recall import recall_block
 from bot.memory.store import NewTrace, TraceStore
+from bot.storage.db import DB_NAME, Database
 
 TARGET_P99_MS = 20.0
 SOUL = "marlow"

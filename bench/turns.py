@@ -34,13 +34,14 @@ from typing import Any
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
-from adapters.base import Deliver, Inbound, Outbound
+from adapters.base import Deliver
 from bench.common import Event, emit, make_config, message, tap, write_soul
 from bot import prompts
-from bot.config import Config
-from bot.logs import configure_logging
-from bot.runtime import Runtime, settle_gc
+from bot.app.logs import configure_logging
+from bot.app.runtime import Runtime, settle_gc
+from bot.config.schema import Config
 from bot.soul.registry import SoulRegistry
+from bot.types import Inbound, Outbound
 from tests.fakes.process import FakeProcess
 
 TARGET_THROUGHPUT = 200.0  # turns/s, at least

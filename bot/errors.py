@@ -1,16 +1,29 @@
 """The error tree of soulbot.
 
     SoulbotError
-    ├── ConfigError        the config file: which file, which key path, what was expected
-    ├── SoulLoadError      a soul workspace: which file, which field, what was expected
+    ├── ConfigError          the config file: which file, which key path, what was expected
+    ├── SoulLoadError        a soul workspace: which file, which field, what was expected
+    ├── RegionError          a SOUL.md whose regions cannot be read (also a ValueError)
+    ├── Rejected             a reflection or a SOUL.md write the heartbeat refuses (ValueError)
+    ├── InvalidKeyError      a scope or session key part that breaks the key rule (ValueError)
     ├── InvalidWikiPageIdError  a memory wiki page id that breaks the id rule
-    ├── BudgetExceeded     a model call the daily token budget refuses (it is not made)
-    └── ModelError         a model call that failed after the SDK's retries
+    ├── PageFormatError      a wiki page whose front matter or encoding cannot be read (ValueError)
+    ├── WikiPathRefused      the file system refuses a page's path (also an OSError)
+    ├── CompileFailed        one or more wikis failed to compile; carries those that did
+    ├── BudgetExceeded       a model call the daily token budget refuses (it is not made)
+    ├── ModelError           a model call that failed, after the SDK's retries
+    │   ├── ModelUnavailable   timeouts, connection errors, 5xx, 529, 429: worth another try
+    │   └── ModelRejected      a 4xx our request caused: another try gets the same answer
+    └── AdapterStartError    an adapter could not connect (raised at the adapter seam)
 
 Every message says what failed and where, and never carries a secret value.
+Library errors are translated at the boundary (`raise Ours(...) from exc`).
 """
 
 from __future__ import annotations
+
+import errno
+from typing import Any
 
 
 class SoulbotError(Exception):
@@ -23,6 +36,25 @@ class ConfigError(SoulbotError):
 
 class SoulLoadError(SoulbotError):
     """A soul workspace cannot be loaded."""
+
+
+class RegionError(SoulbotError, ValueError):
+    """A SOUL.md whose regions cannot be read; the message says where."""
+
+
+class Rejected(SoulbotError, ValueError):
+    """A reflection (or a write) that must not reach SOUL.md; the message is the reason."""
+
+
+class InvalidKeyError(SoulbotError, ValueError):
+    """A part of a memory scope or a session key that breaks the key rule (a
+    platform name: lower-case letters, digits, `_`; an id: letters, digits and
+    `_.@+-`, no `:` or `/`, not starting with `.`). `what` names the part."""
+
+    def __init__(self, what: str, value: str) -> None:
+        super().__init__(f"invalid {what} {value!r} in a memory scope or session key")
+        self.what = what
+        self.value = value
 
 
 class BudgetExceeded(SoulbotError):
@@ -40,12 +72,23 @@ class BudgetExceeded(SoulbotError):
 
 
 class ModelError(SoulbotError):
-    """A model call failed (rate limit, overload, server error, timeout) after
-    the SDK's own retries. `error_class` names the SDK error."""
+    """A model call failed after the SDK's own retries. `error_class` names
+    the SDK error. Raised as one of its two subclasses, which say whether
+    another try can help."""
 
     def __init__(self, error_class: str, message: str) -> None:
         super().__init__(f"{error_class}: {message}")
         self.error_class = error_class
+
+
+class ModelUnavailable(ModelError):
+    """The model could not answer now (a timeout, a lost connection, 5xx, 529
+    overloaded, 429 rate limited): the same request may work in a moment."""
+
+
+class ModelRejected(ModelError):
+    """The API refused the request itself (a 4xx other than 429: a bad key, a
+    request too large, an unknown model): the same request fails again."""
 
 
 class InvalidWikiPageIdError(SoulbotError):
@@ -56,3 +99,55 @@ class InvalidWikiPageIdError(SoulbotError):
         super().__init__(f"invalid wiki page id {page_id!r}: {reason}")
         self.page_id = page_id
         self.reason = reason
+
+
+class PageFormatError(SoulbotError, ValueError):
+    """A page file whose front matter or encoding cannot be read."""
+
+    def __init__(self, page_id: str, reason: str) -> None:
+        super().__init__(f"wiki page {page_id!r}: {reason}")
+        self.page_id = page_id
+        self.reason = reason
+
+
+# Errors that say the path itself is refused (write() and fsync() never give them).
+_PATH_REFUSED = {
+    errno.ENAMETOOLONG: "a name in it is too long",
+    errno.ENOTDIR: "a file is where a folder must be",
+    errno.EEXIST: "a file is where a folder must be",
+    errno.EISDIR: "a folder is where the page file must be",
+    errno.ELOOP: "it runs through too many links",
+    errno.EILSEQ: "the file system cannot store a name in it",
+}
+
+
+class WikiPathRefused(SoulbotError, OSError):
+    """The file system refuses the path of page `page_id`: a name too long, a
+    file where a folder must be, a folder where the file must be. Any other
+    failed write (a full disk) is a plain OSError."""
+
+    @staticmethod
+    def refuses(exc: OSError) -> bool:
+        """Whether `exc` says the path itself is refused."""
+        return exc.errno in _PATH_REFUSED
+
+    def __init__(self, page_id: str, cause: OSError) -> None:
+        why = _PATH_REFUSED.get(cause.errno or 0, cause.strerror)
+        OSError.__init__(self, cause.errno, f"the file system refuses page {page_id!r}: {why}")
+        self.filename = cause.filename
+        self.page_id = page_id
+
+
+class CompileFailed(SoulbotError):
+    """One or more wikis failed to compile; `results` are those that did
+    (CompileResult of bot/memory/compile.py), `failures` one line each."""
+
+    def __init__(self, results: list[Any], failures: list[str]) -> None:
+        super().__init__(f"{len(failures)} wiki(s) failed to compile: " + "; ".join(failures))
+        self.results = results
+        self.failures = failures
+
+
+class AdapterStartError(SoulbotError):
+    """An adapter could not connect; the message says why and what to check,
+    and never holds a secret."""

@@ -6,7 +6,7 @@ from pathlib import Path
 
 import pytest
 
-from bot.db import Database
+from bot.storage.db import Database
 
 # httpx (inside the SDKs) honours proxy variables; tests talk to 127.0.0.1 only.
 os.environ["NO_PROXY"] = "127.0.0.1,localhost"

@@ -10,10 +10,12 @@ from contextlib import AbstractAsyncContextManager, asynccontextmanager
 from pathlib import Path
 from typing import Any
 
-from adapters.base import Adapter, Deliver, Inbound, Outbound
-from bot.config import Config, parse_config
-from bot.runtime import Runtime
+from adapters.base import Adapter, Deliver
+from bot.app.runtime import Runtime
+from bot.config.load import parse_config
+from bot.config.schema import Config
 from bot.soul.registry import SoulRegistry
+from bot.types import Inbound, Outbound
 from tests.fakes.anthropic_fake import FakeAnthropic
 
 # A persona long enough (over 1,024 tokens by the fake's rule) for the cache to engage.

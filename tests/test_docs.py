@@ -12,8 +12,8 @@ import yaml
 from pydantic import BaseModel
 
 from bot.cli import main
-from bot.config import Config
-from bot.config_reference import render_reference
+from bot.config.reference import render_reference
+from bot.config.schema import Config
 
 REPO = Path(__file__).resolve().parents[1]
 README = (REPO / "README.md").read_text()

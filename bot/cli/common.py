@@ -12,9 +12,10 @@ from typing import Any, TypeVar
 import click
 import structlog
 
-from bot.config import Config, load_config
+from bot.app.logs import LogFormat, configure_logging, default_format
+from bot.config.load import load_config
+from bot.config.schema import Config
 from bot.errors import SoulbotError
-from bot.logs import LogFormat, configure_logging, default_format
 from bot.soul.registry import ReloadReport, SoulRegistry
 
 log = structlog.get_logger(__name__)

@@ -6,8 +6,8 @@ from pathlib import Path
 
 import click
 
+from bot.app.health import HEALTH_FILE, MAX_AGE_S, check_health
 from bot.cli.common import common_options, fail, setup
-from bot.health import HEALTH_FILE, MAX_AGE_S, check_health
 
 
 @click.command()

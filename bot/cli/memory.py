@@ -13,7 +13,7 @@ from typing import TYPE_CHECKING, Any, TypeVar
 import click
 
 from bot.cli.common import common_options, fail, load_registry, setup
-from bot.config import Config
+from bot.config.schema import Config
 from bot.errors import SoulbotError
 
 T = TypeVar("T")
@@ -21,13 +21,13 @@ SCOPE_HELP = "Memory scope: shared, user:<platform>:<id> or chat:<platform>:<id>
 _SCOPE = click.option("--scope", default="shared", show_default=True, help=SCOPE_HELP)
 
 if TYPE_CHECKING:  # the runtime (and the model SDK) is imported when a command runs
+    from bot.app.runtime import Runtime
     from bot.memory.compile import CompileResult
-    from bot.runtime import Runtime
 
 
 def _run(config: Config, work: Callable[[Runtime], Awaitable[T]]) -> T:
     """Open the runtime (no adapters), run `work`, close. Exits 1 on SoulbotError."""
-    from bot.runtime import Runtime
+    from bot.app.runtime import Runtime
 
     registry, _ = load_registry(config)
 
@@ -61,7 +61,7 @@ def _check_scope(scope: str) -> None:
 def compile_command(soul: str | None, scope: str | None, config_path: Path | None,
                     log_format: str | None) -> None:  # fmt: skip
     """Fold new traces into the memory wikis (of SOUL, or of every soul)."""
-    from bot.runtime import missing_credentials
+    from bot.app.runtime import missing_credentials
 
     config = setup(config_path, log_format)
     if scope is not None:
@@ -113,7 +113,7 @@ def memory() -> None:
 
 
 def _route(soul: str, scope: str) -> Any:
-    from bot.agent import Route
+    from bot.types import Route
 
     return Route(soul=soul, scope=scope, session=f"cli:{scope}", user="", is_dm=scope != "shared")
 

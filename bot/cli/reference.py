@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import click
 
-from bot.config_reference import render_reference
+from bot.config.reference import render_reference
 
 
 @click.command("config-reference")

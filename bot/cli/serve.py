@@ -12,7 +12,7 @@ import structlog
 
 from adapters.base import Adapter
 from bot.cli.common import common_options, load_registry, setup
-from bot.config import Config, ConsoleConfig, DiscordConfig, TelegramConfig
+from bot.config.schema import Config, ConsoleConfig, DiscordConfig, TelegramConfig
 from bot.errors import SoulbotError
 from bot.soul.registry import SoulRegistry
 
@@ -21,7 +21,7 @@ log = structlog.get_logger(__name__)
 
 def _adapters(config: Config, soul_name: str, on_eof: Callable[[], None]) -> list[Adapter]:
     """The adapters this config enables (a platform is on when its token is set)."""
-    from bot.commands import MENU
+    from bot.chat.commands import MENU
 
     adapters: list[Adapter] = []
     telegram, discord = config.adapters.telegram, config.adapters.discord
@@ -57,9 +57,9 @@ def console_enabled(config: Config) -> bool:
 
 async def _serve(config: Config, registry: SoulRegistry) -> int:
     # The runtime pulls in the model SDK (a second to import): only run and chat need it.
-    from bot.daemon import Daemon
-    from bot.runtime import Runtime, pick_default_soul, settle_gc
-    from bot.scheduler import Scheduler, nightly_trigger
+    from bot.app.daemon import Daemon
+    from bot.app.runtime import Runtime, pick_default_soul, settle_gc
+    from bot.app.scheduler import Scheduler, nightly_trigger
 
     stop: list[Callable[[], None]] = []
     default = registry.get(pick_default_soul(config, registry))
@@ -80,7 +80,7 @@ async def _serve(config: Config, registry: SoulRegistry) -> int:
 
     scheduler.add_nightly("compile", compile_all)
     # Reflections first: a private scope's reflection lands in its wiki before the compile.
-    daemon.shutdown_tasks.append(("heartbeat", runtime.heartbeat.flush))
+    daemon.shutdown_tasks.append(("heartbeat", runtime.reflector.flush))
     daemon.shutdown_tasks.append(("compile", compile_all))
     # The end of console input stops the daemon when the console is its only adapter.
     stop.append(daemon.request_stop if len(adapters) == 1 else lambda: None)
@@ -88,7 +88,7 @@ async def _serve(config: Config, registry: SoulRegistry) -> int:
 
 
 def _start(config: Config, registry: SoulRegistry) -> None:
-    from bot.runtime import missing_credentials
+    from bot.app.runtime import missing_credentials
 
     if not registry.all():
         click.echo("error: no soul loaded; `soulbot check` lists what failed", err=True)

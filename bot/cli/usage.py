@@ -8,8 +8,8 @@ from pathlib import Path
 import click
 
 from bot.cli.common import common_options, setup
-from bot.db import DB_NAME, connect
-from bot.usage import usage_table
+from bot.model.usage import usage_table
+from bot.storage.db import DB_NAME, connect
 
 
 @click.command()

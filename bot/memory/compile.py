@@ -20,13 +20,14 @@ from datetime import UTC, datetime
 import structlog
 
 from bot import prompts
-from bot.llm import ModelClient
-from bot.memory.page import Page, PageFormatError
+from bot.errors import PageFormatError, WikiPathRefused
+from bot.memory.page import Page
 from bot.memory.pageid import default_summary, is_wiki_page_id
 from bot.memory.store import Trace, TraceStore
-from bot.memory.wiki import Wiki, WikiPathRefused
+from bot.memory.wiki import Wiki
+from bot.model.client import ModelClient
+from bot.model.usage import CallContext
 from bot.soul.persona import slugify
-from bot.usage import CallContext
 
 log = structlog.get_logger(__name__)
 

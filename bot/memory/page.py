@@ -13,8 +13,9 @@ from typing import Any
 
 import yaml
 
+from bot.errors import PageFormatError
 from bot.memory.pageid import check_page_id, default_summary, is_wiki_page_id, page_type
-from bot.yamlfile import load_yaml
+from bot.storage.yamlfile import load_yaml
 
 _LINK = re.compile(r"\[\[([^\[\]\n]+?)\]\]")
 _FIELDS = ("id", "type", "summary", "updated", "sources")
@@ -31,15 +32,6 @@ def _represent_str(dumper: yaml.SafeDumper, value: str) -> yaml.ScalarNode:
 
 
 _Dumper.add_representer(str, _represent_str)
-
-
-class PageFormatError(ValueError):
-    """A page file whose front matter or encoding cannot be read."""
-
-    def __init__(self, page_id: str, reason: str) -> None:
-        super().__init__(f"wiki page {page_id!r}: {reason}")
-        self.page_id = page_id
-        self.reason = reason
 
 
 @dataclass(frozen=True)

@@ -23,16 +23,15 @@ from typing import Any
 import structlog
 
 from bot import prompts
-from bot.agent import Route
-from bot.errors import InvalidWikiPageIdError, SoulbotError
-from bot.llm import Tool
+from bot.errors import CompileFailed, InvalidWikiPageIdError, PageFormatError, SoulbotError
 from bot.memory.compile import Compiler, CompileResult
-from bot.memory.page import Page, PageFormatError
+from bot.memory.page import Page
 from bot.memory.pageid import check_page_id, page_type
 from bot.memory.recall import recall_block
 from bot.memory.store import NewTrace, TraceStore
 from bot.memory.wiki import Wiki
 from bot.soul.registry import SoulRegistry
+from bot.types import Route, Tool
 
 log = structlog.get_logger(__name__)
 
@@ -47,15 +46,6 @@ READ_PAGE_SCHEMA = {
                                                            "such as concepts/notes"}},
     "required": ["id"],
 }  # fmt: skip
-
-
-class CompileFailed(SoulbotError):
-    """One or more wikis failed to compile; `results` are those that did."""
-
-    def __init__(self, results: list[CompileResult], failures: list[str]) -> None:
-        super().__init__(f"{len(failures)} wiki(s) failed to compile: " + "; ".join(failures))
-        self.results = results
-        self.failures = failures
 
 
 def _whole(value: object) -> int:

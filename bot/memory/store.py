@@ -25,7 +25,7 @@ import sqlite3
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import astuple, dataclass
 
-from bot.db import Database
+from bot.storage.db import Database
 
 SCOPE_BITS = 32
 WORD = re.compile(r"[^\W_]+")  # a word as the index's tokenizer splits it

@@ -30,7 +30,6 @@ import hashlib
 import json
 import os
 import re
-import secrets
 import stat
 import time
 from collections.abc import Iterator
@@ -41,7 +40,8 @@ from typing import Any
 
 import structlog
 
-from bot.memory.page import Page, PageFormatError, parse_page, render_page
+from bot.errors import PageFormatError, WikiPathRefused
+from bot.memory.page import Page, parse_page, render_page
 from bot.memory.pageid import (
     MAX_ID_CHARS,
     default_summary,
@@ -49,37 +49,15 @@ from bot.memory.pageid import (
     page_path,
     page_type,
 )
-from bot.soul import files
 from bot.soul.files import INDEX_HEADING, MIGRATED_END, MIGRATED_START
-from bot.text import decode_text
+from bot.storage import files
+from bot.storage.files import decode_text
 
 log = structlog.get_logger(__name__)
 
 _DAY = re.compile(r"\d{4}-\d{2}-\d{2}")
 _SECTIONS = (("entity", "## Entities"), ("concept", "## Concepts"), ("log", "## Logs"))
-# Errors that say the path itself is refused (write() and fsync() never give them).
-_REFUSED = {
-    errno.ENAMETOOLONG: "a name in it is too long",
-    errno.ENOTDIR: "a file is where a folder must be",
-    errno.EEXIST: "a file is where a folder must be",
-    errno.EISDIR: "a folder is where the page file must be",
-    errno.ELOOP: "it runs through too many links",
-    errno.EILSEQ: "the file system cannot store a name in it",
-}
 _IN_PLACE = frozenset({errno.EACCES, errno.EPERM, errno.EBUSY})
-_NEW = os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW | os.O_CLOEXEC
-
-
-class WikiPathRefused(OSError):
-    """The file system refuses the path of page `page_id`: a name too long, a
-    file where a folder must be, a folder where the file must be. Any other
-    failed write (a full disk) is a plain OSError."""
-
-    def __init__(self, page_id: str, cause: OSError) -> None:
-        why = _REFUSED.get(cause.errno or 0, cause.strerror)
-        super().__init__(cause.errno, f"the file system refuses page {page_id!r}: {why}")
-        self.filename = cause.filename
-        self.page_id = page_id
 
 
 def _next_text(lines: list[str], start: int) -> int:
@@ -125,52 +103,8 @@ def _refusals(page_id: str) -> Iterator[None]:
     try:
         yield
     except OSError as exc:
-        if exc.errno in _REFUSED and not isinstance(exc, WikiPathRefused):
+        if WikiPathRefused.refuses(exc) and not isinstance(exc, WikiPathRefused):
             raise WikiPathRefused(page_id, exc) from exc
-        raise
-
-
-def _write_all(fd: int, data: bytes) -> None:
-    view = memoryview(data)
-    while view:
-        view = view[os.write(fd, view) :]
-
-
-def _read_all(fd: int) -> bytes:
-    with os.fdopen(fd, "rb", closefd=False) as handle:
-        return handle.read()
-
-
-def _read_regular(path: Path) -> bytes | None:
-    """The bytes of the regular file at `path`, following links, never waiting;
-    None when nothing or something else (a folder, a pipe) is there."""
-    try:
-        fd = os.open(path, os.O_RDONLY | os.O_NONBLOCK | os.O_CLOEXEC)
-    except (FileNotFoundError, NotADirectoryError):
-        return None
-    try:
-        return _read_all(fd) if stat.S_ISREG(os.fstat(fd).st_mode) else None
-    finally:
-        os.close(fd)
-
-
-def replace_file(path: Path, data: bytes) -> None:
-    """Write `data` to a new file beside `path`, then rename it over `path`
-    (which keeps its permission bits); the new file is removed on failure."""
-    temp = path.with_name(f".wiki-{secrets.token_hex(6)}.tmp")
-    fd = os.open(temp, _NEW, 0o644)
-    try:
-        try:
-            with suppress(FileNotFoundError):
-                os.fchmod(fd, stat.S_IMODE(path.stat().st_mode))
-            _write_all(fd, data)
-            os.fsync(fd)
-        finally:
-            os.close(fd)
-        temp.replace(path)
-    except BaseException:
-        with suppress(OSError):
-            temp.unlink()
         raise
 
 
@@ -200,7 +134,7 @@ def _catalog_source(path: Path) -> str | None:
         if not stat.S_ISREG(mode):
             kind = "a folder" if stat.S_ISDIR(mode) else "not a regular file"
             raise OSError(errno.EINVAL, f"it is {kind}; move it away", str(path))
-        data = _read_all(fd)
+        data = files.read_all(fd)
     finally:
         os.close(fd)
     try:
@@ -214,7 +148,7 @@ def _open_log(path: Path, heading: str) -> tuple[int, str]:
     what to write first: `heading` for a new file, a line end for a file that
     lacks its last one. Raises OSError when something else is in its place."""
     try:
-        return os.open(path, _NEW | os.O_APPEND, 0o644), heading
+        return os.open(path, files.CREATE_FLAGS | os.O_APPEND, 0o644), heading
     except FileExistsError:
         pass
     fd = os.open(path, os.O_RDWR | os.O_APPEND | os.O_NONBLOCK | os.O_CLOEXEC)
@@ -264,7 +198,7 @@ class Wiki:
         """(id, file bytes, page) for every page file; the page is None, with a
         `wiki.page_unreadable` warning, when it cannot be parsed."""
         for page_id, path in self._page_files():
-            data = _read_regular(path)
+            data = files.read_regular(path)
             if data is None:
                 continue
             try:
@@ -279,7 +213,7 @@ class Wiki:
     def read_page(self, page_id: str) -> Page | None:
         """Page `page_id`, following a link at its path; None when no regular
         file is there. Raises InvalidWikiPageIdError, PageFormatError, OSError."""
-        data = _read_regular(page_path(self.root, page_id))
+        data = files.read_regular(page_path(self.root, page_id))
         return None if data is None else parse_page(_decode(data, page_id), page_id)
 
     def write_page(self, page: Page) -> None:
@@ -291,7 +225,7 @@ class Wiki:
         with _refusals(page.id):
             path.parent.mkdir(parents=True, exist_ok=True)
             target = Path(os.path.realpath(path)) if path.is_symlink() else path
-            replace_file(target, render_page(page).encode("utf-8"))
+            files.replace_file(target, render_page(page).encode("utf-8"))
 
     def list_pages(self) -> list[Page]:
         """Every page by id: each regular `.md` file whose path makes a valid id
@@ -317,7 +251,7 @@ class Wiki:
         data = text.encode("utf-8")
         self.root.mkdir(parents=True, exist_ok=True)
         try:
-            replace_file(path, data)
+            files.replace_file(path, data)
         except OSError as exc:
             if exc.errno not in _IN_PLACE:
                 raise
@@ -326,7 +260,7 @@ class Wiki:
                 path, os.O_WRONLY | os.O_CREAT | os.O_TRUNC | os.O_NOFOLLOW | os.O_CLOEXEC, 0o644
             )
             try:
-                _write_all(fd, data)
+                files.write_all(fd, data)
             finally:
                 os.close(fd)
         return text
@@ -354,7 +288,7 @@ class Wiki:
     def read_meta(self) -> dict[str, Any]:
         """.meta/index.json as a dict; {} when it is missing. Raises ValueError
         when it is not a JSON object, OSError when it cannot be read."""
-        data = _read_regular(self._meta)
+        data = files.read_regular(self._meta)
         if data is None:
             return {}
         try:
@@ -370,7 +304,7 @@ class Wiki:
         Raises TypeError for a value JSON cannot hold, OSError."""
         text = json.dumps(meta, ensure_ascii=False, indent=2, sort_keys=True) + "\n"
         self._meta.parent.mkdir(parents=True, exist_ok=True)
-        replace_file(self._meta, text.encode("utf-8"))
+        files.replace_file(self._meta, text.encode("utf-8"))
 
     def update_meta(self, watermark: int) -> None:
         """Store `watermark` and `compiled_at` (now, UTC) with the hashes (sha256
@@ -447,6 +381,6 @@ class Wiki:
             path.parent.mkdir(parents=True, exist_ok=True)
             fd, head = _open_log(path, f"# Log {day}\n\n")
             try:
-                _write_all(fd, (head + text).encode("utf-8"))
+                files.write_all(fd, (head + text).encode("utf-8"))
             finally:
                 os.close(fd)

@@ -135,4 +135,13 @@ END_CONVERSATION = (
     "Call this when the person says goodbye or otherwise clearly ends the conversation "
     "for now (then answer them as usual)."
 )
+# The heartbeat's default `heartbeat.empty_phrases`: a reflection made of one is rejected.
+DEFAULT_EMPTY_PHRASES = (
+    "I understand the user better now",
+    "I learned a lot from this conversation",
+    "I grew as a person",
+    "This was a meaningful conversation",
+    "I feel more connected to the user",
+    "I became more empathetic",
+)
 SELF_PAGE_SUMMARY = "What I noticed about myself in this conversation, and facts to keep"

@@ -14,7 +14,7 @@ from typing import Any
 import yaml
 
 from bot.errors import SoulLoadError
-from bot.yamlfile import load_yaml
+from bot.storage.yamlfile import load_yaml
 
 _YAML_ENGINES = {"", "yaml", "yml"}
 

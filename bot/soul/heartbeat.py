@@ -23,6 +23,8 @@ from dataclasses import dataclass
 from datetime import datetime
 from typing import Any
 
+from bot.errors import Rejected
+from bot.prompts import DEFAULT_EMPTY_PHRASES
 from bot.soul.regions import (
     AUTOBIOGRAPHY,
     CORE,
@@ -39,14 +41,6 @@ MAX_TEXT = 200
 MAX_FACTS = 10
 MAX_RULES = 3
 MAX_OVERVIEW = 400
-DEFAULT_EMPTY_PHRASES = (
-    "I understand the user better now",
-    "I learned a lot from this conversation",
-    "I grew as a person",
-    "This was a meaningful conversation",
-    "I feel more connected to the user",
-    "I became more empathetic",
-)
 SAVE_SOUL_SCHEMA: dict[str, Any] = {
     "type": "object",
     "properties": {
@@ -78,10 +72,6 @@ _ENTRY = re.compile(r"^- \[(\d{4}-\d{2}-\d{2} \d{2}:\d{2}|history)\] ")
 _LIST_ITEM = re.compile(r"^\s*(?:(\d+)[.)]|[-*+])\s+")
 _RULES_HEADING = re.compile(r"rule|准则|规则|guideline|boundar", re.IGNORECASE)
 _FORGERY = re.compile(r"<!--|-->|SOUL_(?:META|CORE|MEMORY|AUTOBIOGRAPHY)")
-
-
-class Rejected(ValueError):
-    """A reflection (or a write) that must not reach SOUL.md; the message is the reason."""
 
 
 @dataclass(frozen=True)

@@ -16,19 +16,19 @@ from pathlib import Path
 
 import structlog
 
-from bot.errors import SoulLoadError
+from bot.errors import RegionError, SoulLoadError
 from bot.soul import files
 from bot.soul.frontmatter import split_front_matter
 from bot.soul.persona import FRONT_MATTER_FIELDS, Persona, persona_from_fields, soul_id
 from bot.soul.regions import (
     META,
     HeartbeatParams,
-    RegionError,
     Regions,
     meta_fields,
     parse_regions,
     strip_markers,
 )
+from bot.storage.files import read_text
 
 log = structlog.get_logger(__name__)
 
@@ -116,7 +116,7 @@ def load_soul(folder: Path) -> Soul:
     dir_fd = files.open_folder(folder)
     try:
         soul_md = folder / "SOUL.md"
-        text = files.read_text(dir_fd, "SOUL.md", soul_md, warnings)
+        text = read_text(dir_fd, "SOUL.md", soul_md, warnings)
         if text is None:
             reasons = "; ".join(warnings)
             raise SoulLoadError(
@@ -127,7 +127,7 @@ def load_soul(folder: Path) -> Soul:
         found = ["SOUL.md"]
         companions: dict[str, str | None] = {}
         for name in ("STYLE.md", "IDENTITY.md", "AGENTS.md"):
-            companions[name] = files.read_text(dir_fd, name, folder / name, warnings)
+            companions[name] = read_text(dir_fd, name, folder / name, warnings)
             if companions[name] is not None:
                 found.append(name)
         files.ensure_memory(dir_fd, folder, warnings)

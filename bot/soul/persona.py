@@ -25,8 +25,8 @@ from pydantic import (
 )
 from pydantic_core import PydanticCustomError
 
+from bot.config.validation import format_errors
 from bot.errors import SoulLoadError
-from bot.validation import format_errors
 
 HEXACO_TRAITS = (
     "honesty", "emotionality", "extraversion", "agreeableness", "conscientiousness", "openness",

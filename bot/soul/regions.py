@@ -17,14 +17,12 @@ from __future__ import annotations
 import re
 from dataclasses import dataclass
 
+from bot.errors import RegionError
+
 META, CORE, MEMORY, AUTOBIOGRAPHY = "SOUL_META", "SOUL_CORE", "SOUL_MEMORY", "SOUL_AUTOBIOGRAPHY"
 NAMES = (META, CORE, MEMORY, AUTOBIOGRAPHY)
 _MARKER = re.compile(r"^[ \t]*<!--[ \t]*(SOUL_[A-Z]+)[ \t]*-->[ \t]*$")
 _META_LINE = re.compile(r"^[-*]\s+([A-Za-z_][\w-]*)\s*:\s*(.*?)\s*$")
-
-
-class RegionError(ValueError):
-    """A SOUL.md whose regions cannot be read; the message says where."""
 
 
 @dataclass

@@ -20,11 +20,10 @@ from pathlib import Path
 
 from filelock import FileLock
 
-from bot.errors import SoulbotError
-from bot.memory.wiki import replace_file
+from bot.errors import Rejected, SoulbotError
 from bot.soul import heartbeat
 from bot.soul.registry import SoulRegistry
-from bot.text import decode_text
+from bot.storage.files import decode_text, replace_file
 
 KEEP_BACKUPS = 30
 LOCK_TIMEOUT_S = 30.0
@@ -98,7 +97,7 @@ class SoulFile:
 
     def epoch(self) -> int:
         """Start a new epoch (autobiography cleared; core and memory kept).
-        Returns the new epoch number. Raises heartbeat.Rejected for a SOUL.md
+        Returns the new epoch number. Raises Rejected for a SOUL.md
         without regions."""
         result: list[int] = []
 
@@ -132,7 +131,7 @@ def new_epoch(registry: SoulRegistry, name: str) -> str:
     line to show. Raises SoulbotError."""
     try:
         number = _soul_file(registry, name).epoch()
-    except heartbeat.Rejected:
+    except Rejected:
         raise SoulbotError(f"{name}: SOUL.md has no regions, so it has no heartbeat") from None
     return _reloaded(registry, name, f"{name}: epoch {number} started; the autobiography is empty")
 

@@ -6,10 +6,10 @@ from datetime import UTC, datetime
 
 import pytest
 
-from bot.db import Database
-from bot.history import count_tokens
+from bot.chat.history import count_tokens
 from bot.memory.recall import note_age, rank, recall_block, trace_age
 from bot.memory.store import NewTrace, TraceStore
+from bot.storage.db import Database
 
 DAY = 86_400.0
 NOW = datetime(2026, 11, 9, 12, 0, tzinfo=UTC).timestamp()

@@ -6,7 +6,7 @@ import json
 from pathlib import Path
 
 from bot import prompts
-from bot.agent import Route
+from bot.types import Route
 from tests.fakes.anthropic_fake import FakeAnthropic
 from tests.kit import make_config, running, user_texts
 

@@ -5,8 +5,8 @@ from __future__ import annotations
 from datetime import UTC, datetime
 from pathlib import Path
 
-from bot.db import Database
 from bot.memory.store import SCOPE_BITS, NewTrace, TraceStore, chunk_page
+from bot.storage.db import Database
 
 T0 = datetime(2026, 10, 14, 9, 30, tzinfo=UTC).timestamp()
 ALICE = "user:telegram:1"

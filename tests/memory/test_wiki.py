@@ -12,9 +12,9 @@ import pytest
 from hypothesis import example, given
 from hypothesis import strategies as st
 
-from bot.errors import InvalidWikiPageIdError
-from bot.memory.page import Page, PageFormatError, parse_page, render_page
-from bot.memory.wiki import Wiki, WikiPathRefused, migrated_block
+from bot.errors import InvalidWikiPageIdError, PageFormatError, WikiPathRefused
+from bot.memory.page import Page, parse_page, render_page
+from bot.memory.wiki import Wiki, migrated_block
 from bot.soul.files import (
     INDEX_HEADING,
     MIGRATED_END,

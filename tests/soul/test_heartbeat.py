@@ -8,10 +8,10 @@ from typing import Any
 
 import pytest
 
+from bot.errors import Rejected
 from bot.soul import heartbeat
 from bot.soul.heartbeat import (
     Reflection,
-    Rejected,
     apply_fold,
     bump_version,
     entries_of,

@@ -6,7 +6,7 @@ from pathlib import Path
 
 import pytest
 
-from bot.errors import SoulLoadError
+from bot.errors import RegionError, SoulLoadError
 from bot.soul.loader import load_soul
 from bot.soul.prompt import system_blocks
 from bot.soul.regions import (
@@ -14,7 +14,6 @@ from bot.soul.regions import (
     CORE,
     META,
     HeartbeatParams,
-    RegionError,
     meta_fields,
     parse_regions,
     set_meta,

@@ -1,0 +1,141 @@
+"""The daemon's lifecycle: start, serve until a signal, shut down in order.
+
+Signal handlers only set flags (uvicorn's pattern). The first SIGTERM/SIGINT
+starts the graceful shutdown (DESIGN §7): adapters stop taking messages; up to
+`memory.compile.shutdown_wait_s` for the turns in flight (replies still go
+out), then for their memory writes; whatever is left is logged as
+`shutdown.pending` (turns, writes) and the turns cancelled; the registered
+shutdown tasks run (the memory compile); the store closes; exit 0.
+A second signal cuts the wait and the tasks short: the store still closes
+cleanly, and the exit code is 1. The memory writes of the turns (traces) are
+waited for within the same deadline, before the shutdown tasks.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import signal
+from collections.abc import Awaitable, Callable
+
+import structlog
+
+from bot.app.health import HEALTH_FILE, keep_health
+from bot.app.runtime import Runtime
+from bot.app.scheduler import Scheduler
+
+log = structlog.get_logger(__name__)
+
+ShutdownTask = Callable[[], Awaitable[None]]
+
+
+class Daemon:
+    """Owns the serving loop of a Runtime. Use `serve()` once."""
+
+    def __init__(self, runtime: Runtime, scheduler: Scheduler) -> None:
+        self._runtime = runtime
+        self._scheduler = scheduler
+        self._stop = asyncio.Event()
+        self._force = asyncio.Event()
+        self._served = False
+        self._signals = 0
+        self.shutdown_tasks: list[tuple[str, ShutdownTask]] = []
+
+    def request_stop(self, signum: int | None = None) -> None:
+        """Ask for a graceful stop. A second signal forces it; a request without
+        a signal (the end of console input) never does."""
+        name = signal.Signals(signum).name if signum else None
+        if signum is not None:
+            self._signals += 1
+            if self._signals > 1:
+                log.warning("shutdown.forced", signal=name)
+                self._force.set()
+                return
+        if not self._stop.is_set():
+            log.info("daemon.stopping", signal=name)
+            self._stop.set()
+
+    async def _or_forced(self, work: Awaitable[object]) -> bool:
+        """Run `work` unless a second signal comes first; True when it finished.
+        Raises what `work` raised."""
+        task = asyncio.ensure_future(work)
+        forced = asyncio.ensure_future(self._force.wait())
+        await asyncio.wait({task, forced}, return_when=asyncio.FIRST_COMPLETED)
+        forced.cancel()
+        if not task.done():
+            task.cancel()
+            await asyncio.gather(task, return_exceptions=True)
+            return False
+        task.result()
+        return True
+
+    async def serve(self) -> int:
+        """Run until asked to stop; returns the process exit code.
+
+        Raises RuntimeError when called twice.
+        """
+        if self._served:
+            raise RuntimeError("Daemon.serve() may run only once")
+        self._served = True
+        loop = asyncio.get_running_loop()
+        for signum in (signal.SIGTERM, signal.SIGINT):
+            loop.add_signal_handler(signum, self.request_stop, signum)
+        runtime = self._runtime
+        health: asyncio.Task[None] | None = None
+        try:
+            await runtime.start_adapters()
+            runtime.reflector.start()
+            self._scheduler.start()
+            souls = [s.id for s in runtime.registry.all()]
+            log.info("daemon.started", souls=souls, adapters=list(runtime.adapters))
+            health = asyncio.create_task(
+                keep_health(runtime.config.data_dir / HEALTH_FILE, self._status)
+            )
+            await self._stop.wait()
+            return await self._shutdown()
+        finally:
+            if health is not None:
+                health.cancel()
+                await asyncio.gather(health, return_exceptions=True)
+            self._scheduler.stop()
+            await runtime.close()
+            for signum in (signal.SIGTERM, signal.SIGINT):
+                loop.remove_signal_handler(signum)
+            log.info("daemon.stopped")
+
+    def _status(self) -> dict[str, object]:
+        runtime = self._runtime
+        return {
+            "adapters": sorted(runtime.adapters),
+            "souls": [s.id for s in runtime.registry.all()],
+            "sessions": len(runtime.sessions),
+            "turns_in_flight": len(runtime.sessions.in_flight()),
+            "stopping": self._stop.is_set(),
+        }
+
+    async def _shutdown(self) -> int:
+        runtime = self._runtime
+        await runtime.stop_adapters()
+        wait_s = runtime.config.memory.compile.shutdown_wait_s
+        deadline = asyncio.get_running_loop().time() + wait_s
+        if not await self._or_forced(runtime.sessions.wait(wait_s)):
+            await runtime.sessions.cancel()
+            return 1
+        turns = len(runtime.sessions.in_flight())
+        if turns:
+            await runtime.sessions.cancel()
+        left = max(0.0, deadline - asyncio.get_running_loop().time())
+        if not await self._or_forced(runtime.memory.drain(left)):
+            return 1
+        writes = runtime.memory.pending_writes()
+        if turns or writes:
+            # What ends after this is not folded into the wiki by the compile below.
+            log.warning("shutdown.pending", turns=turns, writes=writes)
+        for name, task in self.shutdown_tasks:
+            try:
+                if not await self._or_forced(task()):
+                    return 1
+            except Exception as exc:
+                log.exception("shutdown.task_failed", task=name, error_class=type(exc).__name__)
+            else:
+                log.info("shutdown.task_done", task=name)
+        return 0

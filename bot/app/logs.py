@@ -1,0 +1,137 @@
+"""structlog setup: JSON lines in production, a readable console in a terminal.
+
+Every line carries `event`, `level` and an ISO-8601 UTC `timestamp`. Values of
+keys that look like secrets are replaced by `[redacted]`, and so is any known
+secret value (the configured tokens and keys) found inside any other string,
+exception text included. The standard library's logging (discord.py,
+python-telegram-bot, httpx) and Python warnings go through the same renderer,
+so stderr holds nothing but log lines.
+
+Event names are dotted and stable; the ones soulbot emits:
+
+    soul.loaded  soul.load_failed  soul.reloaded  soul.removed  soul.warning
+    config.default_used  daemon.started  daemon.stopping  daemon.stopped
+"""
+
+from __future__ import annotations
+
+import logging
+import sys
+from collections.abc import Iterable, MutableMapping
+from typing import Any, Literal, TextIO
+
+import structlog
+
+from bot.config.validation import SECRET_KEY
+
+LogFormat = Literal["json", "console"]
+_CHATTY = ("httpx", "httpx2", "httpcore", "apscheduler")
+REDACTED = "[redacted]"
+
+
+class SecretRedactor:
+    """A structlog processor that hides secret keys and known secret values."""
+
+    def __init__(self, secrets: Iterable[str] = ()) -> None:
+        # Short values would redact ordinary words; real tokens are long.
+        self._secrets = sorted({s for s in secrets if len(s) >= 8}, key=len, reverse=True)
+
+    def _scrub(self, value: Any) -> Any:
+        if isinstance(value, str):
+            for secret in self._secrets:
+                value = value.replace(secret, REDACTED)
+            return value
+        if isinstance(value, dict):
+            return {k: self._field(str(k), v) for k, v in value.items()}
+        if isinstance(value, list | tuple):
+            return [self._scrub(v) for v in value]
+        if value is None or isinstance(value, bool | int | float):
+            return value
+        # Anything else is rendered with repr(): scrub that text (an exception
+        # passed as a field may quote a URL with a token in it).
+        text = repr(value)
+        scrubbed = self._scrub(text)
+        return value if scrubbed == text else scrubbed
+
+    def _field(self, key: str, value: Any) -> Any:
+        if SECRET_KEY.search(key) and value not in (None, ""):
+            return REDACTED
+        return self._scrub(value)
+
+    def __call__(
+        self, logger: Any, method: str, event: MutableMapping[str, Any]
+    ) -> MutableMapping[str, Any]:
+        for key in list(event):
+            event[key] = self._field(key, event[key])
+        return event
+
+
+def _tidy_event(
+    logger: Any, method: str, event: MutableMapping[str, Any]
+) -> MutableMapping[str, Any]:
+    """Foreign lines (a warning's text, say) may end with a newline: drop it."""
+    if isinstance(event.get("event"), str):
+        event["event"] = event["event"].rstrip()
+    return event
+
+
+def default_format(stream: TextIO) -> LogFormat:
+    """JSON unless the stream is a terminal."""
+    return "console" if stream.isatty() else "json"
+
+
+def configure_logging(
+    fmt: LogFormat,
+    level: str = "info",
+    secrets: Iterable[str] = (),
+    stream: TextIO | None = None,
+) -> None:
+    """Route structlog, stdlib logging and warnings to `stream` (stderr by default).
+
+    Safe to call again (after the config is read, to add its secrets and level).
+    """
+    redactor = SecretRedactor(secrets)
+    shared: list[Any] = [
+        structlog.contextvars.merge_contextvars,
+        structlog.stdlib.add_log_level,
+        structlog.stdlib.add_logger_name,
+        structlog.processors.TimeStamper(fmt="iso", utc=True),
+    ]
+    renderer: Any = (
+        structlog.processors.JSONRenderer()
+        if fmt == "json"
+        else structlog.dev.ConsoleRenderer(colors=False)
+    )
+    formatter = structlog.stdlib.ProcessorFormatter(
+        foreign_pre_chain=shared,
+        processors=[
+            structlog.stdlib.ProcessorFormatter.remove_processors_meta,
+            # Tracebacks become text before the redactor, in both formats.
+            structlog.processors.format_exc_info,
+            _tidy_event,
+            redactor,
+            renderer,
+        ],
+    )
+    handler = logging.StreamHandler(stream or sys.stderr)
+    handler.setFormatter(formatter)
+    root = logging.getLogger()
+    for old in list(root.handlers):
+        root.removeHandler(old)
+    root.addHandler(handler)
+    root.setLevel(level.upper())
+    # Libraries that log every request or job at info: their warnings still show.
+    for name in _CHATTY:
+        logging.getLogger(name).setLevel(logging.DEBUG if level == "debug" else logging.WARNING)
+    logging.captureWarnings(True)
+    structlog.configure(
+        processors=[
+            structlog.stdlib.filter_by_level,  # a dropped line costs no more work
+            *shared,
+            structlog.processors.StackInfoRenderer(),
+            structlog.stdlib.ProcessorFormatter.wrap_for_formatter,
+        ],
+        logger_factory=structlog.stdlib.LoggerFactory(),
+        wrapper_class=structlog.stdlib.BoundLogger,
+        cache_logger_on_first_use=False,
+    )

@@ -1,0 +1,159 @@
+"""The runtime's parts, wired together: database, ledger, model client, agent,
+sessions, router and adapters. `Runtime.open` and `close` own their order."""
+
+from __future__ import annotations
+
+import gc
+from collections.abc import Awaitable, Callable, Sequence
+from contextlib import AbstractAsyncContextManager
+from dataclasses import dataclass, field
+
+import structlog
+
+from adapters.base import Adapter
+from bot.chat.access import Access
+from bot.chat.commands import Commands
+from bot.chat.history import HistoryStore
+from bot.chat.reflect import Reflector
+from bot.chat.router import Router
+from bot.chat.sessions import SessionManager, SessionParts
+from bot.chat.turn import Agent
+from bot.config.schema import Config
+from bot.errors import AdapterStartError, SoulbotError
+from bot.memory.compile import Compiler
+from bot.memory.service import Memory
+from bot.memory.store import TraceStore
+from bot.model.client import ModelClient
+from bot.model.usage import Ledger
+from bot.soul.registry import SoulRegistry
+from bot.storage.db import DB_NAME, Database
+from bot.types import Inbound, Outbound
+
+log = structlog.get_logger(__name__)
+
+FULL_GC_THRESHOLD = 100  # CPython's default is 10
+
+
+def pick_default_soul(config: Config, registry: SoulRegistry) -> str:
+    """`default_soul`, or the only soul loaded. Raises SoulbotError otherwise."""
+    ids = [s.id for s in registry.all()]
+    if config.default_soul is not None:
+        if config.default_soul not in ids:
+            raise SoulbotError(
+                f"default_soul: no soul with id '{config.default_soul}' is loaded "
+                f"(loaded: {', '.join(ids) or 'none'})"
+            )
+        return config.default_soul
+    if len(ids) == 1:
+        return ids[0]
+    raise SoulbotError(f"default_soul: set it to one of the loaded souls ({', '.join(ids)})")
+
+
+def settle_gc() -> None:
+    """Call once the runtime is open. Freeze what was loaded (it lives as long as
+    the process: the collector need not scan it again), and make full
+    collections ten times rarer than CPython's default: each scans every
+    long-lived object (about 45 ms with 1,000 sessions in memory on a small VM),
+    the largest single stall of turns under load (bench/turns.py)."""
+    gc.freeze()
+    young, middle, _ = gc.get_threshold()
+    gc.set_threshold(young, middle, FULL_GC_THRESHOLD)
+
+
+def missing_credentials(config: Config) -> str | None:
+    """The one line to print when the model cannot be reached, else None."""
+    if config.model.api_key.get_secret_value() or config.model.base_url:
+        return None
+    return (
+        "no model credentials: set ANTHROPIC_API_KEY (or model.api_key, or model.base_url "
+        "for a gateway or local server) and start again"
+    )
+
+
+@dataclass
+class Runtime:
+    """Everything a turn needs. Build with `Runtime.open`, end with `close`."""
+
+    config: Config
+    registry: SoulRegistry
+    db: Database
+    ledger: Ledger
+    model: ModelClient
+    memory: Memory
+    sessions: SessionManager
+    router: Router
+    reflector: Reflector
+    adapters: dict[str, Adapter] = field(default_factory=dict)
+
+    @classmethod
+    async def open(
+        cls, config: Config, registry: SoulRegistry, adapters: Sequence[Adapter]
+    ) -> Runtime:
+        """Open the database and wire the parts. Raises SoulbotError."""
+        default_soul = pick_default_soul(config, registry)
+        db = Database(config.data_dir / DB_NAME)
+        await db.open()
+        ledger = Ledger(db, prices=config.model.prices, budget=config.budget)
+        model = ModelClient(config.model, ledger)
+        store = TraceStore(db)
+        memory = Memory(config.data_dir, registry, store, Compiler(store, model),
+                        config.memory.recall_token_budget)  # fmt: skip
+        by_name = {adapter.name: adapter for adapter in adapters}
+
+        async def send(message: Outbound) -> None:
+            await by_name[message.platform].send(message)
+
+        def typing(chat: Inbound) -> AbstractAsyncContextManager[None]:
+            return by_name[chat.platform].typing(chat)
+
+        history = HistoryStore(db)
+        heartbeat = Reflector(config.heartbeat, registry, model, history, memory, db)
+        agent = Agent(registry, model, memory, more_tools=heartbeat.tools)
+        sessions = SessionManager(SessionParts(
+            history, agent, send, typing, config.memory.history_token_budget, memory,
+            heartbeat.turn_done,
+        ))  # fmt: skip
+        access = Access(db, config)
+        commands = Commands(registry=registry, sessions=sessions, memory=memory, access=access,
+                            db=db, send=send)  # fmt: skip
+        router = Router(config, default_soul, sessions, send, access, commands)
+        return cls(config, registry, db, ledger, model, memory, sessions, router, heartbeat,
+                   by_name)  # fmt: skip
+
+    async def start_adapters(self) -> None:
+        """Start every adapter; one that fails is logged (`adapter.error`,
+        stage start) and left out while the others serve. Raises SoulbotError
+        when none starts."""
+        for name, adapter in list(self.adapters.items()):
+            try:
+                await adapter.start(self.router.handle)
+            except Exception as exc:
+                reason = str(exc) if isinstance(exc, AdapterStartError) else repr(exc)
+                log.error("adapter.error", adapter=name, stage="start", error=reason)
+                del self.adapters[name]
+                await self._each_adapter(lambda a: a.close(), [adapter])
+                continue
+            log.info("adapter.connected", adapter=name)
+        if not self.adapters:
+            raise SoulbotError("no adapter could start (the log says why)")
+
+    async def _each_adapter(
+        self, step: Callable[[Adapter], Awaitable[None]], adapters: Sequence[Adapter] | None = None
+    ) -> None:
+        for adapter in list(self.adapters.values()) if adapters is None else adapters:
+            try:
+                await step(adapter)
+            except Exception as exc:
+                log.error("adapter.error", adapter=adapter.name, error=str(exc))
+
+    async def stop_adapters(self) -> None:
+        """Stop the intake of every adapter (replies still go out)."""
+        await self._each_adapter(lambda adapter: adapter.stop())
+
+    async def close(self) -> None:
+        """Close adapters, the heartbeat, the model client and the database, in
+        that order."""
+        await self._each_adapter(lambda adapter: adapter.close())
+        await self.reflector.stop()
+        await self.model.close()
+        await self.db.close()

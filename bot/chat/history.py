@@ -1,0 +1,182 @@
+"""A session's conversation history in SQLite: it survives a restart.
+
+Rows of the current generation of a session key, in order: user messages,
+assistant replies (each names the last user row it answers, `reply_to`), and at
+most one live summary of compacted rows. `reset` starts a new generation.
+"""
+
+from __future__ import annotations
+
+import sqlite3
+import time
+from dataclasses import dataclass
+from typing import Literal
+
+from bot.storage.db import Database
+
+Role = Literal["user", "assistant"]
+
+
+@dataclass(frozen=True)
+class Entry:
+    """One history row. `reply_to` (assistant rows) is the last user row answered."""
+
+    id: int
+    role: Role
+    text: str
+    tokens: int
+    reply_to: int | None = None
+    ts: float = 0.0
+
+    @property
+    def order(self) -> tuple[int, int]:
+        """Sort key: a reply sits right after the last message it answers."""
+        return (self.reply_to, 1) if self.reply_to is not None else (self.id, 0)
+
+
+@dataclass(frozen=True)
+class Snapshot:
+    """What a session starts from: its generation, summary and live rows."""
+
+    generation: int
+    summary: str | None
+    entries: list[Entry]
+
+
+def count_tokens(text: str) -> int:
+    """The estimate used for history budgets (characters / 4, at least 1)."""
+    return max(1, len(text) // 4)
+
+
+def _mark_seen(conn: sqlite3.Connection, session: str, message_id: str, ts: float) -> bool:
+    """Record a delivered message id; False when it was recorded before."""
+    cursor = conn.execute(
+        "INSERT OR IGNORE INTO seen_messages (session, message_id, ts) VALUES (?, ?, ?)",
+        (session, message_id, ts),
+    )
+    return cursor.rowcount == 1
+
+
+class HistoryStore:
+    """History rows and delivered message ids, on the shared database."""
+
+    def __init__(self, db: Database) -> None:
+        self._db = db
+
+    async def load(self, session: str) -> Snapshot:
+        def query(conn: sqlite3.Connection) -> Snapshot:
+            row = conn.execute(
+                "SELECT generation FROM sessions WHERE session = ?", (session,)
+            ).fetchone()
+            generation = row[0] if row else 0
+            rows = conn.execute(
+                "SELECT id, role, kind, content, tokens, reply_to, ts FROM history "
+                "WHERE session = ? AND generation = ? AND kind IN ('message', 'summary') "
+                "ORDER BY id",
+                (session, generation),
+            ).fetchall()
+            summary = next((r[3] for r in reversed(rows) if r[2] == "summary"), None)
+            entries = [Entry(r[0], r[1], r[3], r[4], r[5], r[6]) for r in rows if r[2] == "message"]
+            entries.sort(key=lambda e: e.order)
+            return Snapshot(generation, summary, entries)
+
+        return await self._db.run(query)
+
+    async def append(
+        self, session: str, generation: int, role: Role, text: str, reply_to: int | None = None
+    ) -> Entry:
+        tokens = count_tokens(text)
+        ts = time.time()
+
+        def insert(conn: sqlite3.Connection) -> int:
+            cursor = conn.execute(
+                "INSERT INTO history (session, generation, role, kind, content, tokens, "
+                "reply_to, ts) VALUES (?, ?, ?, 'message', ?, ?, ?, ?)",
+                (session, generation, role, text, tokens, reply_to, ts),
+            )
+            return int(cursor.lastrowid or 0)
+
+        return Entry(await self._db.run(insert), role, text, tokens, reply_to, ts)
+
+    async def append_message(
+        self, session: str, generation: int, text: str, message_id: str
+    ) -> Entry | None:
+        """Store a user message, unless its platform message id (when not empty)
+        was delivered to `session` before: then None. One round trip to the
+        database for both."""
+        tokens = count_tokens(text)
+        ts = time.time()
+
+        def insert(conn: sqlite3.Connection) -> int | None:
+            with conn:
+                conn.execute("BEGIN")
+                if message_id and not _mark_seen(conn, session, message_id, ts):
+                    return None
+                cursor = conn.execute(
+                    "INSERT INTO history (session, generation, role, kind, content, tokens, "
+                    "reply_to, ts) VALUES (?, ?, 'user', 'message', ?, ?, NULL, ?)",
+                    (session, generation, text, tokens, ts),
+                )
+                return int(cursor.lastrowid or 0)
+
+        row = await self._db.run(insert)
+        return None if row is None else Entry(row, "user", text, tokens, None, ts)
+
+    async def compact(
+        self, session: str, generation: int, entry_ids: list[int], summary: str
+    ) -> None:
+        """Mark `entry_ids` compacted and make `summary` the live summary, at once."""
+
+        def update(conn: sqlite3.Connection) -> None:
+            with conn:
+                conn.execute("BEGIN")
+                conn.executemany(
+                    "UPDATE history SET kind = 'compacted' WHERE id = ?",
+                    [(i,) for i in entry_ids],
+                )
+                conn.execute(
+                    "UPDATE history SET kind = 'old_summary' "
+                    "WHERE session = ? AND generation = ? AND kind = 'summary'",
+                    (session, generation),
+                )
+                conn.execute(
+                    "INSERT INTO history (session, generation, role, kind, content, tokens, ts) "
+                    "VALUES (?, ?, 'user', 'summary', ?, ?, ?)",
+                    (session, generation, summary, count_tokens(summary), time.time()),
+                )
+
+        await self._db.run(update)
+
+    async def reset(self, session: str) -> int:
+        """Start a new, empty history for `session`; returns its generation."""
+
+        def bump(conn: sqlite3.Connection) -> int:
+            conn.execute(
+                "INSERT INTO sessions (session, generation) VALUES (?, 1) "
+                "ON CONFLICT(session) DO UPDATE SET generation = generation + 1",
+                (session,),
+            )
+            row = conn.execute(
+                "SELECT generation FROM sessions WHERE session = ?", (session,)
+            ).fetchone()
+            return int(row[0])
+
+        return await self._db.run(bump)
+
+    async def erase(self, sessions: list[str]) -> None:
+        """Delete every history row and delivered id of `sessions` (all generations)."""
+
+        def delete(conn: sqlite3.Connection) -> None:
+            with conn:
+                conn.execute("BEGIN")
+                for table in ("history", "seen_messages", "sessions"):
+                    conn.executemany(
+                        f"DELETE FROM {table} WHERE session = ?", [(s,) for s in sessions]
+                    )
+
+        await self._db.run(delete)
+
+    async def first_delivery(self, session: str, message_id: str) -> bool:
+        """Record a platform message id; False when it was delivered before."""
+
+        return await self._db.run(lambda conn: _mark_seen(conn, session, message_id, time.time()))

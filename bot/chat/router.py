@@ -1,0 +1,152 @@
+"""Inbound message -> gate -> route (soul, memory scope, session) -> session or command.
+
+The gate (DESIGN §2): a private chat passes the DM policy (bot/access.py); a
+group message is answered when it is addressed to the bot (a mention or a
+reply to the bot) or when the rule is `always` (`adapters.telegram.groups`,
+`adapters.discord.guilds`, or a binding's `respond`). A command (a message
+starting with "/" and naming one of ours) skips the mention rule; an unknown
+"/word" in a group is treated as a plain message. The adapters drop commands
+addressed to another bot.
+
+Session keys: `discord:<channel_id>` (a thread is its own channel),
+`discord:dm:<user_id>`, `telegram:<chat_id>` (+ `:<topic_id>` in forum groups),
+`console:<name>`. The soul is the first matching binding's, else `default_soul`.
+The memory scope is the binding's `memory`, else `memory.scope`; `auto` is
+per user in a DM and per chat in a group.
+"""
+
+from __future__ import annotations
+
+import re
+from dataclasses import replace
+
+import structlog
+
+from bot import prompts
+from bot.chat.access import Access
+from bot.chat.commands import Commands
+from bot.chat.sessions import Send, SessionManager, reply_to, send_safely
+from bot.config.schema import Binding, Config, GroupRule
+from bot.types import Inbound, Route
+
+log = structlog.get_logger(__name__)
+
+# A longer message is cut (the platforms' own caps are 4,096 characters on
+# Telegram and 4,000 on Discord): one paste must not eat a day's budget.
+MAX_MESSAGE_CHARS = 8000
+_CONTROL = re.compile(r"[\x00-\x08\x0b-\x1f\x7f]")
+
+
+def clean_text(text: str) -> str:
+    """The text without control characters (tabs and newlines stay), stripped,
+    and cut at MAX_MESSAGE_CHARS with a note saying so."""
+    text = _CONTROL.sub("", text).strip()
+    if len(text) > MAX_MESSAGE_CHARS:
+        text = text[:MAX_MESSAGE_CHARS] + prompts.MESSAGE_CUT.format(chars=len(text))
+    return text
+
+
+def session_key(inbound: Inbound) -> str:
+    """The session key of a message (see the module docstring)."""
+    if inbound.platform == "discord":
+        if inbound.is_dm:
+            return f"discord:dm:{inbound.user_id}"
+        return f"discord:{inbound.thread_id or inbound.chat_id}"
+    if inbound.thread_id:
+        return f"{inbound.platform}:{inbound.chat_id}:{inbound.thread_id}"
+    return f"{inbound.platform}:{inbound.chat_id}"
+
+
+def _matches(binding: Binding, inbound: Inbound) -> bool:
+    if binding.platform != inbound.platform:
+        return False
+    if binding.guild is not None and str(binding.guild) != inbound.guild_id:
+        return False
+    if binding.channel is not None and str(binding.channel) != inbound.chat_id:
+        return False
+    return binding.chat is None or str(binding.chat) == inbound.chat_id
+
+
+class Router:
+    """Gates messages, routes them to sessions and hands commands over."""
+
+    def __init__(
+        self,
+        config: Config,
+        default_soul: str,
+        sessions: SessionManager,
+        send: Send,
+        access: Access,
+        commands: Commands,
+    ) -> None:
+        self._config = config
+        self._default_soul = default_soul
+        self._sessions = sessions
+        self._send = send
+        self._access = access
+        self._commands = commands
+
+    def _binding(self, inbound: Inbound) -> Binding | None:
+        return next((b for b in self._config.bindings if _matches(b, inbound)), None)
+
+    def route(self, inbound: Inbound) -> Route:
+        binding = self._binding(inbound)
+        soul = binding.soul if binding else self._default_soul
+        mode = (binding.memory if binding and binding.memory else None) or self._config.memory.scope
+        if mode == "auto":
+            mode = "per-user" if inbound.is_dm else "per-chat"
+        if mode == "shared":
+            scope = "shared"
+        elif mode == "per-user":
+            scope = f"user:{inbound.platform}:{inbound.user_id}"
+        else:
+            scope = f"chat:{inbound.platform}:{inbound.chat_id}"
+        return Route(
+            soul=soul,
+            scope=scope,
+            session=session_key(inbound),
+            user=f"{inbound.platform}:{inbound.user_id}",
+            is_dm=inbound.is_dm,
+        )
+
+    def group_rule(self, inbound: Inbound) -> GroupRule:
+        """When a group message is answered: `mention` or `always`."""
+        binding = self._binding(inbound)
+        if binding is not None and binding.respond is not None:
+            return binding.respond
+        if inbound.platform == "discord":
+            return self._config.adapters.discord.guilds
+        if inbound.platform == "telegram":
+            return self._config.adapters.telegram.groups
+        return "always"
+
+    async def handle(self, inbound: Inbound) -> None:
+        """Gate and route one message; never raises (failures are logged)."""
+        text = clean_text(inbound.text)
+        if not text:
+            return
+        try:
+            # In a group, "/word" that is none of ours is for another bot (or a typo),
+            # unless it is addressed to us.
+            command = text.startswith("/") and (
+                inbound.is_dm or inbound.mentions_bot or self._commands.knows(text)
+            )
+            if inbound.is_dm:
+                admission = await self._access.admit(inbound)
+                if not admission.admitted:
+                    await send_safely(self._send, reply_to(inbound, admission.reply))
+                    return
+            elif not command and not (
+                inbound.mentions_bot or inbound.reply_to_bot or self.group_rule(inbound) == "always"
+            ):
+                return
+            route = self.route(inbound)
+            if command:
+                if await self._sessions.first_delivery(route.session, inbound.message_id):
+                    reply = await self._commands.run(inbound, route, text)
+                    await send_safely(self._send, reply_to(inbound, reply))
+                return
+            rendered = text if inbound.is_dm else f"{inbound.user_name}: {text}"
+            await self._sessions.deliver(route, replace(inbound, text=text), rendered)
+        except Exception as exc:  # the dispatch boundary: one line, the loop lives on
+            log.exception("router.failed", platform=inbound.platform, error=str(exc))

@@ -1,0 +1,337 @@
+"""Sessions: one per session key, one turn at a time, in order.
+
+A message is stored in the history the moment it arrives, so a failed model
+call or a restart loses nothing. Messages that arrive while a turn runs are
+answered together in the next turn. After a turn, a history over
+`history_token_budget` has its oldest chunk (about half the budget) compacted
+by the model into a summary, so the cached prefix survives most turns. Idle
+sessions leave memory and come back from SQLite.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import time
+from collections.abc import Awaitable, Callable
+from contextlib import AbstractAsyncContextManager
+from dataclasses import dataclass
+from typing import TYPE_CHECKING
+
+import structlog
+
+from bot import prompts
+from bot.chat.history import Entry, HistoryStore, Snapshot
+from bot.chat.turn import Agent
+from bot.errors import BudgetExceeded, ModelError
+from bot.types import Inbound, Outbound, Route
+
+if TYPE_CHECKING:
+    from bot.memory.service import Memory
+
+log = structlog.get_logger(__name__)
+
+Send = Callable[[Outbound], Awaitable[None]]
+# The typing indicator of the chat a message came from, shown while a turn runs.
+Typing = Callable[[Inbound], AbstractAsyncContextManager[None]]
+
+
+def reply_to(inbound: Inbound, text: str) -> Outbound:
+    """A reply in the chat (and thread) of `inbound`, quoting it."""
+    return Outbound(inbound.platform, inbound.chat_id, text, inbound.thread_id,
+                    inbound.message_id or None)  # fmt: skip
+
+
+async def send_safely(send: Send, message: Outbound) -> None:
+    """Send `message`; a failure is logged as `adapter.error`, never raised."""
+    try:
+        await send(message)
+    except Exception as exc:
+        log.error("adapter.error", platform=message.platform,
+                  error=f"{type(exc).__name__}: {exc}")  # fmt: skip
+
+
+def _compaction_cut(entries: list[Entry], budget: int, foldable: int) -> int:
+    """How many of the oldest entries to fold so about half the budget remains:
+    at most the first `foldable` (what comes after waits for its turn), ending
+    before a user entry (the kept history starts with one); 0 for none."""
+    total = sum(e.tokens for e in entries)
+    if total <= budget:
+        return 0
+    target = total - budget // 2
+    folded = 0
+    for i, entry in enumerate(entries[:foldable]):
+        folded += entry.tokens
+        if folded >= target or i == foldable - 1:
+            cut = i + 1
+            while cut < foldable and entries[cut].role != "user":
+                cut += 1
+            return cut if cut < len(entries) and entries[cut].role == "user" else 0
+    return 0
+
+
+@dataclass(frozen=True)
+class SessionParts:
+    """What every session works with: the history store, the agent, the
+    adapters' send and typing, the history budget, memory and the turn hook."""
+
+    store: HistoryStore
+    agent: Agent
+    send: Send
+    typing: Typing
+    history_budget: int
+    memory: Memory | None = None
+    on_turn: Callable[[Route], None] | None = None
+
+
+class Session:
+    """One conversation. `receive` stores a message and wakes the worker task."""
+
+    def __init__(self, route: Route, snapshot: Snapshot, parts: SessionParts) -> None:
+        self.route = route
+        self._parts = parts
+        self._generation = snapshot.generation
+        self._summary = snapshot.summary
+        self._entries = snapshot.entries
+        users = [e.id for e in self._entries if e.role == "user"]
+        # Rows stored before a restart are context for the next turn, not a turn of their own.
+        self._attempted = max(users, default=0)
+        self._breakpoint: int | None = None
+        self._latest: Inbound | None = None
+        self._received: dict[int, float] = {}
+        self._task: asyncio.Task[None] | None = None
+        self.last_active = time.monotonic()
+
+    @property
+    def busy(self) -> bool:
+        return self._task is not None and not self._task.done()
+
+    @property
+    def task(self) -> asyncio.Task[None] | None:
+        return self._task
+
+    async def receive(self, inbound: Inbound, text: str) -> bool:
+        """Store a user message and make sure a turn will answer it; False (and
+        nothing done) when its platform message id was delivered before."""
+        self.last_active = time.monotonic()
+        entry = await self._parts.store.append_message(
+            self.route.session, self._generation, text, inbound.message_id
+        )
+        if entry is None:
+            return False
+        self._entries.append(entry)
+        self._received[entry.id] = time.perf_counter()
+        self._latest = inbound
+        if self._parts.memory is not None:
+            self._parts.memory.record(self.route, "user", inbound.user_name, inbound.text)
+        if not self.busy:
+            self._task = asyncio.create_task(self._work(), name=f"session:{self.route.session}")
+        return True
+
+    async def reset(self) -> None:
+        """Answer what is pending, then start a new, empty history."""
+        if self._task is not None:
+            await asyncio.gather(self._task, return_exceptions=True)
+        self._generation = await self._parts.store.reset(self.route.session)
+        self._entries, self._summary, self._breakpoint = [], None, None
+        self._attempted = 0
+
+    async def _work(self) -> None:
+        while True:
+            new = [e for e in self._entries if e.role == "user" and e.id > self._attempted]
+            if not new or self._latest is None:
+                return
+            self._attempted = new[-1].id
+            try:
+                await self._turn(new, self._latest)
+                await self._compact()
+            except Exception:  # the dispatch boundary: log, never kill the loop
+                log.exception("session.error", session=self.route.session)
+            self.last_active = time.monotonic()
+
+    async def _turn(self, new: list[Entry], target: Inbound) -> None:
+        route, generation = self.route, self._generation
+        fresh = {e.id for e in new}
+        history = [e for e in self._entries if e.id not in fresh]
+        started = time.perf_counter()
+        log_ctx = {"soul": route.soul, "session": route.session, "messages": len(new)}
+        log.info("turn.started", **log_ctx)
+        try:
+            async with self._parts.typing(target):
+                prompt = await self._parts.agent.prompt(
+                    route, self._summary, history, new, self._breakpoint
+                )
+                reply = await self._parts.agent.turn(route, prompt)
+        except BudgetExceeded:
+            text = prompts.DAILY_LIMIT
+        except ModelError as exc:
+            log.warning("turn.failed", error_class=exc.error_class, error=str(exc), **log_ctx)
+            text = prompts.APOLOGY
+        except Exception as exc:
+            log.exception("turn.failed", error_class=type(exc).__name__, **log_ctx)
+            text = prompts.APOLOGY
+        else:
+            self._breakpoint = prompt.breakpoint_id
+            text = reply.text
+            if text and generation == self._generation:
+                entry = await self._parts.store.append(
+                    route.session, generation, "assistant", text, reply_to=new[-1].id
+                )
+                self._entries.append(entry)
+                # Messages that came during the turn go after the reply to their elders.
+                self._entries.sort(key=lambda e: e.order)
+                if self._parts.memory is not None:
+                    self._parts.memory.record(route, "assistant", "", text)
+                if self._parts.on_turn is not None:
+                    self._parts.on_turn(route)
+            first = self._received.get(new[0].id, started)
+            log.info(
+                "turn.completed",
+                latency_ms=round((time.perf_counter() - first) * 1000, 1),
+                model_ms=round(reply.model_ms, 1),
+                queue_ms=round(reply.queue_ms, 1),
+                calls=reply.calls,
+                input_tokens=reply.usage.input_tokens,
+                output_tokens=reply.usage.output_tokens,
+                cache_creation_input_tokens=reply.usage.cache_creation_input_tokens,
+                cache_read_input_tokens=reply.usage.cache_read_input_tokens,
+                **log_ctx,
+            )
+        for entry in new:
+            self._received.pop(entry.id, None)
+        if not text:
+            log.warning("turn.empty", **log_ctx)
+            return
+        await send_safely(self._parts.send, reply_to(target, text))
+
+    async def _compact(self) -> None:
+        entries = self._entries
+        waiting = (i for i, e in enumerate(entries) if e.role == "user" and e.id > self._attempted)
+        cut = _compaction_cut(entries, self._parts.history_budget, next(waiting, len(entries)))
+        if cut == 0:
+            return
+        folded, generation = self._entries[:cut], self._generation
+        try:
+            summary = await self._parts.agent.summarize(self.route, self._summary, folded)
+        except (BudgetExceeded, ModelError) as exc:
+            log.warning("history.compact_failed", session=self.route.session, error=str(exc))
+            return
+        if generation != self._generation or not summary:
+            return
+        await self._parts.store.compact(
+            self.route.session, generation, [e.id for e in folded], summary
+        )
+        self._entries = self._entries[cut:]
+        self._summary = summary
+        self._breakpoint = None
+        log.info("history.compacted", session=self.route.session, entries=cut)
+
+
+class SessionManager:
+    """Every live session, by key; loads a session from SQLite on first use."""
+
+    def __init__(self, parts: SessionParts, idle_s: float = 900.0) -> None:
+        self._parts = parts
+        self._idle_s = idle_s
+        self._sessions: dict[str, Session] = {}
+        self._locks: dict[str, asyncio.Lock] = {}
+        self._last_sweep = time.monotonic()
+
+    def __len__(self) -> int:
+        return len(self._sessions)
+
+    async def _get(self, route: Route) -> Session:
+        """The session of `route`, loaded from SQLite when not live (call under its lock)."""
+        session = self._sessions.get(route.session)
+        if session is None:
+            snapshot = await self._parts.store.load(route.session)
+            session = Session(route, snapshot, self._parts)
+            self._sessions[route.session] = session
+        session.route = route  # a binding may have changed on reload
+        return session
+
+    def _lock(self, key: str) -> asyncio.Lock:
+        lock = self._locks.get(key)
+        if lock is None:
+            lock = self._locks[key] = asyncio.Lock()
+        return lock
+
+    async def first_delivery(self, session: str, message_id: str) -> bool:
+        """Record a platform message id of `session` (an empty id always passes);
+        False, logged as `message.duplicate`, when it was delivered before."""
+        if not message_id or await self._parts.store.first_delivery(session, message_id):
+            return True
+        log.info("message.duplicate", session=session, message_id=message_id)
+        return False
+
+    async def deliver(self, route: Route, inbound: Inbound, text: str) -> None:
+        """Hand a message to its session, in arrival order; a platform message id
+        seen before is dropped."""
+        async with self._lock(route.session):
+            session = await self._get(route)
+            if not await session.receive(inbound, text):
+                log.info("message.duplicate", session=route.session, message_id=inbound.message_id)
+        self._sweep()
+
+    async def reset(self, route: Route) -> None:
+        """Start a new history for the route's session, after what came before it."""
+        async with self._lock(route.session):
+            await (await self._get(route)).reset()
+
+    async def erase(self, sessions: list[str]) -> None:
+        """Erase the history of `sessions` (every generation), live ones included."""
+        for key in sessions:
+            async with self._lock(key):
+                live = self._sessions.pop(key, None)
+                if live is not None and live.task is not None:
+                    await asyncio.gather(live.task, return_exceptions=True)
+        await self._parts.store.erase(sessions)
+
+    async def forget(self, route: Route) -> int:
+        """Erase the route's private scope: its traces and wiki, and the history
+        of every session its traces came from and of the route's own session.
+        Returns how many sessions' history was erased. Raises RuntimeError
+        without memory, ValueError for the shared scope."""
+        if self._parts.memory is None:
+            raise RuntimeError("this session manager has no memory to forget")
+        sessions = sorted({*await self._parts.memory.forget(route), route.session})
+        await self.erase(sessions)
+        return len(sessions)
+
+    def _sweep(self) -> None:
+        now = time.monotonic()
+        if now - self._last_sweep >= min(60.0, self._idle_s):
+            self._last_sweep = now
+            self.evict_idle()
+
+    def evict_idle(self, idle_s: float | None = None) -> int:
+        """Drop sessions with no turn running and no message for `idle_s`
+        (default: the manager's); they come back from SQLite. Returns the count."""
+        limit = self._idle_s if idle_s is None else idle_s
+        now = time.monotonic()
+        idle = [k for k, s in self._sessions.items() if not s.busy and now - s.last_active >= limit]
+        for key in idle:
+            del self._sessions[key]
+            lock = self._locks.get(key)
+            if lock is not None and not lock.locked():
+                del self._locks[key]
+        if idle:
+            log.debug("sessions.evicted", count=len(idle))
+        return len(idle)
+
+    def in_flight(self) -> list[asyncio.Task[None]]:
+        """The worker tasks of sessions with a turn running or queued."""
+        return [s.task for s in self._sessions.values() if s.busy and s.task is not None]
+
+    async def wait(self, seconds: float) -> int:
+        """Wait up to `seconds` for every turn in flight; returns how many remain."""
+        tasks = self.in_flight()
+        if tasks:
+            await asyncio.wait(tasks, timeout=seconds)
+        return len(self.in_flight())
+
+    async def cancel(self) -> None:
+        """Cancel every turn still running and wait for them to end."""
+        tasks = self.in_flight()
+        for task in tasks:
+            task.cancel()
+        await asyncio.gather(*tasks, return_exceptions=True)

@@ -1,0 +1,160 @@
+"""One turn of a soul: the prompt laid out for the cache, then the model.
+
+Layout (DESIGN §10), in the order the API caches it: tools; the soul's system
+blocks, ending at a breakpoint (the same bytes for every session of the soul);
+the session's own system blocks (its scope's memory index, the compacted-history
+summary), ending at a breakpoint; the history, with a breakpoint where the
+previous turn's history ended (so the previous turn's cache entry is read) and
+one at its end; then the per-turn part in the newest user message: the recall
+block, the clock and the new messages.
+Nothing that changes per turn sits above a breakpoint.
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass
+from datetime import UTC, datetime
+from typing import TYPE_CHECKING, Any
+
+from bot import prompts
+from bot.chat.history import Entry
+from bot.errors import SoulbotError
+from bot.model.client import ModelClient, Reply
+from bot.model.usage import CallContext
+from bot.soul.prompt import system_blocks
+from bot.soul.registry import SoulRegistry
+from bot.types import Route, Tool
+
+if TYPE_CHECKING:
+    from bot.memory.service import Memory
+
+EPHEMERAL = {"type": "ephemeral"}
+
+
+@dataclass(frozen=True)
+class Prompt:
+    """A laid-out request; `breakpoint_id` is the history entry whose block
+    carries the history-end breakpoint (None with no history)."""
+
+    system: list[dict[str, Any]]
+    messages: list[dict[str, Any]]
+    breakpoint_id: int | None
+
+
+def _text(text: str, cached: bool = False) -> dict[str, Any]:
+    block: dict[str, Any] = {"type": "text", "text": text}
+    if cached:
+        block["cache_control"] = dict(EPHEMERAL)
+    return block
+
+
+def layout(
+    soul_blocks: Sequence[str],
+    session_blocks: Sequence[str],
+    history: Sequence[Entry],
+    new: Sequence[Entry],
+    previous_breakpoint: int | None,
+    turn_blocks: Sequence[str],
+) -> Prompt:
+    """Lay out one request (see the module docstring). `history` must start with
+    a user entry; consecutive entries of one role share a message; `turn_blocks`
+    (the recall block, the clock) open the newest user message."""
+    system = [_text(t) for t in soul_blocks]
+    if system:
+        system[-1]["cache_control"] = dict(EPHEMERAL)
+    if session_blocks:
+        system += [_text(t) for t in session_blocks]
+        system[-1]["cache_control"] = dict(EPHEMERAL)
+    messages: list[dict[str, Any]] = []
+
+    def add(role: str, block: dict[str, Any]) -> None:
+        if messages and messages[-1]["role"] == role:
+            messages[-1]["content"].append(block)
+        else:
+            messages.append({"role": role, "content": [block]})
+
+    for i, entry in enumerate(history):
+        last = i == len(history) - 1
+        add(entry.role, _text(entry.text, cached=last or entry.id == previous_breakpoint))
+    for text in turn_blocks:
+        add("user", _text(text))
+    for entry in new:
+        add("user", _text(entry.text))
+    return Prompt(system, messages, history[-1].id if history else None)
+
+
+class Agent:
+    """Builds each turn's prompt from the live soul and runs it on the model."""
+
+    def __init__(
+        self,
+        registry: SoulRegistry,
+        model: ModelClient,
+        memory: Memory | None = None,
+        clock: Callable[[], float] = time.time,
+        more_tools: Callable[[Route], list[Tool]] | None = None,
+    ) -> None:
+        self._more_tools = more_tools
+        self._registry = registry
+        self._model = model
+        self._memory = memory
+        self._clock = clock
+
+    async def prompt(
+        self,
+        route: Route,
+        summary: str | None,
+        history: Sequence[Entry],
+        new: Sequence[Entry],
+        previous_breakpoint: int | None,
+    ) -> Prompt:
+        """The request for a turn. Raises SoulbotError when the soul is gone."""
+        soul = self._registry.get(route.soul)
+        if soul is None:
+            raise SoulbotError(f"soul '{route.soul}' is not loaded")
+        blocks = [b.text for b in system_blocks(soul)]
+        session_blocks = []
+        turn_blocks = []
+        now = self._clock()
+        if self._memory is not None:
+            index = await self._memory.scope_index(route)
+            if index:
+                session_blocks.append(prompts.SCOPE_INDEX_BLOCK.format(index=index))
+            # This turn's messages, and today's turns still in the history, are in
+            # the prompt already: they need no recalling.
+            today = now - now % 86400
+            skip_after = max(today, (history or new)[0].ts)
+            query = "\n".join(e.text for e in new)
+            recalled = await self._memory.recall(route, query, skip_after)
+            if recalled:
+                turn_blocks.append(prompts.RECALL_BLOCK.format(lines=recalled))
+        if summary:
+            session_blocks.append(prompts.SUMMARY_BLOCK.format(summary=summary))
+        stamp = datetime.fromtimestamp(now, UTC).strftime("%Y-%m-%d %H:%M")
+        turn_blocks.append(prompts.NOW_LINE.format(now=stamp))
+        return layout(blocks, session_blocks, history, new, previous_breakpoint, turn_blocks)
+
+    async def turn(self, route: Route, prompt: Prompt) -> Reply:
+        """Run a turn. Raises BudgetExceeded, ModelError."""
+        ctx = CallContext(route.soul, route.scope, route.session, route.user, "turn")
+        tools = self._memory.tools(route) if self._memory is not None else []
+        if self._more_tools is not None:
+            tools += self._more_tools(route)
+        return await self._model.complete(ctx, prompt.system, prompt.messages, tools)
+
+    async def summarize(self, route: Route, summary: str | None, entries: Sequence[Entry]) -> str:
+        """Fold `entries` into the running summary (a `compact` model call).
+
+        Raises BudgetExceeded, ModelError.
+        """
+        transcript = "\n".join(f"{e.role}: {e.text}" for e in entries)
+        text = prompts.COMPACT_USER.format(summary=summary or "(none)", transcript=transcript)
+        ctx = CallContext(route.soul, route.scope, route.session, route.user, "compact")
+        reply = await self._model.complete(
+            ctx,
+            [_text(prompts.COMPACT_SYSTEM)],
+            [{"role": "user", "content": [_text(text)]}],
+        )
+        return reply.text

@@ -1,0 +1,308 @@
+"""The config schema: soulbot.yaml as typed, frozen pydantic models (read by
+bot/config/load.py). Field docstrings are the configuration reference. Secret values
+(`model.api_key`, the adapter tokens) are `SecretStr`: they print as
+`**********` and never appear in an error. Relative paths are relative to the
+working directory soulbot starts in.
+"""
+
+from __future__ import annotations
+
+import re
+import zoneinfo
+from pathlib import Path
+from typing import Annotated, Any, Literal
+
+from apscheduler.triggers.cron import CronTrigger
+from pydantic import (
+    BaseModel,
+    BeforeValidator,
+    ConfigDict,
+    Field,
+    SecretStr,
+    field_validator,
+    model_validator,
+)
+from pydantic_core import PydanticCustomError
+
+from bot.prompts import DEFAULT_EMPTY_PHRASES
+
+DmPolicy = Literal["open", "allowlist", "pairing"]
+GroupRule = Literal["mention", "always"]
+MemoryScope = Literal["auto", "shared", "per-user", "per-chat"]
+
+
+class _Section(BaseModel):
+    model_config = ConfigDict(extra="forbid", frozen=True, use_attribute_docstrings=True)
+
+
+def _empty_is_none(value: Any) -> Any:
+    return None if value == "" else value
+
+
+def _check_url(value: str | None) -> str | None:
+    if value is not None and not re.match(r"^https?://[^\s/]+", value):
+        raise ValueError("expected an http:// or https:// URL")
+    return value
+
+
+class Price(_Section):
+    """US dollars per million tokens; cache writes default to 1.25 x input (the
+    5-minute cache) and cache reads to 0.1 x input."""
+
+    input: float = Field(ge=0)
+    """US dollars per million input tokens."""
+    output: float = Field(ge=0)
+    """US dollars per million output tokens."""
+    cache_write: float = Field(ge=0)
+    """US dollars per million tokens written to the prompt cache (default: 1.25 x input)."""
+    cache_read: float = Field(ge=0)
+    """US dollars per million tokens read from the prompt cache (default: 0.1 x input)."""
+
+    @model_validator(mode="before")
+    @classmethod
+    def _cache_rates(cls, data: Any) -> Any:
+        if isinstance(data, dict) and isinstance(data.get("input"), int | float):
+            data = {"cache_write": data["input"] * 1.25, "cache_read": data["input"] * 0.1, **data}
+        return data
+
+
+class ModelConfig(_Section):
+    """The model client (`model:`)."""
+
+    provider: Literal["anthropic"] = "anthropic"
+    """The model provider; only `anthropic` for now."""
+    name: str = Field("claude-sonnet-4-6", min_length=1)
+    """The model name, a current Claude model."""
+    api_key: SecretStr = SecretStr("")
+    """The API key (default: `$ANTHROPIC_API_KEY`). `run` and `chat` need it or a `base_url`."""
+    base_url: str | None = None
+    """A proxy, gateway or compatible local server (default: `$ANTHROPIC_BASE_URL`)."""
+    max_tokens: int = Field(1024, ge=1)
+    """The longest reply, in tokens."""
+    timeout_s: float = Field(60.0, gt=0)
+    """Seconds one model request may take before it counts as a timeout."""
+    max_retries: int = Field(2, ge=0)
+    """Retries of a rate-limited, overloaded, failed or timed-out request (the SDK's back-off);
+    after them the turn fails with a short apology."""
+    max_concurrency: int = Field(8, ge=1)
+    """Model calls in flight at once, across every session."""
+    tool_rounds: int = Field(4, ge=1)
+    """Model calls one turn may make while the model uses tools; the last may not call one."""
+    prices: dict[str, Price] = {}
+    """US dollars per million tokens by model name or name prefix (`{input, output}`, optional
+    `cache_write`, `cache_read`); adds to or overrides the built-in table."""
+
+    _blank_url = field_validator("base_url", mode="before")(_empty_is_none)
+    _url = field_validator("base_url")(_check_url)
+
+    @field_validator("prices")
+    @classmethod
+    def _model_names(cls, value: dict[str, Price]) -> dict[str, Price]:
+        if any(not name.strip() for name in value):
+            raise ValueError("expected model names (or name prefixes) as keys, not an empty one")
+        return value
+
+
+class CompileConfig(_Section):
+    """When the memory wiki is compiled (`memory.compile:`)."""
+
+    cron: str = "0 3 * * *"
+    """When the memory wikis are compiled: a crontab line (minute hour day month weekday)."""
+    timezone: str = "UTC"
+    """The IANA time zone of `cron`."""
+    shutdown_wait_s: float = Field(5.0, ge=0)
+    """On shutdown, seconds to wait for turns in flight and their memory writes; what is still
+    running then is logged (`shutdown.pending`) and cancelled."""
+
+    @field_validator("timezone")
+    @classmethod
+    def _zone(cls, value: str) -> str:
+        try:
+            zoneinfo.ZoneInfo(value)
+        except (zoneinfo.ZoneInfoNotFoundError, ValueError):
+            raise ValueError("expected an IANA time zone such as UTC or Europe/Lisbon") from None
+        return value
+
+    @field_validator("cron")
+    @classmethod
+    def _cron(cls, value: str) -> str:
+        try:
+            CronTrigger.from_crontab(value, timezone="UTC")
+        except ValueError:
+            raise ValueError(
+                "expected a crontab line of five fields (minute hour day month weekday)"
+            ) from None
+        return value
+
+
+class MemoryConfig(_Section):
+    """Long-term memory (`memory:`)."""
+
+    scope: MemoryScope = "auto"
+    """Whose memory a conversation reads and writes: `auto` (per user in DMs, per chat in groups),
+    `shared` (the soul's own wiki), `per-user`, `per-chat`."""
+    recall_token_budget: int = Field(600, ge=0)
+    """Tokens of recalled memory added to each turn."""
+    history_token_budget: int = Field(6000, ge=256)
+    """Tokens of history kept per session; past it, the oldest half is compacted by the model into
+    a summary."""
+    compile: CompileConfig = CompileConfig()
+    """When the memory wikis are compiled."""
+
+
+class HeartbeatConfig(_Section):
+    """The heartbeat of souls whose SOUL.md has regions (`heartbeat:`)."""
+
+    enabled: bool = True
+    """`false`: no soul reflects, whatever its SOUL.md holds."""
+    idle_minutes: float = Field(30.0, gt=0)
+    """A conversation ends after this many idle minutes (or a goodbye, or shutdown)."""
+    empty_phrases: tuple[str, ...] = DEFAULT_EMPTY_PHRASES
+    """Reflections containing one of these (any case) are rejected as empty boilerplate."""
+
+
+class BudgetConfig(_Section):
+    """Daily token budgets (`budget:`); null means no limit."""
+
+    daily_tokens_per_soul: int | None = Field(2_000_000, ge=0)
+    """Tokens a soul may spend per UTC day (every kind of token counts); `null`: no limit."""
+    daily_tokens_per_user: int | None = Field(200_000, ge=0)
+    """Tokens one user may cost per UTC day; `null`: no limit."""
+
+
+class AdminsConfig(_Section):
+    """Platform user ids allowed to run admin commands (`admins:`)."""
+
+    discord: tuple[int, ...] = ()
+    """Discord user ids allowed to run admin commands."""
+    telegram: tuple[int, ...] = ()
+    """Telegram user ids allowed to run admin commands."""
+
+
+def _on_off_auto(value: Any) -> Any:
+    if isinstance(value, bool) or value == "auto":
+        return value
+    if isinstance(value, str) and value.lower() in ("true", "false"):
+        return value.lower() == "true"
+    raise PydanticCustomError("on_off_auto", "expected true, false or auto")
+
+
+class ConsoleConfig(_Section):
+    """The terminal chat (`adapters.console:`); `auto` is on when no platform has a token."""
+
+    enabled: Annotated[bool | Literal["auto"], BeforeValidator(_on_off_auto)] = "auto"
+    """The terminal chat: `auto` (on when no platform token is set), `true` or `false`."""
+
+
+class DiscordConfig(_Section):
+    """The Discord adapter (`adapters.discord:`); on when `token` is set."""
+
+    token: SecretStr = SecretStr("")
+    """The bot token (Developer Portal, Bot page); the adapter is on when it is set."""
+    guilds: GroupRule = "mention"
+    """In server channels: `mention` (answer when mentioned or replied to) or `always`."""
+    dm_policy: DmPolicy = "pairing"
+    """Direct messages: `open`, `allowlist` or `pairing` (an admin approves a code)."""
+    allowlist: tuple[int, ...] = ()
+    """User ids that may always DM the bot (with `allowlist`: the only ones, besides admins)."""
+    command_prefix: str = Field("!", min_length=1)
+    """The text prefix of commands beside the slash commands (`!soul reload`)."""
+    api_base_url: str | None = None
+    """A REST proxy (`http://host/api/v10`); empty for Discord itself."""
+    gateway_url: str | None = None
+    """A gateway URL (`wss://...`); empty for Discord itself."""
+
+    _blank = field_validator("api_base_url", "gateway_url", mode="before")(_empty_is_none)
+
+    @field_validator("api_base_url", "gateway_url")
+    @classmethod
+    def _urls(cls, value: str | None) -> str | None:
+        if value is not None and not re.match(r"^(https?|wss?)://[^\s/]+", value):
+            raise ValueError("expected an http(s):// or ws(s):// URL")
+        return value
+
+
+class TelegramConfig(_Section):
+    """The Telegram adapter (`adapters.telegram:`); on when `token` is set."""
+
+    token: SecretStr = SecretStr("")
+    """The bot token from @BotFather; the adapter is on when it is set."""
+    groups: GroupRule = "mention"
+    """In groups: `mention` (an @mention, a reply to the bot, or `/command@bot`) or `always`."""
+    dm_policy: DmPolicy = "pairing"
+    """Direct messages: `open`, `allowlist` or `pairing` (an admin approves a code)."""
+    allowlist: tuple[int, ...] = ()
+    """User ids that may always DM the bot (with `allowlist`: the only ones, besides admins)."""
+    base_url: str | None = None
+    """A local Bot API server (`http://host:8081`, with or without `/bot`); empty for Telegram
+    itself."""
+
+    _blank_url = field_validator("base_url", mode="before")(_empty_is_none)
+    _url = field_validator("base_url")(_check_url)
+
+
+class AdaptersConfig(_Section):
+    """The platforms (`adapters:`)."""
+
+    console: ConsoleConfig = ConsoleConfig()
+    """The terminal chat."""
+    discord: DiscordConfig = DiscordConfig()
+    """The Discord bot."""
+    telegram: TelegramConfig = TelegramConfig()
+    """The Telegram bot."""
+
+
+class Binding(_Section):
+    """Which soul answers where (`bindings:` entries; the first match wins)."""
+
+    platform: Literal["discord", "telegram", "console"]
+    """`discord`, `telegram` or `console`."""
+    soul: str = Field(min_length=1)
+    """The id of the soul that answers where this binding matches."""
+    guild: int | None = None
+    """Match a Discord server id."""
+    channel: int | None = None
+    """Match a Discord channel id (a thread matches its parent channel)."""
+    chat: int | None = None
+    """Match a Telegram chat id."""
+    memory: MemoryScope | None = None
+    """The memory scope here (as `memory.scope`)."""
+    respond: GroupRule | None = None
+    """`mention` or `always`: overrides `adapters.discord.guilds` / `adapters.telegram.groups`
+    here."""
+
+
+class Config(_Section):
+    """The whole of soulbot.yaml."""
+
+    workspaces: Path = Path("workspaces")
+    """The folder with one sub-folder per soul."""
+    data_dir: Path = Path("data")
+    """The SQLite store, the private memory wikis, the health file."""
+    default_soul: str | None = None
+    """The soul that answers where no binding matches (may be left out when only one soul is
+    loaded)."""
+    log_level: Literal["debug", "info", "warning", "error"] = "info"
+    """`debug`, `info`, `warning` or `error`."""
+    model: ModelConfig = ModelConfig()
+    """The model client."""
+    memory: MemoryConfig = MemoryConfig()
+    """Long-term memory."""
+    budget: BudgetConfig = BudgetConfig()
+    """Daily token budgets; a call that would pass one is not made."""
+    heartbeat: HeartbeatConfig = HeartbeatConfig()
+    """The heartbeat of souls whose SOUL.md has regions."""
+    admins: AdminsConfig = AdminsConfig()
+    """Platform user ids allowed to run admin commands."""
+    adapters: AdaptersConfig = AdaptersConfig()
+    """The platforms."""
+    bindings: tuple[Binding, ...] = ()
+    """Which soul answers where, and with which memory scope; the first match wins, `default_soul`
+    otherwise."""
+
+    _blank_soul = field_validator("default_soul", mode="before")(_empty_is_none)
+
+    def secrets(self) -> list[str]:
+        """The secret values that are set, for the log redactor."""
+        values = (self.model.api_key, self.adapters.discord.token, self.adapters.telegram.token)
+        return [v.get_secret_value() for v in values if v.get_secret_value()]

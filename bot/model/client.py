@@ -1,0 +1,187 @@
+"""The model client: the anthropic SDK, a tool loop, the usage ledger and budgets.
+
+Every call is checked against the budget first (a refused call is not made),
+bounded by `model.max_concurrency` across sessions, and recorded in the ledger
+(one row and one `llm.usage` line per call). The SDK retries 429, 529, 5xx and
+timeouts `model.max_retries` times; what still fails is raised as ModelError.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import time
+from collections.abc import Sequence
+from dataclasses import dataclass
+from typing import Any
+
+import anthropic
+import structlog
+
+from bot.config.schema import ModelConfig
+from bot.errors import ModelError
+from bot.model.usage import CallContext, Ledger, Usage
+from bot.types import Tool
+
+log = structlog.get_logger(__name__)
+
+@dataclass(frozen=True)
+class Reply:
+    """The text that ends a turn, the summed usage of its calls, how long the
+    requests took (`model_ms`) and waited for a `max_concurrency` slot
+    (`queue_ms`), in milliseconds across every round."""
+
+    text: str
+    usage: Usage
+    calls: int
+    model_ms: float
+    queue_ms: float
+
+
+def _add(a: Usage, b: Usage) -> Usage:
+    return Usage(
+        input_tokens=a.input_tokens + b.input_tokens,
+        output_tokens=a.output_tokens + b.output_tokens,
+        cache_creation_input_tokens=a.cache_creation_input_tokens + b.cache_creation_input_tokens,
+        cache_read_input_tokens=a.cache_read_input_tokens + b.cache_read_input_tokens,
+    )
+
+
+def _usage(message: anthropic.types.Message) -> Usage:
+    u = message.usage
+    return Usage(
+        input_tokens=u.input_tokens,
+        output_tokens=u.output_tokens,
+        cache_creation_input_tokens=u.cache_creation_input_tokens or 0,
+        cache_read_input_tokens=u.cache_read_input_tokens or 0,
+    )
+
+
+def estimate_request_tokens(*parts: Any) -> int:
+    """A rough token count of request parts (JSON characters / 4)."""
+    return sum(len(json.dumps(p, ensure_ascii=False)) for p in parts) // 4
+
+
+class ModelClient:
+    """One AsyncAnthropic client shared by every session. Close it once."""
+
+    def __init__(self, config: ModelConfig, ledger: Ledger) -> None:
+        self._config = config
+        self._ledger = ledger
+        self._semaphore = asyncio.Semaphore(config.max_concurrency)
+        self._client = anthropic.AsyncAnthropic(
+            api_key=config.api_key.get_secret_value() or "no-key",
+            base_url=config.base_url,
+            timeout=config.timeout_s,
+            max_retries=config.max_retries,
+            # aiohttp's connection pool: httpx's checks every idle connection with
+            # two system calls per request, most of the daemon's CPU under load.
+            http_client=anthropic.DefaultAioHttpClient(),
+        )
+
+    @property
+    def model(self) -> str:
+        return self._config.name
+
+    async def close(self) -> None:
+        await self._client.close()
+
+    async def _call(
+        self, ctx: CallContext, request: dict[str, Any], timing: list[float]
+    ) -> anthropic.types.Message:
+        """One request; adds (queued s, model s) to `timing`."""
+        if self._ledger.enforces_limits:
+            estimate = estimate_request_tokens(request) + self._config.max_tokens
+            await self._ledger.check(ctx, estimate)
+        queued = time.perf_counter()
+        async with self._semaphore:
+            started = time.perf_counter()
+            try:
+                message: anthropic.types.Message = await self._client.messages.create(**request)
+            except anthropic.APIError as exc:
+                raise ModelError(type(exc).__name__, _describe(exc)) from exc
+            finally:
+                timing[0] += started - queued
+                timing[1] += time.perf_counter() - started
+        await self._ledger.record(ctx, message.model or self.model, _usage(message))
+        return message
+
+    async def use_tool(
+        self,
+        ctx: CallContext,
+        system: list[dict[str, Any]],
+        messages: list[dict[str, Any]],
+        tool: dict[str, Any],
+    ) -> object:
+        """One call that must use `tool` (a tool spec): returns its input, or
+        None when the answer holds no such call. Raises BudgetExceeded, ModelError."""
+        request = {
+            "model": self.model,
+            "max_tokens": self._config.max_tokens,
+            "system": system,
+            "messages": messages,
+            "tools": [tool],
+            "tool_choice": {"type": "tool", "name": tool["name"]},
+        }
+        message = await self._call(ctx, request, [0.0, 0.0])
+        calls = [b for b in message.content if b.type == "tool_use" and b.name == tool["name"]]
+        return calls[0].input if calls else None
+
+    async def complete(
+        self,
+        ctx: CallContext,
+        system: list[dict[str, Any]],
+        messages: list[dict[str, Any]],
+        tools: Sequence[Tool] = (),
+        max_tokens: int | None = None,
+    ) -> Reply:
+        """Run the model until it answers with text, calling tools on the way
+        (at most `model.tool_rounds` rounds; the last round may not call one).
+
+        Raises BudgetExceeded when a call is refused and ModelError when a call
+        fails after the SDK's retries. `messages` is not modified.
+        """
+        by_name = {tool.name: tool for tool in tools}
+        convo = list(messages)
+        total = Usage()
+        timing = [0.0, 0.0]
+        for round_no in range(1, self._config.tool_rounds + 1):
+            request: dict[str, Any] = {
+                "model": self.model,
+                "max_tokens": max_tokens or self._config.max_tokens,
+                "system": system,
+                "messages": convo,
+            }
+            if tools:
+                request["tools"] = [tool.spec() for tool in tools]
+                if round_no == self._config.tool_rounds:
+                    request["tool_choice"] = {"type": "none"}
+            message = await self._call(ctx, request, timing)
+            total = _add(total, _usage(message))
+            calls = [b for b in message.content if b.type == "tool_use"]
+            if message.stop_reason != "tool_use" or not calls:
+                text = "".join(b.text for b in message.content if b.type == "text").strip()
+                return Reply(text, total, round_no, timing[1] * 1000, timing[0] * 1000)
+            content = [b.model_dump(mode="json", exclude_none=True) for b in message.content]
+            convo.append({"role": "assistant", "content": content})
+            results = [await _run_tool(by_name, call) for call in calls]
+            convo.append({"role": "user", "content": results})
+        raise ModelError("ToolLoopError", "the model kept calling tools past the last round")
+
+
+async def _run_tool(tools: dict[str, Tool], call: Any) -> dict[str, Any]:
+    tool = tools.get(call.name)
+    result: dict[str, Any] = {"type": "tool_result", "tool_use_id": call.id}
+    if tool is None:
+        return {**result, "content": f"unknown tool {call.name!r}", "is_error": True}
+    try:
+        return {**result, "content": await tool.handler(dict(call.input))}
+    except Exception as exc:  # a tool's failure is the model's to handle
+        log.warning("tool.failed", tool=call.name, error=f"{type(exc).__name__}: {exc}")
+        return {**result, "content": f"{type(exc).__name__}: {exc}", "is_error": True}
+
+
+def _describe(exc: anthropic.APIError) -> str:
+    if isinstance(exc, anthropic.APIStatusError):
+        return f"HTTP {exc.status_code}: {exc.message}"
+    return str(exc) or type(exc).__name__

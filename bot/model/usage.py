@@ -1,0 +1,340 @@
+"""The usage ledger and the daily token budgets (DESIGN.md §9, §10).
+
+Every model call is one row in the `usage` table (`bot.db`) and one `llm.usage`
+log line. `Ledger.check` refuses a call, before it is made, when it would take
+a soul or a user past its daily token budget. Days are UTC days.
+
+Budgets count tokens, not dollars: every token the model processed (input,
+output, cache writes and cache reads) counts once. The cost in US dollars comes
+from `DEFAULT_PRICES` or the config's `model.prices`, and is for the report.
+"""
+
+from __future__ import annotations
+
+import sqlite3
+import time
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass
+from datetime import UTC, datetime, timedelta
+from typing import Literal
+
+import structlog
+
+from bot.config.schema import BudgetConfig, Price
+from bot.errors import BudgetExceeded
+from bot.storage.db import Database
+
+log = structlog.get_logger(__name__)
+
+Source = Literal["turn", "compile", "heartbeat", "compact"]
+
+
+def _price(input_usd: float, output_usd: float) -> Price:
+    """A price with the 5-minute cache write (1.25 x input) and cache read (0.1 x input)."""
+    return Price(
+        input=input_usd,
+        output=output_usd,
+        cache_write=round(input_usd * 1.25, 6),
+        cache_read=round(input_usd * 0.1, 6),
+    )
+
+
+# USD per million tokens, keyed by model-family prefix (see `price_for`). Opus 4.5
+# and later are a third of the earlier Opus price, so each needs its own key.
+DEFAULT_PRICES: dict[str, Price] = {
+    "claude-opus-4-8": _price(5, 25),
+    "claude-opus-4-7": _price(5, 25),
+    "claude-opus-4-6": _price(5, 25),
+    "claude-opus-4-5": _price(5, 25),
+    "claude-opus-4-1": _price(15, 75),
+    "claude-opus-4": _price(15, 75),
+    "claude-sonnet-4": _price(3, 15),
+    "claude-haiku-4-5": _price(1, 5),
+    "claude-3-5-haiku": _price(0.80, 4),
+}
+
+
+def price_for(model: str, overrides: Mapping[str, Price] = {}) -> Price | None:
+    """The price of `model`: the configured `overrides` first, then `DEFAULT_PRICES`.
+
+    In each table an exact key wins, then the longest key the model name starts
+    with (so `claude-sonnet-4-5-20250929` takes `claude-sonnet-4`). None when no
+    key fits.
+    """
+    for table in (overrides, DEFAULT_PRICES):
+        if model in table:
+            return table[model]
+        prefixes = [key for key in table if model.startswith(key)]
+        if prefixes:
+            return table[max(prefixes, key=len)]
+    return None
+
+
+def _utc_day(ts: float) -> str:
+    return datetime.fromtimestamp(ts, UTC).strftime("%Y-%m-%d")
+
+
+@dataclass(frozen=True)
+class Usage:
+    """The token counts of one model call, as the Messages API reports them."""
+
+    input_tokens: int = 0
+    output_tokens: int = 0
+    cache_creation_input_tokens: int = 0
+    cache_read_input_tokens: int = 0
+
+    def __post_init__(self) -> None:
+        """Raises ValueError on a negative count."""
+        counts = (
+            self.input_tokens,
+            self.output_tokens,
+            self.cache_creation_input_tokens,
+            self.cache_read_input_tokens,
+        )
+        if any(n < 0 for n in counts):
+            raise ValueError(f"token counts cannot be negative: {self}")
+
+    @property
+    def total(self) -> int:
+        """Every token the model processed: input, output, cache writes and cache
+        reads. This is what the daily budgets count; a cache read counts as a
+        whole token although it costs a tenth of one."""
+        return (
+            self.input_tokens
+            + self.output_tokens
+            + self.cache_creation_input_tokens
+            + self.cache_read_input_tokens
+        )
+
+    def cost(self, price: Price) -> float:
+        """US dollars for these tokens at `price` (dollars per million tokens)."""
+        return (
+            self.input_tokens * price.input
+            + self.output_tokens * price.output
+            + self.cache_creation_input_tokens * price.cache_write
+            + self.cache_read_input_tokens * price.cache_read
+        ) / 1_000_000
+
+
+@dataclass(frozen=True)
+class CallContext:
+    """Who a model call is made for. `user` is "" for a call made for no user
+    (a compile, say); such a call counts against the soul's budget only."""
+
+    soul: str
+    scope: str  # "shared", "user:telegram:42", ...
+    session: str  # a session key, "telegram:42"
+    user: str  # "telegram:42", or ""
+    source: Source
+
+
+@dataclass(frozen=True)
+class _Today:
+    """Today's token totals per soul and per user. Only the database thread
+    writes to them, so a read and a write never race."""
+
+    day: str
+    souls: dict[str, int]
+    users: dict[str, int]
+
+
+_INSERT = """
+INSERT INTO usage (ts, day, soul, scope, session, user, source, model, input_tokens,
+    output_tokens, cache_creation_input_tokens, cache_read_input_tokens, cost_usd)
+VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)
+"""
+_TOKENS = "input_tokens + output_tokens + cache_creation_input_tokens + cache_read_input_tokens"
+
+
+def _sums(conn: sqlite3.Connection, column: Literal["soul", "user"], day: str) -> dict[str, int]:
+    rows = conn.execute(
+        f"SELECT {column}, SUM({_TOKENS}) FROM usage WHERE day = ? GROUP BY {column}", (day,)
+    )
+    return {who: int(total) for who, total in rows}
+
+
+class Ledger:
+    """Records model calls and enforces the daily token budgets.
+
+    `check` reads today's totals from memory: they are loaded from the table on
+    the first check of a UTC day (so they survive a restart), then kept up to
+    date by `record`. Calls recorded by another process sharing the database
+    are seen from the next day on, or after a restart.
+    """
+
+    def __init__(
+        self,
+        db: Database,
+        *,
+        prices: Mapping[str, Price] = {},
+        budget: BudgetConfig,
+        clock: Callable[[], float] = time.time,
+    ) -> None:
+        self._db = db
+        self._prices = dict(prices)
+        self._budget = budget
+        self._clock = clock
+        self._today: _Today | None = None
+        self._unpriced: set[str] = set()
+
+    async def record(self, ctx: CallContext, model: str, usage: Usage) -> float:
+        """Write one `usage` row and log `llm.usage`; return the cost in US dollars.
+
+        A model with no known price costs 0.0 and is logged once as
+        `llm.price_unknown`. Raises RuntimeError when the database is closed and
+        sqlite3.Error when the write fails.
+        """
+        price = price_for(model, self._prices)
+        if price is None:
+            cost = 0.0
+            if model not in self._unpriced:
+                self._unpriced.add(model)
+                log.warning("llm.price_unknown", model=model)
+        else:
+            cost = usage.cost(price)
+        ts = self._clock()
+        day = _utc_day(ts)
+        fields = {
+            "soul": ctx.soul,
+            "scope": ctx.scope,
+            "session": ctx.session,
+            "user": ctx.user,
+            "source": ctx.source,
+            "model": model,
+            "input_tokens": usage.input_tokens,
+            "output_tokens": usage.output_tokens,
+            "cache_creation_input_tokens": usage.cache_creation_input_tokens,
+            "cache_read_input_tokens": usage.cache_read_input_tokens,
+            "cost_usd": cost,
+        }
+
+        def write(conn: sqlite3.Connection) -> None:
+            conn.execute(_INSERT, (ts, day, *fields.values()))
+            today = self._today
+            # Totals of another day are left alone: a later load reads the row.
+            if today is not None and today.day == day:
+                today.souls[ctx.soul] = today.souls.get(ctx.soul, 0) + usage.total
+                today.users[ctx.user] = today.users.get(ctx.user, 0) + usage.total
+
+        await self._db.run(write)
+        log.info("llm.usage", **fields)
+        return cost
+
+    @property
+    def enforces_limits(self) -> bool:
+        """Whether any daily budget is set (else `check` never refuses)."""
+        budget = self._budget
+        return budget.daily_tokens_per_soul is not None or budget.daily_tokens_per_user is not None
+
+    async def check(self, ctx: CallContext, estimated_tokens: int) -> None:
+        """Refuse a model call that would cross today's budget; call it before the call.
+
+        Raises BudgetExceeded ("soul", then "user") when today's total plus
+        `estimated_tokens` is over the limit, after logging `budget.refused`.
+        A limit of None is never checked; the user limit is skipped when
+        `ctx.user` is "". Raises RuntimeError when the database is closed.
+        """
+        soul_limit = self._budget.daily_tokens_per_soul
+        user_limit = self._budget.daily_tokens_per_user if ctx.user else None
+        if soul_limit is None and user_limit is None:
+            return
+        today = await self._totals()
+        for kind, who, limit, totals in (
+            ("soul", ctx.soul, soul_limit, today.souls),
+            ("user", ctx.user, user_limit, today.users),
+        ):
+            if limit is None:
+                continue
+            used = totals.get(who, 0)
+            if used + estimated_tokens > limit:
+                log.warning(
+                    "budget.refused",
+                    kind=kind,
+                    who=who,
+                    limit=limit,
+                    used=used,
+                    estimated=estimated_tokens,
+                    soul=ctx.soul,
+                    session=ctx.session,
+                )
+                raise BudgetExceeded(kind, who, limit, used)
+
+    async def _totals(self) -> _Today:
+        """Today's totals, loaded from the table when the UTC day has changed."""
+        day = _utc_day(self._clock())
+        today = self._today
+        if today is not None and today.day == day:
+            return today
+        return await self._db.run(lambda conn: self._load(conn, day))
+
+    def _load(self, conn: sqlite3.Connection, day: str) -> _Today:
+        """On the database thread: the totals of `day`, from the table unless
+        a concurrent check has just loaded them."""
+        today = self._today
+        if today is None or today.day != day:
+            today = _Today(day, _sums(conn, "soul", day), _sums(conn, "user", day))
+            self._today = today
+        return today
+
+
+def day_totals(conn: sqlite3.Connection, now: float) -> tuple[int, float]:
+    """All tokens (input of every kind and output) and the cost in US dollars
+    of the UTC day of `now`."""
+    tokens, cost = conn.execute(
+        "SELECT SUM(input_tokens + output_tokens + cache_creation_input_tokens"
+        " + cache_read_input_tokens), SUM(cost_usd) FROM usage WHERE day = ?",
+        (_utc_day(now),),
+    ).fetchone()
+    return tokens or 0, cost or 0.0
+
+
+_GROUPS = ("soul", "source", "day", "model")
+_HEADER = ("calls", "input", "output", "cache write", "cache read", "cache hit", "cost USD")
+
+
+def _cells(
+    key: str, calls: int, inp: int, out: int, write: int, read: int, cost: float
+) -> list[str]:
+    prompt = inp + write + read
+    hit = f"{100 * read / prompt:.1f}%" if prompt else "-"
+    return [key, *(f"{n:,}" for n in (calls, inp, out, write, read)), hit, f"{cost:,.4f}"]
+
+
+def usage_table(conn: sqlite3.Connection, *, days: int, by: str, now: float) -> str:
+    """The `soulbot usage` report: calls, tokens, cache hit share and cost per
+    soul, source, day or model over the last `days` UTC days (today included),
+    with a TOTAL row. The cache hit share is cache reads over all input tokens.
+
+    Raises ValueError for an unknown `by` or a `days` below 1.
+    """
+    if by not in _GROUPS:
+        raise ValueError(f"cannot group usage by {by!r}: expected one of {', '.join(_GROUPS)}")
+    if days < 1:
+        raise ValueError(f"days must be 1 or more, not {days}")
+    today = datetime.fromtimestamp(now, UTC).date()
+    first, last = (today - timedelta(days=days - 1)).isoformat(), today.isoformat()
+    order = "grp" if by == "day" else "SUM(cost_usd) DESC, grp"
+    rows = conn.execute(
+        f"SELECT {by} AS grp, COUNT(*), SUM(input_tokens), SUM(output_tokens),"
+        " SUM(cache_creation_input_tokens), SUM(cache_read_input_tokens), SUM(cost_usd)"
+        f" FROM usage WHERE day BETWEEN ? AND ? GROUP BY grp ORDER BY {order}",
+        (first, last),
+    ).fetchall()
+    span = f"{first} to {last} UTC" if days > 1 else f"{last} UTC"
+    if not rows:
+        return f"No usage recorded in the last {days} day(s) ({span})."
+    body = [_cells(*row) for row in rows]
+    sums = [sum(row[i] for row in rows) for i in range(1, 7)]
+    total = _cells("TOTAL", *sums)
+    table = [[by, *_HEADER], *body, total]
+    widths = [max(len(line[i]) for line in table) for i in range(len(table[0]))]
+
+    def render(line: list[str]) -> str:
+        first_cell = line[0].ljust(widths[0])
+        return "  ".join(
+            [first_cell, *(c.rjust(w) for c, w in zip(line[1:], widths[1:], strict=True))]
+        )
+
+    rule = "  ".join("-" * w for w in widths)
+    lines = [render(table[0]), rule, *(render(line) for line in body), rule, render(total)]
+    return f"Usage by {by}, {span}\n" + "\n".join(lines)

@@ -1,0 +1,179 @@
+"""The shared vocabulary: what crosses the seams between adapters, chat, the
+model and memory. Frozen dataclasses, no I/O.
+
+`Inbound` / `Outbound` are the adapter seam's messages; `Route` says where a
+conversation lives; `Scope` and `SessionKey` are the keys it is made of, and
+validate their parts, so a scope's folder is built only from checked parts;
+`Tool` is a tool the model may call. `AdapterStartError` (bot/errors.py) is
+named here too: it is the one error an adapter raises at the seam, and
+adapters import nothing of `bot` but this module.
+"""
+
+from __future__ import annotations
+
+import re
+import time
+from collections.abc import Awaitable, Callable
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any, Literal
+
+from bot.errors import AdapterStartError, InvalidKeyError
+
+__all__ = [
+    "SHARED",
+    "AdapterStartError",
+    "Inbound",
+    "Outbound",
+    "Route",
+    "Scope",
+    "SessionKey",
+    "Tool",
+    "ToolHandler",
+]
+
+SHARED = "shared"
+
+# A platform name, and an id from a platform (a user, a chat, a channel, a topic,
+# a login name): no ":" (the keys' separator), no "/" (folders), no "." alone.
+_PLATFORM = re.compile(r"[a-z][a-z0-9_]{0,31}")
+_ID = re.compile(r"[A-Za-z0-9_@+\-][A-Za-z0-9_.@+\-]{0,127}")
+
+
+def _check(what: str, value: str, pattern: re.Pattern[str]) -> None:
+    if not pattern.fullmatch(value):
+        raise InvalidKeyError(what, value)
+
+
+@dataclass(frozen=True)
+class Inbound:
+    """One message from a platform, in our own terms."""
+
+    platform: str
+    chat_id: str
+    user_id: str
+    user_name: str
+    text: str
+    is_dm: bool
+    mentions_bot: bool = False
+    reply_to_bot: bool = False
+    message_id: str = ""
+    thread_id: str | None = None
+    guild_id: str | None = None
+    ts: float = field(default_factory=time.time)
+
+
+@dataclass(frozen=True)
+class Outbound:
+    """One reply for a chat; `reply_to` is the platform message id it answers."""
+
+    platform: str
+    chat_id: str
+    text: str
+    thread_id: str | None = None
+    reply_to: str | None = None
+
+
+@dataclass(frozen=True)
+class Scope:
+    """A memory scope: `shared` (the soul's own wiki), or one person's
+    (`user:<platform>:<id>`) or one chat's (`chat:<platform>:<id>`) private
+    memory. Raises InvalidKeyError for a part that breaks the rule."""
+
+    kind: Literal["shared", "user", "chat"]
+    platform: str = ""
+    id: str = ""
+
+    def __post_init__(self) -> None:
+        if self.kind == SHARED:
+            if self.platform or self.id:
+                raise InvalidKeyError("shared scope", f"{self.platform}:{self.id}")
+            return
+        if self.kind not in ("user", "chat"):
+            raise InvalidKeyError("scope kind", self.kind)
+        _check("platform", self.platform, _PLATFORM)
+        _check("id", self.id, _ID)
+
+    @classmethod
+    def parse(cls, text: str) -> Scope:
+        """`shared`, `user:<platform>:<id>` or `chat:<platform>:<id>`.
+        Raises InvalidKeyError."""
+        if text == SHARED:
+            return cls("shared")
+        parts = text.split(":")
+        if len(parts) != 3 or parts[0] not in ("user", "chat"):
+            raise InvalidKeyError("scope", text)
+        kind: Literal["user", "chat"] = "user" if parts[0] == "user" else "chat"
+        return cls(kind, parts[1], parts[2])
+
+    @property
+    def is_shared(self) -> bool:
+        return self.kind == SHARED
+
+    def folder(self, base: Path) -> Path:
+        """The folder of a private scope's wiki under `base` (the soul's folder
+        in `data_dir/memory`). Raises InvalidKeyError for the shared scope,
+        whose wiki is the soul's own `memory/`."""
+        if self.is_shared:
+            raise InvalidKeyError("private scope", SHARED)
+        return base / self.kind / self.platform / self.id
+
+    def __str__(self) -> str:
+        return SHARED if self.is_shared else f"{self.kind}:{self.platform}:{self.id}"
+
+
+@dataclass(frozen=True)
+class SessionKey:
+    """Which conversation a message belongs to: `<platform>:<chat>`, with
+    `:<topic>` for a forum topic, or `<platform>:dm:<user>` where a platform's
+    DMs are keyed by the person (Discord). Raises InvalidKeyError."""
+
+    platform: str
+    chat: str
+    topic: str | None = None
+    dm: bool = False
+
+    def __post_init__(self) -> None:
+        _check("platform", self.platform, _PLATFORM)
+        _check("chat id", self.chat, _ID)
+        if self.topic is not None:
+            _check("topic id", self.topic, _ID)
+        if self.dm and self.topic is not None:
+            raise InvalidKeyError("session key", f"{self.platform}:dm:{self.chat}:{self.topic}")
+
+    def __str__(self) -> str:
+        middle = ["dm", self.chat] if self.dm else [self.chat]
+        tail = [self.topic] if self.topic is not None else []
+        return ":".join([self.platform, *middle, *tail])
+
+
+@dataclass(frozen=True)
+class Route:
+    """Where a conversation lives: which soul answers, in which memory scope,
+    for which session key and user (`platform:id`)."""
+
+    soul: str
+    scope: str
+    session: str
+    user: str
+    is_dm: bool
+
+
+ToolHandler = Callable[[dict[str, Any]], Awaitable[str]]
+
+
+@dataclass(frozen=True)
+class Tool:
+    """A tool the model may call: its schema and the coroutine that answers it."""
+
+    name: str
+    description: str
+    input_schema: dict[str, Any]
+    handler: ToolHandler
+
+    def spec(self) -> dict[str, Any]:
+        return {
+            "name": self.name,
+            "description": self.description,
+            "input_schema": self.input_schema,
+        }

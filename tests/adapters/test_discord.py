@@ -1,0 +1,220 @@
+"""Discord end to end: the real discord.py against the REST + gateway fake, the
+real runtime against the model fake."""
+
+from __future__ import annotations
+
+import json
+from collections.abc import AsyncIterator
+from contextlib import asynccontextmanager
+from pathlib import Path
+
+import discord
+import pytest
+from structlog.testing import capture_logs
+
+from adapters.discord_adapter import DiscordAdapter
+from adapters.telegram_adapter import TelegramAdapter
+from bot import prompts
+from bot.app.runtime import Runtime
+from bot.chat.commands import MENU
+from tests.fakes.anthropic_fake import FakeAnthropic
+from tests.fakes.discord_fake import FakeDiscord
+from tests.fakes.telegram_fake import FakeTelegram
+from tests.kit import make_config, serving, user_texts
+
+ADMIN = 11
+GUILD, CHANNEL, THREAD = 500, 510, 520
+BOT = 7000
+
+
+@pytest.fixture(autouse=True)
+def _restore_discord_urls(monkeypatch: pytest.MonkeyPatch) -> None:
+    """The adapter points discord.py's class attributes at the fake; undo it."""
+    monkeypatch.setattr(discord.http.Route, "BASE", discord.http.Route.BASE)
+    gateway = discord.gateway.DiscordWebSocket
+    monkeypatch.setattr(gateway, "DEFAULT_GATEWAY", gateway.DEFAULT_GATEWAY)
+
+
+def adapter_for(fake: FakeDiscord, token: str | None = None) -> DiscordAdapter:
+    return DiscordAdapter(token or "TEST.DISCORD.TOKEN", commands=MENU,
+                          api_base_url=fake.api_base_url, gateway_url=fake.gateway_url,
+                          guild_ready_timeout=0.05)  # fmt: skip
+
+
+@asynccontextmanager
+async def discord_bot(
+    tmp_path: Path, extra: str = ""
+) -> AsyncIterator[tuple[FakeDiscord, FakeAnthropic, Runtime]]:
+    async with FakeDiscord() as dc, FakeAnthropic() as model:
+        dc.add_guild(GUILD, channels=[CHANNEL], members=[(ADMIN, "ann"), (12, "bob")])
+        dc.add_thread(THREAD, CHANNEL, GUILD)
+        config = make_config(tmp_path, model.url, f"admins: {{discord: [{ADMIN}]}}\n" + extra)
+        async with serving(config, [adapter_for(dc)]) as runtime:
+            yield dc, model, runtime
+
+
+async def test_a_dm_gets_an_answer_with_typing(tmp_path: Path) -> None:
+    async with discord_bot(tmp_path) as (dc, model, _):
+        dm = dc.push_message(900, "hello in private", author_id=ADMIN)
+        [reply] = await dc.wait_sent(1)
+    assert reply.content.endswith("hello in private") and reply.reply_to == dm
+    assert reply.channel_id == 900 and 900 in dc.typing
+    assert user_texts(model.requests[0])[-1] == "hello in private"
+    assert reply.body["allowed_mentions"]["parse"] == []  # never @everyone or roles
+
+
+async def test_guild_messages_need_a_mention_or_a_reply(tmp_path: Path) -> None:
+    async with discord_bot(tmp_path) as (dc, model, _):
+        dc.push_message(CHANNEL, "talking among us", author_id=12, guild_id=GUILD)
+        dc.push_message(CHANNEL, "another bot here", author_id=99, guild_id=GUILD,
+                        author_bot=True, mention_bot=True)  # fmt: skip
+        dc.push_message(CHANNEL, f"<@{BOT}> what's up", author_id=12, author_name="bob",
+                        guild_id=GUILD, mention_bot=True)  # fmt: skip
+        [first] = await dc.wait_sent(1)
+        dc.push_message(CHANNEL, "and then?", author_id=12, author_name="bob", guild_id=GUILD,
+                        reply_to=first.message_id)  # fmt: skip
+        await dc.wait_sent(2)
+    assert [user_texts(r)[-1] for r in model.requests] == ["bob: what's up", "bob: and then?"]
+
+
+async def test_a_binding_can_answer_every_message_of_a_guild(tmp_path: Path) -> None:
+    extra = f"bindings: [{{platform: discord, guild: {GUILD}, soul: lark, respond: always}}]\n"
+    async with discord_bot(tmp_path, extra) as (dc, model, _):
+        dc.push_message(CHANNEL, "no mention at all", author_id=12, author_name="bob",
+                        guild_id=GUILD)  # fmt: skip
+        await dc.wait_sent(1)
+    assert user_texts(model.requests[0])[-1] == "bob: no mention at all"
+
+
+async def test_a_thread_is_a_session_of_its_own(tmp_path: Path) -> None:
+    async with discord_bot(tmp_path) as (dc, _, runtime):
+        dc.push_message(CHANNEL, f"<@{BOT}> in the channel", author_id=12, guild_id=GUILD,
+                        mention_bot=True)  # fmt: skip
+        dc.push_message(THREAD, f"<@{BOT}> in the thread", author_id=12, guild_id=GUILD,
+                        mention_bot=True)  # fmt: skip
+        sent = await dc.wait_sent(2)
+        keys = await runtime.db.run(
+            lambda c: sorted(r[0] for r in c.execute("SELECT DISTINCT session FROM history"))
+        )
+    assert keys == [f"discord:{CHANNEL}", f"discord:{THREAD}"]
+    assert sorted(s.channel_id for s in sent) == [CHANNEL, THREAD]
+
+
+async def test_a_long_answer_is_split_and_the_first_chunk_replies(tmp_path: Path) -> None:
+    async with discord_bot(tmp_path) as (dc, model, _):
+        model.script_text("\n\n".join(f"Paragraph {i}. " + "words " * 60 for i in range(20)))
+        asked = dc.push_message(900, "tell me everything", author_id=ADMIN)
+        await dc.wait_for(lambda f: len(f.sent) >= 4, what="four chunks")
+        sent = dc.sent
+    assert all(len(s.content) <= 2000 for s in sent)
+    assert [s.reply_to for s in sent] == [asked] + [None] * (len(sent) - 1)
+    assert "Paragraph 19." in sent[-1].content
+
+
+async def test_prefix_commands_for_admins_and_refusals_for_others(tmp_path: Path) -> None:
+    async with discord_bot(tmp_path) as (dc, model, runtime):
+        dc.push_message(CHANNEL, "!soul reload", author_id=12, guild_id=GUILD)
+        [refusal] = await dc.wait_sent(1)
+        soul_md = runtime.config.workspaces / "lark" / "SOUL.md"
+        soul_md.write_text("---\nname: Lark\nhexaco: {openness: 7}\n---\nbroken")
+        dc.push_message(CHANNEL, "!soul reload", author_id=ADMIN, guild_id=GUILD)
+        [_, report] = await dc.wait_sent(2)
+        dc.push_message(CHANNEL, f"<@{BOT}> still you?", author_id=ADMIN, guild_id=GUILD,
+                        mention_bot=True)  # fmt: skip
+        await dc.wait_sent(3)
+    assert refusal.content == prompts.ADMIN_ONLY.format(command="soul")
+    assert "lark: failed:" in report.content and "openness" in report.content
+    assert "You are Lark" in json.dumps(model.requests[-1]["system"])
+
+
+async def test_the_slash_command_group_is_synced_and_answers_privately(tmp_path: Path) -> None:
+    async with discord_bot(tmp_path) as (dc, _, _):
+        names = {c["name"] for c in dc.commands[None]}
+        assert names == {"soul", "pair", "reset", "forget", "help"}
+        token = dc.push_interaction("soul status", [], user_id=ADMIN, channel_id=CHANNEL,
+                                    guild_id=GUILD)  # fmt: skip
+        await dc.wait_for(
+            lambda f: any(r.kind == "followup" and r.token == token for r in f.interaction_replies),
+            what="the follow-up",
+        )
+        refused = dc.push_interaction("soul reload", [], user_id=12, channel_id=CHANNEL,
+                                      guild_id=GUILD)  # fmt: skip
+        await dc.wait_for(
+            lambda f: any(
+                r.kind == "followup" and r.token == refused for r in f.interaction_replies
+            ),
+            what="the refusal",
+        )
+    replies = {r.token: r for r in dc.interaction_replies if r.kind == "followup"}
+    assert (replies[token].content or "").startswith("Souls:\n- lark version ")
+    assert replies[refused].content == prompts.ADMIN_ONLY.format(command="soul")
+    assert replies[token].data["flags"] & 64  # ephemeral: only the admin sees it
+    assert dc.sent == []
+
+
+async def test_a_dropped_gateway_is_resumed_and_the_next_message_answered_once(
+    tmp_path: Path,
+) -> None:
+    async with discord_bot(tmp_path) as (dc, model, _):
+        dc.push_message(900, "before the drop", author_id=ADMIN)
+        await dc.wait_sent(1)
+        dc.drop_connection()
+        dc.push_message(900, "after the drop", author_id=ADMIN)
+        await dc.wait_sent(2)
+        await dc.wait_for(lambda f: f.resume_count + f.identify_count >= 2, what="a reconnect")
+    assert [user_texts(r)[-1] for r in model.requests] == ["before the drop", "after the drop"]
+    assert len(dc.sent) == 2
+
+
+async def test_the_same_message_twice_and_a_failing_send(tmp_path: Path) -> None:
+    with capture_logs() as logs:
+        async with discord_bot(tmp_path) as (dc, model, runtime):
+            dc.fail_next("POST", r"^/channels/900/messages$", 403)
+            dc.push_message(900, "first", author_id=ADMIN, message_id=4242)
+            dc.push_message(900, "first", author_id=ADMIN, message_id=4242)
+            await dc.wait_for(
+                lambda f: any(r.path == "/channels/900/messages" for r in f.requests),
+                what="the refused send",
+            )
+            dc.push_message(900, "second", author_id=ADMIN)
+            [reply] = await dc.wait_sent(1)
+            stored = await runtime.db.run(
+                lambda c: [
+                    r[0] for r in c.execute("SELECT content FROM history WHERE role = 'user'")
+                ]
+            )
+    assert reply.content.endswith("second")
+    assert stored == ["first", "second"]  # the repeated delivery was dropped
+    assert [user_texts(r)[-1] for r in model.requests] == ["first", "second"]
+    errors = [e for e in logs if e["event"] == "adapter.error"]
+    assert len(errors) == 1 and "Missing Permissions" in errors[0]["error"]
+
+
+async def test_a_bad_token_is_logged_and_the_other_platform_serves(tmp_path: Path) -> None:
+    async with FakeDiscord() as dc, FakeTelegram() as tg, FakeAnthropic() as model:
+        config = make_config(tmp_path, model.url, "adapters: {telegram: {dm_policy: open}}\n")
+        adapters = [adapter_for(dc, token="WRONG.TOKEN"),
+                    TelegramAdapter(tg.token, tg.base_url, MENU, poll_timeout_s=1)]  # fmt: skip
+        with capture_logs() as logs:
+            async with serving(config, adapters) as runtime:  # type: ignore[arg-type]
+                assert list(runtime.adapters) == ["telegram"]
+                tg.push_message(5, "anyone?", user_id=5)
+                [reply] = await tg.wait_sent(1)
+    assert reply["text"].endswith("anyone?")
+    [error] = [e for e in logs if e["event"] == "adapter.error"]
+    assert error["adapter"] == "discord" and error["stage"] == "start"
+    assert "token was rejected" in error["error"] and "WRONG" not in error["error"]
+
+
+async def test_pairing_on_discord_from_a_dm_to_approval(tmp_path: Path) -> None:
+    async with discord_bot(tmp_path) as (dc, model, _):
+        dc.push_message(901, "hello, bot?", author_id=42, author_name="zed")
+        [code_message] = await dc.wait_sent(1)
+        code = code_message.content.split("Your pairing code is ")[1].split()[0]
+        dc.push_message(900, f"!pair approve {code}", author_id=ADMIN)
+        await dc.wait_sent(3)
+        dc.push_message(901, "thanks!", author_id=42, author_name="zed")
+        await dc.wait_sent(4)
+    to_zed = [s.content for s in dc.sent if s.channel_id == 901]
+    assert to_zed[1] == prompts.PAIR_WELCOME and to_zed[2].endswith("thanks!")
+    assert len(model.requests) == 1  # the first message reached no model

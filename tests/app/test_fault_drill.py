@@ -1,0 +1,546 @@
+"""Fault drill: `soulbot run` as a process through a model outage, a SIGKILL in
+the middle of a compile, a full disk under a page write, and a flood of 1,000
+Telegram messages. The fakes (model, Telegram) run in this process; the daemon
+is the real one, with its JSON log on stderr."""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import getpass
+import json
+import os
+import re
+import resource
+import shutil
+import signal
+import sqlite3
+import sys
+import time
+from collections import Counter
+from collections.abc import AsyncIterator, Callable, Iterator
+from contextlib import asynccontextmanager
+from pathlib import Path
+from typing import Any, TypeVar
+
+import pytest
+
+from bot import prompts
+from bot.memory.page import parse_page
+from tests.fakes.anthropic_fake import FakeAnthropic, Reply
+from tests.fakes.telegram_fake import FakeTelegram
+from tests.kit import user_texts
+
+REPO = Path(__file__).resolve().parents[2]
+PREFIX = "Wren> "  # the console's reply prefix; continuation lines are indented as wide
+T = TypeVar("T")
+STARTED: list[asyncio.subprocess.Process] = []
+
+
+@pytest.fixture(autouse=True)
+def no_daemon_left() -> Iterator[None]:
+    """The last resort when a test is stopped from outside (pytest-timeout)
+    before its `finally` runs: no daemon outlives its test."""
+    yield
+    while STARTED:
+        proc = STARTED.pop()
+        if proc.returncode is None:
+            with contextlib.suppress(ProcessLookupError):
+                os.kill(proc.pid, signal.SIGKILL)
+
+
+def drill_folder(tmp_path: Path, config: str = "") -> Path:
+    """`tmp_path` with a copy of the workspaces and a soulbot.yaml (wren, no retries)."""
+    shutil.copytree(REPO / "workspaces", tmp_path / "workspaces")
+    (tmp_path / "soulbot.yaml").write_text("default_soul: wren\nmodel: {max_retries: 0}\n" + config)
+    return tmp_path
+
+
+def drill_env(model: FakeAnthropic, **extra: str) -> dict[str, str]:
+    env = {k: v for k, v in os.environ.items() if not k.startswith(("SOULBOT_", "ANTHROPIC_"))}
+    return env | {"ANTHROPIC_BASE_URL": model.url, "ANTHROPIC_API_KEY": "test-key"} | extra
+
+
+def parse_log(text: str) -> dict[str, Any] | None:
+    """One stderr line as a log event; None for a line that is not JSON."""
+    if not text.startswith("{"):
+        return None
+    try:
+        event = json.loads(text)
+    except ValueError:
+        return None
+    return event if isinstance(event, dict) else None
+
+
+class Bot:
+    """A `soulbot run` process: stdout lines in `lines`, stderr log events in
+    `events`, both read by tasks that wake the waits on every line."""
+
+    def __init__(self, proc: asyncio.subprocess.Process) -> None:
+        assert proc.stdout is not None and proc.stderr is not None
+        self.proc = proc
+        self.lines: list[str] = []
+        self.events: list[dict[str, Any]] = []
+        self._changed = asyncio.Event()
+        self._open = 2
+        self._readers = [
+            asyncio.create_task(self._read(proc.stdout, self.lines.append)),
+            asyncio.create_task(self._read(proc.stderr, self._log)),
+        ]
+
+    def _log(self, line: str) -> None:
+        event = parse_log(line)
+        if event is not None:
+            self.events.append(event)
+
+    async def _read(self, stream: asyncio.StreamReader, keep: Callable[[str], None]) -> None:
+        while raw := await stream.readline():
+            keep(raw.decode().rstrip("\n"))
+            self._wake()
+        self._open -= 1
+        self._wake()
+
+    def _wake(self) -> None:
+        event, self._changed = self._changed, asyncio.Event()
+        event.set()
+
+    async def until(
+        self, found: Callable[[], T | None], what: str, within: float = 20, poll: float = 60
+    ) -> T:
+        """Wait for `found()` to return something, re-checked on every line read
+        and every `poll` seconds (for state with no event, such as files).
+        Raises TimeoutError after `within` seconds, AssertionError when the
+        process's output has ended first."""
+        deadline = asyncio.get_running_loop().time() + within
+        while (result := found()) is None:
+            remaining = deadline - asyncio.get_running_loop().time()
+            last = f"last events: {self.names()[-8:]}"
+            if not self._open:
+                raise AssertionError(f"the daemon's output ended before {what}; {last}")
+            if remaining <= 0:
+                raise TimeoutError(f"waited {within:g} s for {what}; {last}")
+            with contextlib.suppress(TimeoutError):
+                async with asyncio.timeout(min(remaining, poll)):
+                    await self._changed.wait()
+        return result
+
+    def matching(self, name: str, **fields: Any) -> list[dict[str, Any]]:
+        return [
+            e
+            for e in self.events
+            if e.get("event") == name and all(e.get(k) == v for k, v in fields.items())
+        ]
+
+    async def wait_event(
+        self, name: str, count: int = 1, within: float = 20, **fields: Any
+    ) -> dict[str, Any]:
+        """The `count`-th event `name` with those field values."""
+
+        def found() -> dict[str, Any] | None:
+            hits = self.matching(name, **fields)
+            return hits[count - 1] if len(hits) >= count else None
+
+        return await self.until(found, f"{name} #{count} {fields or ''}", within)
+
+    def names(self) -> list[str]:
+        return [str(e.get("event")) for e in self.events]
+
+    def replies(self) -> list[str]:
+        """The console replies so far, each as its text (continuation lines joined)."""
+        out: list[str] = []
+        for line in self.lines:
+            if line.startswith(PREFIX):
+                out.append(line[len(PREFIX) :])
+            elif out:
+                out[-1] += "\n" + line.removeprefix(" " * len(PREFIX))
+        return out
+
+    async def wait_reply(self, line: str, within: float = 20) -> str:
+        """The console reply with `line` as one of its lines."""
+
+        def found() -> str | None:
+            return next((r for r in self.replies() if line in r.split("\n")), None)
+
+        return await self.until(found, f"a reply with the line {line!r}", within)
+
+    async def wait_replies(self, count: int, within: float = 20) -> list[str]:
+        def found() -> list[str] | None:
+            replies = self.replies()
+            return replies if len(replies) >= count else None
+
+        return await self.until(found, f"{count} replies", within)
+
+    async def say(self, text: str) -> None:
+        assert self.proc.stdin is not None
+        self.proc.stdin.write(text.encode() + b"\n")
+        await self.proc.stdin.drain()
+
+    async def stop(self, signum: int = signal.SIGTERM, within: float = 30) -> int:
+        """Send `signum` and wait for the exit; returns the exit code."""
+        self.proc.send_signal(signum)
+        async with asyncio.timeout(within):
+            code = await self.proc.wait()
+            await asyncio.gather(*self._readers)
+        return code
+
+    async def close(self) -> None:
+        """Kill the process if it still runs and wait for it and the readers."""
+        if self.proc.returncode is None:
+            self.proc.kill()
+        await self.proc.wait()
+        await asyncio.gather(*self._readers, return_exceptions=True)
+
+
+@asynccontextmanager
+async def running(
+    cwd: Path, env: dict[str, str], max_file_bytes: int | None = None
+) -> AsyncIterator[Bot]:
+    """`soulbot run` started and serving (`daemon.started`); killed at the end
+    if it still runs. `max_file_bytes` sets RLIMIT_FSIZE in the process."""
+
+    def limit_files() -> None:
+        assert max_file_bytes is not None
+        resource.setrlimit(resource.RLIMIT_FSIZE, (max_file_bytes, max_file_bytes))
+
+    proc = await asyncio.create_subprocess_exec(
+        sys.executable, "-m", "bot", "run", "--log-format", "json",
+        cwd=cwd, env=env, limit=2**22,
+        stdin=asyncio.subprocess.PIPE, stdout=asyncio.subprocess.PIPE,
+        stderr=asyncio.subprocess.PIPE,
+        preexec_fn=limit_files if max_file_bytes else None,
+    )  # fmt: skip
+    STARTED.append(proc)
+    bot = Bot(proc)
+    try:
+        await bot.wait_event("daemon.started", within=30)
+        yield bot
+    finally:
+        await bot.close()
+
+
+async def soulbot(
+    cwd: Path, env: dict[str, str], *args: str
+) -> tuple[int, str, list[dict[str, Any]]]:
+    """Run a `soulbot` command to its end: exit code, stdout, log events."""
+    proc = await asyncio.create_subprocess_exec(
+        sys.executable, "-m", "bot", *args, "--log-format", "json",
+        cwd=cwd, env=env, stdout=asyncio.subprocess.PIPE, stderr=asyncio.subprocess.PIPE,
+    )  # fmt: skip
+    try:
+        async with asyncio.timeout(30):
+            out, err = await proc.communicate()
+    finally:
+        if proc.returncode is None:
+            proc.kill()
+            await proc.wait()
+    events = [e for e in map(parse_log, err.decode().splitlines()) if e is not None]
+    assert proc.returncode is not None
+    return proc.returncode, out.decode(), events
+
+
+def query(db: Path, sql: str, *params: object) -> list[tuple[Any, ...]]:
+    conn = sqlite3.connect(db)
+    try:
+        return conn.execute(sql, params).fetchall()
+    finally:
+        conn.close()
+
+
+def scope_traces(db: Path, scope: str) -> list[int]:
+    """The ids of wren's traces in `scope` (page chunks left out), in order."""
+    rows = query(
+        db,
+        "SELECT m.id FROM memory m JOIN memory_scopes s ON m.id >> 32 = s.id "
+        "WHERE s.soul = 'wren' AND s.scope = ? AND m.page IS NULL ORDER BY m.id",
+        scope,
+    )
+    return [row[0] for row in rows]
+
+
+def console_scope() -> str:
+    """The memory scope of the console's user (the login name, as the adapter takes it)."""
+    try:
+        return f"user:console:{getpass.getuser()}"
+    except (KeyError, OSError):
+        return "user:console:local"
+
+
+def watermark(wiki: Path) -> int:
+    meta = wiki / ".meta" / "index.json"
+    return int(json.loads(meta.read_text()).get("watermark", 0)) if meta.exists() else 0
+
+
+def page_files(wiki: Path) -> dict[str, Path]:
+    """Every page file of the wiki by id (index.md and dot-folders left out)."""
+    return {
+        path.relative_to(wiki).with_suffix("").as_posix(): path
+        for path in wiki.rglob("*.md")
+        if path.name != "index.md" and not any(p.startswith(".") for p in path.parts)
+    }
+
+
+# -- 1. the model is down for 30 s, then back ------------------------------------------
+
+OUTAGE_S = 30.0
+EVERY_S = 3.0
+
+
+@pytest.mark.timeout(120)
+async def test_model_down_for_30_s_then_back(tmp_path: Path) -> None:
+    cwd = drill_folder(tmp_path)
+    async with FakeAnthropic() as model, running(cwd, drill_env(model)) as bot:
+        start = time.monotonic()
+        model.fail_until(start + OUTAGE_S)  # every request is a 529 until then
+        during = []
+        for i in range(int(OUTAGE_S // EVERY_S)):
+            await asyncio.sleep(max(0.0, start + i * EVERY_S - time.monotonic()))  # the pace
+            text = f"outage message {i:02d} about topic-{i:02d}"
+            during.append(text)
+            await bot.say(text)
+            await bot.wait_replies(i + 1)
+            await bot.wait_event("turn.failed", count=i + 1)
+        assert time.monotonic() < start + OUTAGE_S, "the last message came after the outage"
+        assert bot.replies() == [prompts.APOLOGY] * len(during)
+        await asyncio.sleep(max(0.0, start + OUTAGE_S - time.monotonic()))  # the outage ends
+        assert not model.down
+        after = ["after the outage: first", "after the outage: second"]
+        for text in after:
+            await bot.say(text)
+            await bot.wait_reply(text)
+        assert bot.proc.returncode is None
+        code = await bot.stop()
+
+    assert code == 0
+    assert bot.names()[-1] == "daemon.stopped"
+    replies = bot.replies()
+    assert replies[: len(during)] == [prompts.APOLOGY] * len(during)
+    assert len(replies) == len(during) + len(after)
+    for reply, text in zip(replies[len(during) :], after, strict=True):
+        assert reply.startswith("echo: ") and text in reply.split("\n")
+    failed = bot.matching("turn.failed")
+    assert len(failed) == len(during)
+    assert {e["error_class"] for e in failed} == {"OverloadedError"}
+    assert len(bot.matching("turn.completed")) == len(after)
+    assert not {"session.error", "shutdown.pending", "shutdown.task_failed"} & set(bot.names())
+    # One request per failed turn (no retries), then the first real answer's
+    # request carries every message the apologies answered: nothing is lost.
+    turns = [r for r in model.requests if r["system"][0]["text"] != prompts.COMPILE_SYSTEM]
+    assert len(turns) == len(during) + len(after)
+    first_back = user_texts(turns[len(during)])
+    assert all(text in first_back for text in [*during, after[0]])
+    assert all(text in replies[len(during)] for text in during)
+    stored = query(cwd / "data" / "soulbot.db", "SELECT content FROM history WHERE role = 'user'")
+    assert [row[0] for row in stored] == during + after
+
+
+# -- 2. SIGKILL in the middle of the shutdown compile, then a restart ------------------
+
+TOPICS = {
+    "Lisbon": "Ann moved to Lisbon in March and likes the trams.",
+    "Cello": "Ann plays the cello on Sundays with a quartet.",
+    "Marathon": "Ann is training for the Porto marathon in November.",
+    "Sourdough": "Ann bakes sourdough and named her starter Gerald.",
+    "Kestrel": "Ann saw a kestrel nesting on her balcony.",
+}
+
+
+async def test_a_sigkill_in_a_compile_loses_nothing(tmp_path: Path) -> None:
+    cwd = drill_folder(tmp_path)
+    scope = console_scope()
+    wiki = cwd.joinpath("data", "memory", "wren", *scope.split(":"))
+    db = cwd / "data" / "soulbot.db"
+    traces = cwd / "traces.jsonl"
+    an_hour_ago = time.time() - 3600
+    rows = [
+        {"text": text, "speaker": "user", "name": "Ann", "created_at": an_hour_ago,
+         "entities": [name]}
+        for name, text in TOPICS.items()
+    ]  # fmt: skip
+    traces.write_text("".join(json.dumps(row) + "\n" for row in rows))
+    async with FakeAnthropic() as model:
+        env = drill_env(model)
+        code, out, _ = await soulbot(cwd, env, "memory", "import", "wren", str(traces),
+                                     "--scope", scope)  # fmt: skip
+        assert code == 0, out
+        async with running(cwd, env) as bot:
+            for text in ("I repaired my bicycle chain today", "my sister visits from Oslo"):
+                await bot.say(text)
+                await bot.wait_reply(text)
+            model.configure(latency_s=1.5)  # every compile call now takes 1.5 s
+            bot.proc.send_signal(signal.SIGTERM)
+            await bot.wait_event("llm.usage", source="compile")
+            # The first page is renamed into place right after its call; the kill
+            # lands during the second page's call.
+            first = await bot.until(
+                lambda: next(iter(page_files(wiki)), None), "a page file", poll=0.01
+            )
+            bot.proc.kill()
+            assert await bot.proc.wait() == -signal.SIGKILL
+        killed_pages = page_files(wiki)
+        assert list(killed_pages) == [first]
+        first_text = killed_pages[first].read_text()
+        assert parse_page(first_text, first).body.endswith("The full new page body:\n")
+        assert watermark(wiki) == 0, "the watermark moved before the compile finished"
+        assert "wiki.compiled" not in bot.names()
+        leftovers = sorted(p.name for p in wiki.rglob(".wiki-*.tmp"))
+
+        model.configure(latency_s=0)
+        async with running(cwd, env) as again:
+            assert await again.stop() == 0
+        assert again.names()[-1] == "daemon.stopped"
+
+    assert leftovers == []
+    ids = scope_traces(db, scope)
+    assert len(ids) == len(TOPICS) + 4  # the imports, two messages and two replies
+    [done] = again.matching("wiki.compiled", scope=scope)
+    assert done["traces_folded"] == len(ids)
+    # An entity page each and concepts/notes, less the page whole before the kill:
+    # it holds its traces already and is not merged again.
+    assert done["pages_written"] == len(TOPICS)
+    assert watermark(wiki) == ids[-1]
+    pages = page_files(wiki)
+    assert pages[first].read_text() == first_text  # not merged a second time
+    assert set(pages) >= {f"entities/{name.lower()}" for name in TOPICS} | {"concepts/notes"}
+    for page_id, path in pages.items():
+        page = parse_page(path.read_text(), page_id)
+        assert len(set(page.sources)) == len(page.sources)
+        if not page_id.startswith("log/"):  # the fake echoes the compile prompt whole
+            assert page.body.endswith("The full new page body:\n"), f"{page_id} is cut short"
+    for name, text in TOPICS.items():
+        assert text in pages[f"entities/{name.lower()}"].read_text()
+    [day] = [path for page_id, path in pages.items() if page_id.startswith("log/")]
+    assert all(day.read_text().count(text) == 1 for text in TOPICS.values())
+    meta = json.loads((wiki / ".meta" / "index.json").read_text())
+    assert set(meta["hashes"]) == set(pages)
+    index = (wiki / "index.md").read_text()
+    assert index.startswith("# Memory Index\n")
+    assert set(re.findall(r"^- \[\[([^\]]+)\]\]: ", index, re.MULTILINE)) == set(pages)
+    assert not list(wiki.rglob(".wiki-*.tmp"))
+    assert query(db, "PRAGMA integrity_check") == [("ok",)]
+
+
+# -- 3. the disk fills up under a page write -------------------------------------------
+
+MAX_FILE = 4 * 2**20  # RLIMIT_FSIZE of the daemon: the database stays far below it
+HUGE_PAGE = "x" * (MAX_FILE + 4 * 2**20)
+# The fake counts a page of megabytes as millions of output tokens, past a soul's
+# default daily budget: without budgets, the next turns are not refused for it.
+NO_BUDGET = "budget: {daily_tokens_per_soul: null, daily_tokens_per_user: null}\n"
+
+
+def huge_pages(body: dict[str, Any]) -> Reply | None:
+    """A page body past the file size limit for every compile call."""
+    return Reply.of_text(HUGE_PAGE) if body["system"][0]["text"] == prompts.COMPILE_SYSTEM else None
+
+
+async def disk_full_compile(bot: Bot, model: FakeAnthropic) -> str:
+    """Talk, then `/soul compile` with a page too large to write; the report line."""
+    for text in ("I water the ferns on Mondays", "the blue kettle whistles"):
+        await bot.say(text)
+        await bot.wait_reply(text)
+    model.responder = huge_pages
+    await bot.say("/soul compile")
+    await bot.wait_reply(prompts.COMPILE_STARTED.format(souls="every soul"))
+    failed = await bot.wait_event("wiki.compile_failed")
+    assert failed["error_class"] == "OSError" and "File too large" in failed["error"], failed
+    return (await bot.wait_replies(4))[3]
+
+
+async def test_a_full_disk_stops_the_compile_and_the_bot_answers_on(tmp_path: Path) -> None:
+    cwd = drill_folder(tmp_path, NO_BUDGET)
+    scope = console_scope()
+    wiki = cwd.joinpath("data", "memory", "wren", *scope.split(":"))
+    db = cwd / "data" / "soulbot.db"
+    async with FakeAnthropic() as model:
+        env = drill_env(model)
+        async with running(cwd, env, max_file_bytes=MAX_FILE) as bot:
+            await disk_full_compile(bot, model)
+            await bot.say("still there after the disk filled up?")
+            reply = await bot.wait_reply("still there after the disk filled up?")
+            assert reply.startswith("echo: ")
+            assert watermark(wiki) == 0
+            assert not page_files(wiki) and not list(wiki.rglob(".wiki-*.tmp"))
+            stored = sum(p.stat().st_size for p in db.parent.glob("soulbot.db*"))
+            assert stored < MAX_FILE // 4, f"the database is {stored} bytes: too close to the limit"
+            assert await bot.stop() == 0  # its shutdown compile fails the same way
+        assert len(bot.matching("wiki.compile_failed")) == 2
+        assert bot.names()[-1] == "daemon.stopped"
+        assert not {"session.error", "turn.failed"} & set(bot.names())
+
+        model.responder = None
+        code, out, events = await soulbot(cwd, env, "compile", "wren")
+    assert code == 0, out
+    ids = scope_traces(db, scope)
+    assert len(ids) == 6  # three messages and three replies; the command is no trace
+    [done] = [e for e in events if e["event"] == "wiki.compiled"]
+    assert done["scope"] == scope and done["traces_folded"] == len(ids)
+    assert watermark(wiki) == ids[-1]
+    notes = parse_page((wiki / "concepts" / "notes.md").read_text(), "concepts/notes")
+    assert "still there after the disk filled up?" in notes.body
+
+
+async def test_a_failed_compile_is_reported_as_failed(tmp_path: Path) -> None:
+    cwd = drill_folder(tmp_path, NO_BUDGET)
+    async with FakeAnthropic() as model, running(cwd, drill_env(model), MAX_FILE) as bot:
+        report = await disk_full_compile(bot, model)
+    assert report.startswith("The compile failed for 1 wiki(s); their traces wait"), report
+    assert "File too large" in report and report.endswith(
+        "Compile done: 0 wikis, 0 new traces folded into 0 pages."
+    )
+
+
+# -- 4. 50 Telegram chats x 20 messages at once ----------------------------------------
+
+CHATS, MESSAGES = 50, 20
+TOKEN = re.compile(r"\bs(\d\d)-m(\d\d)\b")
+
+
+async def test_1000_telegram_messages_at_once(tmp_path: Path) -> None:
+    async with FakeTelegram() as tg, FakeAnthropic() as model:
+        cwd = drill_folder(
+            tmp_path,
+            "adapters:\n  console: {enabled: false}\n"
+            f"  telegram: {{token: '${{TELEGRAM_TOKEN}}', base_url: '{tg.base_url}',"
+            " dm_policy: open}\n",
+        )
+        env = drill_env(model, TELEGRAM_TOKEN=tg.token)
+        async with running(cwd, env) as bot:
+            texts = [f"s{s:02d}-m{m:02d}" for m in range(1, MESSAGES + 1) for s in range(CHATS)]
+            started = time.monotonic()
+            for text in texts:  # every message queued before the bot's next poll
+                chat = 100 + int(text[1:3])
+                tg.push_message(chat, text, user_id=chat, first_name=f"User {text[1:3]}")
+            seen: set[str] = set()
+            read = 0
+
+            def all_answered(fake: FakeTelegram) -> bool:
+                nonlocal read
+                for call in fake.calls[read:]:
+                    if call.method == "sendMessage" and call.status == 200:
+                        seen.update(m[0] for m in TOKEN.finditer(call.params["text"]))
+                read = len(fake.calls)
+                return seen >= set(texts)
+
+            await tg.wait_for(all_answered, timeout=45, what="a reply to every message")
+            answered_s = time.monotonic() - started
+            code = await bot.stop()
+
+    print(f"1,000 messages answered in {answered_s:.1f} s with {len(tg.sent)} replies")
+    assert code == 0
+    assert bot.names()[-1] == "daemon.stopped"
+    bad = {"session.error", "turn.failed", "adapter.error", "shutdown.pending"}
+    assert not bad & set(bot.names())
+    by_chat: dict[int, list[str]] = {}
+    for sent in tg.sent:
+        chat = int(sent["chat_id"])
+        found = TOKEN.findall(sent["text"])
+        assert found, f"a reply without a message in it: {sent['text']!r}"
+        assert {100 + int(s) for s, _ in found} == {chat}, "a reply carries another chat's text"
+        by_chat.setdefault(chat, []).extend(f"s{s}-m{m}" for s, m in found)
+    for s in range(CHATS):  # each text once, in the order sent
+        assert by_chat[100 + s] == [f"s{s:02d}-m{m:02d}" for m in range(1, MESSAGES + 1)]
+    db = cwd / "data" / "soulbot.db"
+    users = Counter(row[0] for row in query(db, "SELECT text FROM memory WHERE speaker = 'user'"))
+    assert users == Counter(texts)  # 1,000 user traces, one per message
+    [(replies,)] = query(db, "SELECT COUNT(*) FROM memory WHERE speaker = 'assistant'")
+    assert replies == len(tg.sent)

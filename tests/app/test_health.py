@@ -1,0 +1,59 @@
+"""The health file the daemon keeps and `soulbot health` reads."""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import os
+import subprocess
+from pathlib import Path
+
+import pytest
+
+from bot.app.health import check_health, keep_health, write_health
+
+
+def test_a_fresh_file_of_a_live_process_is_healthy(tmp_path: Path) -> None:
+    path = tmp_path / "health.json"
+    write_health(path, {"adapters": ["telegram", "discord"]})
+    line = check_health(path, max_age_s=60)
+    assert line.startswith(f"ok: pid {os.getpid()}, adapters telegram, discord, updated ")
+
+
+def test_missing_stale_unreadable_and_dead_are_unhealthy(tmp_path: Path) -> None:
+    path = tmp_path / "health.json"
+    with pytest.raises(RuntimeError, match="is missing: soulbot run is not serving"):
+        check_health(path)
+    write_health(path, {})
+    updated = json.loads(path.read_text())["updated"]
+    with pytest.raises(RuntimeError, match=r"is 61 s old \(limit 60 s\)"):
+        check_health(path, 60, now=updated + 61)
+    path.write_text("{not json")
+    with pytest.raises(RuntimeError, match="is unreadable"):
+        check_health(path)
+    dead = subprocess.Popen(["true"])
+    dead.wait()
+    path.write_text(json.dumps({"pid": dead.pid, "updated": updated}))
+    with pytest.raises(RuntimeError, match=f"process {dead.pid} of .* is gone"):
+        check_health(path, now=updated)
+
+
+async def test_keep_health_rewrites_the_file_and_removes_it_when_stopped(tmp_path: Path) -> None:
+    path = tmp_path / "data" / "health.json"
+    beats = asyncio.Queue[int]()
+    count = 0
+
+    def status() -> dict[str, object]:
+        nonlocal count
+        count += 1
+        beats.put_nowait(count)
+        return {"beat": count}
+
+    task = asyncio.create_task(keep_health(path, status, every_s=0.01))
+    async with asyncio.timeout(5):
+        while await beats.get() < 3:
+            pass
+    task.cancel()
+    await asyncio.gather(task, return_exceptions=True)
+    assert not path.exists()
+    assert count >= 3

@@ -1,0 +1,323 @@
+"""configure_logging: JSON lines, redaction, stdlib logging and warnings (DESIGN.md §9)."""
+
+from __future__ import annotations
+
+import io
+import json
+import logging
+import warnings
+from collections.abc import Iterator
+from datetime import datetime, timedelta
+from typing import Any
+
+import pytest
+import structlog
+from _pytest.logging import LogCaptureHandler
+
+from bot.app.logs import REDACTED, configure_logging, default_format
+
+SECRET = "123456789:AAH-telegram-SECRET-token-xyz"
+API_KEY = "sk-ant-api03-VERYsecretKEY-0123456789"
+
+
+@pytest.fixture(autouse=True)
+def _restore_logging() -> Iterator[None]:
+    """configure_logging rewires global state: put it back after each test."""
+    root = logging.getLogger()
+    # pytest's per-phase capture handlers come and go by themselves; keep the others.
+    kept = [h for h in root.handlers if not isinstance(h, LogCaptureHandler)]
+    level = root.level
+    was_configured = structlog.is_configured()
+    structlog_config = structlog.get_config()
+    yield
+    logging.captureWarnings(False)
+    for handler in list(root.handlers):
+        if isinstance(handler.formatter, structlog.stdlib.ProcessorFormatter):
+            root.removeHandler(handler)
+    for handler in kept:
+        if handler not in root.handlers:
+            root.addHandler(handler)
+    root.setLevel(level)
+    if was_configured:
+        structlog.configure(**structlog_config)
+    else:
+        structlog.reset_defaults()
+
+
+def setup(
+    fmt: str = "json", level: str = "debug", secrets: tuple[str, ...] = (SECRET, API_KEY)
+) -> io.StringIO:
+    stream = io.StringIO()
+    configure_logging(fmt, level, secrets, stream)  # type: ignore[arg-type]
+    return stream
+
+
+def json_lines(stream: io.StringIO) -> list[dict[str, Any]]:
+    lines = stream.getvalue().splitlines()
+    assert lines, "nothing was logged"
+    return [json.loads(line) for line in lines]
+
+
+def only_line(stream: io.StringIO) -> dict[str, Any]:
+    (line,) = json_lines(stream)
+    return line
+
+
+# --- JSON lines ---------------------------------------------------------------------------
+
+
+def test_json_lines_carry_event_level_and_a_utc_iso_timestamp() -> None:
+    stream = setup()
+    log = structlog.get_logger("soulbot.test")
+    log.info("soul.loaded", soul="wren")
+    log.warning("soul.warning", detail="x")
+    log.error("soul.load_failed")
+    logging.getLogger("telegram").warning("from the library")
+
+    lines = json_lines(stream)
+    assert [(line["event"], line["level"]) for line in lines] == [
+        ("soul.loaded", "info"),
+        ("soul.warning", "warning"),
+        ("soul.load_failed", "error"),
+        ("from the library", "warning"),
+    ]
+    assert lines[0]["soul"] == "wren"
+    for line in lines:
+        stamp = line["timestamp"]
+        assert stamp.endswith("Z")
+        parsed = datetime.fromisoformat(stamp)
+        assert parsed.tzinfo is not None
+        assert parsed.utcoffset() == timedelta(0)
+        assert "T" in stamp
+
+
+def test_reconfiguring_replaces_the_handler_instead_of_adding_one() -> None:
+    first = setup()
+    second = setup()
+    structlog.get_logger().info("daemon.started")
+
+    assert first.getvalue() == ""
+    assert [line["event"] for line in json_lines(second)] == ["daemon.started"]
+
+
+# --- redaction ----------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize(
+    "key",
+    ["token", "api_key", "apikey", "authorization", "Authorization", "bot_token", "password"],
+)
+def test_secret_looking_keys_are_redacted(key: str) -> None:
+    stream = setup(secrets=())
+    structlog.get_logger().info("adapter.connected", **{key: "not-a-registered-value"})
+
+    line = only_line(stream)
+    assert line[key] == REDACTED
+    assert "not-a-registered-value" not in stream.getvalue()
+
+
+@pytest.mark.parametrize(
+    "key",
+    [
+        "max_tokens",
+        "input_tokens",
+        "output_tokens",
+        "cache_read_input_tokens",
+        "cache_creation_input_tokens",
+        "daily_tokens_per_user",
+    ],
+)
+def test_keys_that_merely_contain_token_are_kept(key: str) -> None:
+    stream = setup()
+    structlog.get_logger().info("llm.usage", **{key: 1234})
+
+    assert only_line(stream)[key] == 1234
+
+
+def test_secret_keys_inside_nested_values_are_redacted() -> None:
+    stream = setup(secrets=())
+    structlog.get_logger().info(
+        "adapter.error",
+        request={"headers": {"Authorization": "Bearer abc"}, "max_tokens": 5},
+        items=[{"api_key": "k-123"}],
+    )
+
+    line = only_line(stream)
+    assert line["request"] == {"headers": {"Authorization": REDACTED}, "max_tokens": 5}
+    assert line["items"] == [{"api_key": REDACTED}]
+
+
+def test_a_registered_secret_inside_another_string_is_redacted() -> None:
+    stream = setup()
+    structlog.get_logger().warning(
+        "adapter.error",
+        url=f"http://x/bot{SECRET}/getMe",
+        detail=["first", f"key={API_KEY};"],
+    )
+
+    line = only_line(stream)
+    assert line["url"] == f"http://x/bot{REDACTED}/getMe"
+    assert line["detail"] == ["first", f"key={REDACTED};"]
+    assert SECRET not in stream.getvalue()
+    assert API_KEY not in stream.getvalue()
+
+
+def test_a_registered_secret_in_the_event_name_is_redacted() -> None:
+    stream = setup()
+    structlog.get_logger().info(f"GET http://x/bot{SECRET}/getUpdates")
+
+    assert only_line(stream)["event"] == f"GET http://x/bot{REDACTED}/getUpdates"
+
+
+def test_short_registered_values_are_not_redacted() -> None:
+    # A short "secret" would blank ordinary words all over the log.
+    stream = setup(secrets=("info", "wren"))
+    structlog.get_logger().info("soul.loaded", soul="wren")
+
+    line = only_line(stream)
+    assert line["soul"] == "wren"
+    assert line["level"] == "info"
+
+
+def _raise_with_secret() -> None:
+    raise RuntimeError(f"POST http://x/bot{SECRET}/sendMessage failed")
+
+
+def test_a_secret_in_a_traceback_is_redacted() -> None:
+    stream = setup()
+    try:
+        _raise_with_secret()
+    except RuntimeError:
+        structlog.get_logger().exception("turn.failed")
+
+    line = only_line(stream)
+    assert line["level"] == "error"
+    assert "Traceback (most recent call last)" in line["exception"]
+    assert f"RuntimeError: POST http://x/bot{REDACTED}/sendMessage failed" in line["exception"]
+    assert SECRET not in stream.getvalue()
+
+
+def test_a_secret_in_a_stdlib_traceback_is_redacted() -> None:
+    stream = setup()
+    try:
+        _raise_with_secret()
+    except RuntimeError:
+        logging.getLogger("telegram.ext").exception("Error while getting Updates")
+
+    line = only_line(stream)
+    assert line["logger"] == "telegram.ext"
+    assert f"bot{REDACTED}/sendMessage" in line["exception"]
+    assert SECRET not in stream.getvalue()
+
+
+def test_a_secret_in_a_traceback_is_redacted_in_console_format() -> None:
+    stream = setup("console")
+    try:
+        _raise_with_secret()
+    except RuntimeError:
+        structlog.get_logger().exception("turn.failed")
+
+    output = stream.getvalue()
+    assert "turn.failed" in output
+    assert f"RuntimeError: POST http://x/bot{REDACTED}/sendMessage failed" in output
+    assert SECRET not in output
+
+
+def test_a_secret_inside_a_logged_exception_object_is_redacted() -> None:
+    stream = setup()
+    structlog.get_logger().error("adapter.error", error=RuntimeError(f"bot{SECRET}/getMe"))
+
+    line = only_line(stream)
+    assert line["event"] == "adapter.error"
+    assert line["error"] == f"RuntimeError('bot{REDACTED}/getMe')"
+    assert SECRET not in stream.getvalue()
+
+
+# --- stdlib logging and warnings ----------------------------------------------------------
+
+
+def test_stdlib_logging_comes_out_as_json_through_the_same_stream() -> None:
+    stream = setup()
+    logging.getLogger("telegram").warning("retrying %s in %d s", f"http://x/bot{SECRET}/", 3)
+
+    line = only_line(stream)
+    assert line["event"] == f"retrying http://x/bot{REDACTED}/ in 3 s"
+    assert line["level"] == "warning"
+    assert line["logger"] == "telegram"
+    assert datetime.fromisoformat(line["timestamp"]).utcoffset() == timedelta(0)
+
+
+def test_python_warnings_come_out_as_json_through_the_same_stream() -> None:
+    stream = setup()
+    with warnings.catch_warnings():
+        warnings.simplefilter("always")
+        warnings.warn("old_api is deprecated", DeprecationWarning, stacklevel=1)
+
+    line = only_line(stream)
+    assert "DeprecationWarning: old_api is deprecated" in line["event"]
+    assert not line["event"].endswith("\n")
+    assert line["event"] == line["event"].rstrip()
+    assert line["level"] == "warning"
+    assert line["logger"] == "py.warnings"
+
+
+# --- console format and levels ------------------------------------------------------------
+
+
+def test_console_format_is_readable_text_with_the_event_name() -> None:
+    stream = setup("console")
+    structlog.get_logger().info("soul.loaded", soul="wren", token="abc-def-ghi")
+    logging.getLogger("discord").warning("gateway closed")
+
+    lines = stream.getvalue().splitlines()
+    assert len(lines) == 2
+    for text in lines:
+        with pytest.raises(json.JSONDecodeError):
+            json.loads(text)
+    assert "soul.loaded" in lines[0]
+    assert "soul=wren" in lines[0]
+    assert f"token={REDACTED}" in lines[0]
+    assert "abc-def-ghi" not in stream.getvalue()
+    assert "gateway closed" in lines[1]
+
+
+@pytest.mark.parametrize("fmt", ["json", "console"])
+def test_level_filtering_drops_lower_levels(fmt: str) -> None:
+    stream = setup(fmt, level="warning")
+    log = structlog.get_logger()
+    log.debug("dropped.debug")
+    log.info("dropped.info")
+    logging.getLogger("httpx").info("dropped.stdlib")
+    log.warning("kept.warning")
+    log.error("kept.error")
+
+    output = stream.getvalue()
+    assert "dropped" not in output
+    assert "kept.warning" in output
+    assert "kept.error" in output
+    assert len(output.splitlines()) == 2
+
+
+def test_info_level_keeps_info_and_drops_debug() -> None:
+    stream = setup(level="info")
+    log = structlog.get_logger()
+    log.debug("dropped.debug")
+    log.info("kept.info")
+
+    assert [line["event"] for line in json_lines(stream)] == ["kept.info"]
+
+
+# --- default_format -----------------------------------------------------------------------
+
+
+class _Terminal(io.StringIO):
+    def isatty(self) -> bool:
+        return True
+
+
+def test_default_format_is_json_for_a_non_tty_stream() -> None:
+    assert default_format(io.StringIO()) == "json"
+
+
+def test_default_format_is_console_for_a_terminal() -> None:
+    assert default_format(_Terminal()) == "console"

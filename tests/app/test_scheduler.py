@@ -1,0 +1,55 @@
+"""The nightly scheduler: the trigger fires, a failing task does not stop it."""
+
+from __future__ import annotations
+
+import asyncio
+
+import pytest
+from apscheduler.triggers.cron import CronTrigger
+from structlog.testing import capture_logs
+
+from bot.app.scheduler import Scheduler, nightly_trigger
+
+
+@pytest.mark.timeout(15)
+async def test_tasks_run_on_the_trigger_and_a_failure_is_logged() -> None:
+    ran: list[str] = []
+    twice = asyncio.Event()
+
+    async def broken() -> None:
+        raise RuntimeError("compile exploded")
+
+    async def compile_wiki() -> None:
+        ran.append("compile")
+        if len(ran) == 2:
+            twice.set()
+
+    scheduler = Scheduler(CronTrigger(second="*", timezone="UTC"))
+    scheduler.add_nightly("broken", broken)
+    scheduler.add_nightly("compile", compile_wiki)
+    with capture_logs() as logs:
+        scheduler.start()
+        try:
+            async with asyncio.timeout(10):
+                await twice.wait()
+        finally:
+            scheduler.stop()
+    assert ran == ["compile", "compile"]  # it fired again after a failure
+    failed = [e for e in logs if e["event"] == "scheduler.task_failed"]
+    assert len(failed) >= 2 and failed[0]["task"] == "broken"
+    assert failed[0]["error_class"] == "RuntimeError"
+
+
+async def test_start_twice_is_refused_and_stop_is_idempotent() -> None:
+    scheduler = Scheduler(nightly_trigger("0 3 * * *", "Europe/Lisbon"))
+    scheduler.start()
+    with pytest.raises(RuntimeError):
+        scheduler.start()
+    scheduler.stop()
+    scheduler.stop()
+
+
+def test_the_nightly_trigger_keeps_its_time_zone() -> None:
+    trigger = nightly_trigger("30 2 * * *", "Asia/Tokyo")
+    assert str(trigger.timezone) == "Asia/Tokyo"
+    assert "hour='2'" in str(trigger) and "minute='30'" in str(trigger)

@@ -1,0 +1,51 @@
+"""The shutdown order in process (DESIGN §7): replies of turns in flight go out,
+then the shutdown tasks run, then the database closes."""
+
+from __future__ import annotations
+
+import asyncio
+from pathlib import Path
+
+from apscheduler.triggers.cron import CronTrigger
+from structlog.testing import capture_logs
+
+from bot.app.daemon import Daemon
+from bot.app.runtime import Runtime
+from bot.app.scheduler import Scheduler
+from bot.soul.registry import SoulRegistry
+from tests.fakes.anthropic_fake import FakeAnthropic
+from tests.kit import RecordingPlatform, make_config, wait_until
+
+
+async def test_turns_then_shutdown_tasks_then_the_store(tmp_path: Path) -> None:
+    order: list[str] = []
+    async with FakeAnthropic(latency_s=0.5) as fake:
+        config = make_config(tmp_path, fake.url)
+        registry = SoulRegistry(config.workspaces)
+        registry.reload_all()
+        platform = RecordingPlatform()
+        runtime = await Runtime.open(config, registry, [platform])
+        daemon = Daemon(runtime, Scheduler(CronTrigger(hour=3, timezone="UTC")))
+
+        async def compile_wiki() -> None:
+            order.append(f"compile after {len(platform.sent)} reply")
+            await runtime.db.run(lambda c: order.append("store still open"))
+
+        async def broken() -> None:
+            raise RuntimeError("boom")
+
+        daemon.shutdown_tasks += [("broken", broken), ("compile", compile_wiki)]
+        serving = asyncio.create_task(daemon.serve())
+        await wait_until(lambda: platform.started)
+        await platform.say("answer me before you go")
+        await wait_until(lambda: fake.requests)
+        with capture_logs() as logs:
+            daemon.request_stop()
+            code = await serving
+    assert code == 0
+    assert order == ["compile after 1 reply", "store still open"]
+    assert platform.sent[0].text.endswith("answer me before you go")
+    events = [e["event"] for e in logs]
+    assert events.index("turn.completed") < events.index("shutdown.task_failed")
+    assert events.index("shutdown.task_failed") < events.index("shutdown.task_done")
+    assert events[-1] == "daemon.stopped"

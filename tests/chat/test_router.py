@@ -1,0 +1,76 @@
+"""Session keys, bindings and memory scopes (DESIGN §2, §3)."""
+
+from __future__ import annotations
+
+import pytest
+
+from bot.chat.router import Router, session_key
+from bot.config.load import parse_config
+from bot.types import Inbound
+
+
+def inbound(platform: str, **fields: object) -> Inbound:
+    base: dict[str, object] = {
+        "platform": platform, "chat_id": "100", "user_id": "7", "user_name": "Ann",
+        "text": "hi", "is_dm": False,
+    }  # fmt: skip
+    return Inbound(**{**base, **fields})  # type: ignore[arg-type]
+
+
+@pytest.mark.parametrize(
+    ("message", "key"),
+    [
+        (inbound("discord"), "discord:100"),
+        (inbound("discord", thread_id="555"), "discord:555"),
+        (inbound("discord", is_dm=True), "discord:dm:7"),
+        (inbound("telegram"), "telegram:100"),
+        (inbound("telegram", thread_id="3"), "telegram:100:3"),
+        (inbound("telegram", chat_id="7", is_dm=True), "telegram:7"),
+        (inbound("console", chat_id="ann", is_dm=True), "console:ann"),
+    ],
+)
+def test_session_keys(message: Inbound, key: str) -> None:
+    assert session_key(message) == key
+
+
+def router(yaml: str) -> Router:
+    config = parse_config(yaml, "t", {})
+    return Router(config, "wren", None, None, None, None)  # type: ignore[arg-type]
+
+
+def test_bindings_first_match_wins_and_default_soul_otherwise() -> None:
+    r = router(
+        "bindings:\n"
+        "  - {platform: discord, guild: 1, channel: 100, soul: quiet}\n"
+        "  - {platform: discord, guild: 1, soul: loud}\n"
+        "  - {platform: telegram, chat: 100, soul: tg}\n"
+    )
+    assert r.route(inbound("discord", guild_id="1")).soul == "quiet"
+    assert r.route(inbound("discord", guild_id="1", chat_id="200")).soul == "loud"
+    assert r.route(inbound("discord", guild_id="2")).soul == "wren"
+    assert r.route(inbound("telegram")).soul == "tg"
+    assert r.route(inbound("telegram", chat_id="101")).soul == "wren"
+
+
+@pytest.mark.parametrize(
+    ("mode", "is_dm", "scope"),
+    [
+        ("auto", True, "user:telegram:7"),
+        ("auto", False, "chat:telegram:100"),
+        ("shared", True, "shared"),
+        ("per-user", False, "user:telegram:7"),
+        ("per-chat", True, "chat:telegram:100"),
+    ],
+)
+def test_memory_scopes(mode: str, is_dm: bool, scope: str) -> None:
+    r = router(f"memory: {{scope: {mode}}}")
+    route = r.route(inbound("telegram", is_dm=is_dm))
+    assert route.scope == scope
+    assert route.user == "telegram:7"
+
+
+def test_a_binding_memory_mode_wins() -> None:
+    r = router(
+        "memory: {scope: shared}\nbindings: [{platform: telegram, soul: w, memory: per-user}]"
+    )
+    assert r.route(inbound("telegram")).scope == "user:telegram:7"

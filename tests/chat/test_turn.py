@@ -1,0 +1,119 @@
+"""Prompt layout for the cache (DESIGN §10)."""
+
+from __future__ import annotations
+
+import itertools
+import json
+from pathlib import Path
+from typing import Any
+
+from bot.chat.history import Entry
+from bot.chat.turn import layout
+from tests.fakes.anthropic_fake import FakeAnthropic
+from tests.kit import make_config, running
+
+CC = {"type": "ephemeral"}
+
+
+def entries(*spec: tuple[str, str]) -> list[Entry]:
+    out, last_user = [], None
+    for i, (role, text) in enumerate(spec, 1):
+        out.append(Entry(i, role, text, 1, last_user if role == "assistant" else None))  # type: ignore[arg-type]
+        if role == "user":
+            last_user = i
+    return out
+
+
+def marked(blocks: list[dict[str, Any]]) -> list[str]:
+    return [b["text"] for b in blocks if "cache_control" in b]
+
+
+def test_breakpoints_and_the_per_turn_part() -> None:
+    history = entries(("user", "u1"), ("assistant", "a1"), ("user", "u2"), ("assistant", "a2"))
+    new = [Entry(5, "user", "u3", 1)]
+    prompt = layout(["soul", "style", "limits"], ["summary"], history, new, 2, ["(Now: x)"])
+    assert [b["text"] for b in prompt.system] == ["soul", "style", "limits", "summary"]
+    assert marked(prompt.system) == ["limits", "summary"]
+    blocks = [b for m in prompt.messages for b in m["content"]]
+    assert marked(blocks) == ["a1", "a2"]  # the previous history end and this one
+    assert [b["text"] for b in blocks][-2:] == ["(Now: x)", "u3"]
+    assert [m["role"] for m in prompt.messages] == [
+        "user",
+        "assistant",
+        "user",
+        "assistant",
+        "user",
+    ]
+    assert prompt.breakpoint_id == 4
+    assert sum(len(marked(m["content"])) for m in prompt.messages) + 2 <= 4
+
+
+def test_first_turn_has_only_system_breakpoints() -> None:
+    prompt = layout(["soul"], [], [], [Entry(1, "user", "hi", 1)], None, ["(Now: x)"])
+    assert marked(prompt.system) == ["soul"]
+    assert prompt.messages == [
+        {
+            "role": "user",
+            "content": [{"type": "text", "text": "(Now: x)"}, {"type": "text", "text": "hi"}],
+        }
+    ]
+    assert prompt.breakpoint_id is None
+
+
+def test_unanswered_messages_join_the_new_user_message() -> None:
+    history = entries(("user", "u1"), ("assistant", "a1"), ("user", "failed"))
+    prompt = layout(["soul"], [], history, [Entry(9, "user", "again", 1)], 2, ["(Now: x)"])
+    last = prompt.messages[-1]
+    assert last["role"] == "user"
+    assert [b["text"] for b in last["content"]] == ["failed", "(Now: x)", "again"]
+    assert marked(last["content"]) == ["failed"]
+
+
+def cache_order(request: dict[str, Any]) -> tuple[str, int]:
+    """The prompt in the order the API caches it (tools, system, messages), one
+    JSON line per block without its `cache_control` marker (a marker moves from
+    turn to turn; the cached content does not), and the length of the text up
+    to the end of the last marked block."""
+    blocks = [("tool", b) for b in request.get("tools", [])]
+    blocks += [("system", b) for b in request["system"]]
+    blocks += [(m["role"], b) for m in request["messages"] for b in m["content"]]
+    text, cut = "", 0
+    for section, block in blocks:
+        plain = {k: v for k, v in block.items() if k != "cache_control"}
+        text += json.dumps({"section": section, **plain}) + "\n"
+        if "cache_control" in block:
+            cut = len(text)
+    return text, cut
+
+
+async def test_each_request_extends_the_previous_cached_prefix(tmp_path: Path) -> None:
+    async with FakeAnthropic() as fake, running(make_config(tmp_path, fake.url)) as (_, platform):
+        for i in range(1, 5):
+            await platform.say(f"message {i}")
+            await platform.replies(i)
+    requests = fake.requests
+    assert len(requests) == 4
+    for first, second in itertools.pairwise(requests):
+        earlier, cut = cache_order(first)
+        later, _ = cache_order(second)
+        assert cut > 0
+        assert later[:cut] == earlier[:cut]
+
+
+async def test_cache_reads_grow_turn_after_turn(tmp_path: Path) -> None:
+    async with (
+        FakeAnthropic() as fake,
+        running(make_config(tmp_path, fake.url)) as (runtime, platform),
+    ):
+        for i in range(1, 5):
+            await platform.say(f"message number {i}")
+            await platform.replies(i)
+        rows = await runtime.db.run(
+            lambda c: c.execute(
+                "SELECT cache_creation_input_tokens, cache_read_input_tokens FROM usage ORDER BY id"
+            ).fetchall()
+        )
+    writes, reads = zip(*rows, strict=True)
+    assert writes[0] > 1024 and reads[0] == 0  # the soul's system blocks are written once
+    assert all(r > 0 for r in reads[1:])
+    assert list(reads[1:]) == sorted(reads[1:])

@@ -1,0 +1,295 @@
+"""The `soulbot` command as a user runs it: a subprocess, real files."""
+
+from __future__ import annotations
+
+import json
+import os
+import shutil
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from bot import __version__
+
+REPO = Path(__file__).resolve().parents[2]
+EXAMPLE = REPO / "deploy" / "soulbot.example.yaml"
+BROKEN = "---\nname: Broken\nhexaco:\n  openness: high\n---\nBody"
+
+
+def soulbot(
+    *args: str,
+    cwd: Path = REPO,
+    env: dict[str, str] | None = None,
+) -> subprocess.CompletedProcess[str]:
+    environ = {k: v for k, v in os.environ.items() if not k.startswith("SOULBOT_")}
+    environ.update(env or {})
+    return subprocess.run(
+        [sys.executable, "-m", "bot", *args],
+        cwd=cwd,
+        env=environ,
+        capture_output=True,
+        text=True,
+        timeout=60,
+        check=False,
+    )
+
+
+@pytest.fixture
+def example(tmp_path: Path) -> Path:
+    """A copy of the example config and workspaces in tmp_path (run from there)."""
+    shutil.copytree(REPO / "workspaces", tmp_path / "workspaces")
+    shutil.copy(EXAMPLE, tmp_path / "soulbot.yaml")
+    return tmp_path
+
+
+def test_version_and_help() -> None:
+    assert soulbot("--version").stdout.strip() == f"soulbot, version {__version__}"
+    for command in ("run", "chat", "check", "prompt", "init", "usage", "soul rollback"):
+        result = soulbot(*command.split(), "--help")
+        assert result.returncode == 0, result.stderr
+        assert "--config" in result.stdout
+
+
+def test_check_the_example_config(example: Path) -> None:
+    result = soulbot("check", "--config", "soulbot.yaml", cwd=example)
+    assert result.returncode == 0, result.stdout + result.stderr
+    header, *rows = result.stdout.splitlines()[:3]
+    assert header.split() == ["ID", "NAME", "FILES", "PROMPT", "TOKENS"]
+    assert [row.split()[:3] for row in rows] == [
+        ["twinkle", "Twinkle", "SOUL.md"], ["wren", "Wren", "SOUL.md"],
+    ]  # fmt: skip
+    assert all("memory/index.md" in row and int(row.split()[-1]) > 100 for row in rows)
+    assert "2 soul(s) loaded, no errors" in result.stdout
+
+
+def test_check_in_the_repo_as_the_readme_says() -> None:
+    result = soulbot("check", "--config", "deploy/soulbot.example.yaml")
+    assert result.returncode == 0, result.stdout + result.stderr
+    assert "wren" in result.stdout
+
+
+def test_a_broken_soul_next_to_a_good_one(example: Path) -> None:
+    broken = example / "workspaces" / "broken"
+    broken.mkdir()
+    (broken / "SOUL.md").write_text(BROKEN)
+    result = soulbot("check", cwd=example)
+    assert result.returncode == 1
+    assert "wren" in result.stdout.split("errors:")[0]
+    errors = result.stdout.split("errors:")[1]
+    assert (
+        "workspaces/broken/SOUL.md: hexaco.openness: expected a number in [0, 1], got 'high'"
+        in errors
+    )
+    logged = [json.loads(line) for line in result.stderr.splitlines()]
+    failed = [e for e in logged if e["event"] == "soul.load_failed"]
+    assert len(failed) == 1 and failed[0]["path"].endswith("workspaces/broken")
+
+
+def test_check_reports_a_binding_to_an_unknown_soul(example: Path) -> None:
+    config = example / "soulbot.yaml"
+    config.write_text(
+        config.read_text().replace("bindings: []", "bindings: [{platform: telegram, soul: ghost}]")
+    )
+    result = soulbot("check", cwd=example)
+    assert result.returncode == 1
+    assert (
+        "bindings[0].soul: no soul with id 'ghost' is loaded (loaded: twinkle, wren)"
+        in result.stdout
+    )
+
+
+def test_a_bad_config_names_the_key_and_hides_the_secret(example: Path) -> None:
+    config = example / "soulbot.yaml"
+    text = config.read_text().replace("dm_policy: pairing", "dm_policy: anyone")
+    config.write_text(text.replace("${TELEGRAM_TOKEN:-}", "${TELEGRAM_TOKEN}"))
+    secret = "123456:ABC-very-secret-token"
+    result = soulbot("check", cwd=example, env={"TELEGRAM_TOKEN": secret})
+    assert result.returncode == 1
+    assert (
+        "soulbot.yaml: adapters.telegram.dm_policy: expected one of open, allowlist, pairing, "
+        "got 'anyone'" in result.stderr
+    )
+    assert "adapters.discord.dm_policy" in result.stderr
+    assert secret not in result.stdout + result.stderr
+
+
+def test_an_explicit_config_that_does_not_exist(tmp_path: Path) -> None:
+    result = soulbot("check", "--config", "nope.yaml", cwd=tmp_path)
+    assert result.returncode == 1
+    assert "nope.yaml: config file not found" in result.stderr
+
+
+def test_prompt_prints_blocks_in_order(example: Path) -> None:
+    result = soulbot("prompt", "wren", "--config", "soulbot.yaml", cwd=example)
+    assert result.returncode == 0, result.stderr
+    out = result.stdout
+    separators = [line for line in out.splitlines() if line.startswith("────────")]
+    kinds = [line.split(": ")[1].split()[0] for line in separators]
+    assert kinds == ["soul", "style", "memory_index", "traits", "hard_limits"]
+    assert out.index("## Style") > out.index("You are Wren")
+    assert out.rstrip().endswith("as if they were professional advice")
+
+
+def test_prompt_of_an_unknown_soul(example: Path) -> None:
+    result = soulbot("prompt", "nobody", cwd=example)
+    assert result.returncode == 1
+    assert "no soul with id 'nobody' is loaded (loaded: twinkle, wren)" in result.stderr
+
+
+def test_init_then_check(tmp_path: Path) -> None:
+    (tmp_path / "workspaces").mkdir()
+    result = soulbot("init", "luna", cwd=tmp_path)
+    assert result.returncode == 0, result.stderr
+    assert (tmp_path / "workspaces" / "luna" / "SOUL.md").is_file()
+    check = soulbot("check", cwd=tmp_path)
+    assert check.returncode == 0, check.stdout + check.stderr
+    assert check.stdout.splitlines()[1].split()[:2] == ["luna", "luna"]
+    again = soulbot("init", "luna", cwd=tmp_path)
+    assert again.returncode == 1
+    assert "already exists" in again.stderr
+
+
+def test_init_from_a_legacy_json_persona(tmp_path: Path) -> None:
+    (tmp_path / "workspaces").mkdir()
+    legacy = {
+        "id": "old-bot",
+        "name": "Old",
+        "baseSystemPrompt": "You are Old.",
+        "personalityTraits": {"honesty": 0.7},
+    }
+    (tmp_path / "p.json").write_text(json.dumps(legacy))
+    result = soulbot("init", "old", "--from-json", "p.json", cwd=tmp_path)
+    assert result.returncode == 0, result.stderr
+    prompt = soulbot("prompt", "old-bot", cwd=tmp_path)
+    assert prompt.stdout.splitlines()[1] == "You are Old."
+    assert "honesty-humility 0.70" in prompt.stdout
+    (tmp_path / "bad.json").write_text(
+        json.dumps({"name": "B", "personalityTraits": {"openness": 3}})
+    )
+    bad = soulbot("init", "bad", "--from-json", "bad.json", cwd=tmp_path)
+    assert bad.returncode == 1
+    assert "bad.json: hexaco.openness: expected a number in [0, 1], got 3" in bad.stderr
+
+
+def test_console_log_format(example: Path) -> None:
+    result = soulbot("check", "--log-format", "console", cwd=example)
+    assert result.returncode == 0
+    assert "soul.loaded" in result.stderr
+    with pytest.raises(json.JSONDecodeError):
+        json.loads(result.stderr.splitlines()[0])
+
+
+def test_chat_and_usage_against_the_fake_model(example: Path) -> None:
+    from tests.fakes.process import FakeProcess
+
+    with FakeProcess() as fake:
+        env = {"ANTHROPIC_BASE_URL": fake.url, "ANTHROPIC_API_KEY": "k"}
+        result = subprocess.run(
+            [sys.executable, "-m", "bot", "chat", "wren"],
+            cwd=example, input="hello wren\n/reset\nstill there?\n/quit\nnever sent\n",
+            env={**os.environ, **env}, capture_output=True, text=True, timeout=60, check=False,
+        )  # fmt: skip
+        sent = [r for r in fake.requests() if "wiki" not in r["system"][0]["text"]]
+    assert result.returncode == 0, result.stderr
+    lines = [line for line in result.stdout.splitlines() if line.startswith("Wren> ")]
+    assert lines[0] == "Wren> echo: " + sent[0]["messages"][0]["content"][0]["text"]
+    assert "Started a new conversation" in lines[1]
+    assert len(sent) == 2
+    assert all("never sent" not in json.dumps(r) for r in sent)
+    assert "hello wren" not in json.dumps(sent[1])  # /reset cleared the history
+    report = soulbot("usage", "--by", "source", cwd=example)
+    assert report.returncode == 0
+    rows = {
+        line.split()[0]: line.split() for line in report.stdout.splitlines()[2:] if line.strip()
+    }
+    assert rows["turn"][1] == "2"
+    assert rows["compile"][1] == "1"  # the shutdown compile folded the chat into the wiki
+    assert rows["TOTAL"][1] == "3"
+
+
+def test_chat_needs_credentials_and_a_known_soul(example: Path) -> None:
+    env = {k: v for k, v in os.environ.items() if not k.startswith("ANTHROPIC_")}
+    result = subprocess.run(
+        [sys.executable, "-m", "bot", "chat"], cwd=example, env=env, input="",
+        capture_output=True, text=True, timeout=60, check=False,
+    )  # fmt: skip
+    assert result.returncode == 2
+    assert "ANTHROPIC_API_KEY" in result.stderr
+    unknown = soulbot("chat", "nobody", cwd=example, env={"ANTHROPIC_API_KEY": "k"})
+    assert unknown.returncode == 1
+    assert "no soul with id 'nobody'" in unknown.stderr
+
+
+def test_usage_with_no_ledger_yet(tmp_path: Path) -> None:
+    result = soulbot("usage", cwd=tmp_path)
+    assert result.returncode == 0
+    assert "No usage recorded yet" in result.stdout
+
+
+def test_memory_import_recall_compile_pages_and_forget(example: Path) -> None:
+    from tests.fakes.process import FakeProcess
+
+    rows = [
+        {"text": "I adopted a greyhound named Pepper", "speaker": "user", "name": "Ann",
+         "created_at": "2026-10-14T09:30:00Z"},
+        {"text": "Pepper sounds lovely", "speaker": "assistant", "name": "Wren",
+         "created_at": 1760434300},
+    ]  # fmt: skip
+    (example / "t.jsonl").write_text("\n".join(json.dumps(r) for r in rows) + "\n")
+    scope = "user:telegram:42"
+    imported = soulbot("memory", "import", "wren", "t.jsonl", "--scope", scope, cwd=example)
+    assert imported.returncode == 0, imported.stderr
+    assert "imported 2 traces" in imported.stdout
+    recalled = soulbot("memory", "recall", "wren", "tell me about my greyhound", "--scope", scope,
+                       cwd=example)  # fmt: skip
+    assert "[user, " in recalled.stdout and "2026-10-14] I adopted a greyhound named Pepper" in (
+        recalled.stdout
+    )
+    other = soulbot("memory", "recall", "wren", "greyhound", "--scope", "user:telegram:7",
+                    cwd=example)  # fmt: skip
+    assert "Pepper" not in other.stdout
+    with FakeProcess() as fake:
+        env = {"ANTHROPIC_BASE_URL": fake.url, "ANTHROPIC_API_KEY": "k"}
+        compiled = soulbot("compile", "wren", cwd=example, env=env)
+    assert compiled.returncode == 0, compiled.stderr
+    assert scope in compiled.stdout and "ok" in compiled.stdout
+    pages = soulbot("memory", "pages", "wren", "--scope", scope, cwd=example)
+    assert "concepts/notes  [concept]  Notes compiled from conversations" in pages.stdout
+    wiki = example / "data" / "memory" / "wren" / "user" / "telegram" / "42"
+    assert "[[concepts/notes]]" in (wiki / "index.md").read_text()
+    forgot = soulbot("memory", "forget", "wren", "--scope", scope, "--yes", cwd=example)
+    assert forgot.returncode == 0, forgot.stderr
+    assert not wiki.exists()
+    after = soulbot("memory", "recall", "wren", "greyhound Pepper", "--scope", scope, cwd=example)
+    assert "Pepper" not in after.stdout
+
+
+def test_memory_import_names_the_bad_line(example: Path) -> None:
+    (example / "bad.jsonl").write_text('{"text": "ok", "created_at": 1}\n{"text": 5}\n')
+    result = soulbot("memory", "import", "wren", "bad.jsonl", "--scope", "shared", cwd=example)
+    assert result.returncode == 1
+    assert "bad.jsonl line 2: expected an object with a text string" in result.stderr
+    scope = soulbot("memory", "pages", "wren", "--scope", "user:x", cwd=example)
+    assert scope.returncode == 1 and "--scope" in scope.stderr
+
+
+def test_soul_rollback_and_epoch(example: Path) -> None:
+    soul_md = example / "workspaces" / "twinkle" / "SOUL.md"
+    original = soul_md.read_text()
+    backups = example / "workspaces" / "twinkle" / "memory" / ".meta" / "backups"
+    backups.mkdir(parents=True)
+    (backups / "SOUL.md.2026-11-01").write_text(original)
+    soul_md.write_text(original.replace("(Empty at first", "- [2026-11-02 10:00] Met Ann.\n(Empty"))
+    epoch = soulbot("soul", "epoch", "twinkle", cwd=example)
+    assert epoch.returncode == 0, epoch.stderr
+    assert epoch.stdout.startswith("twinkle: epoch 1 started; the autobiography is empty")
+    assert "Met Ann" not in soul_md.read_text() and "- epoch: 1" in soul_md.read_text()
+    rolled = soulbot("soul", "rollback", "twinkle", "2026-11-01", cwd=example)
+    assert rolled.returncode == 0, rolled.stderr
+    assert soul_md.read_text() == original
+    missing = soulbot("soul", "rollback", "twinkle", "1999-12-31", cwd=example)
+    assert missing.returncode == 1 and "no backup of" in missing.stderr
+    plain = soulbot("soul", "epoch", "wren", cwd=example)
+    assert plain.returncode == 1 and "wren: SOUL.md has no regions" in plain.stderr

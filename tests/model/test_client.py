@@ -1,0 +1,176 @@
+"""The model client against the fake Messages API, through the real SDK."""
+
+from __future__ import annotations
+
+import json
+import time
+from collections.abc import AsyncIterator
+from typing import Any
+
+import pytest
+from structlog.testing import capture_logs
+
+from bot.config.load import parse_config
+from bot.config.schema import BudgetConfig, ModelConfig
+from bot.errors import BudgetExceeded, ModelError
+from bot.model.client import ModelClient
+from bot.model.usage import CallContext, Ledger
+from bot.storage.db import Database
+from bot.types import Tool
+from tests.fakes.anthropic_fake import FakeAnthropic
+
+CTX = CallContext("lark", "user:test:1", "test:1", "test:1", "turn")
+SYSTEM = [{"type": "text", "text": "You are Lark."}]
+HELLO = [{"role": "user", "content": [{"type": "text", "text": "hello"}]}]
+
+
+@pytest.fixture
+async def fake() -> AsyncIterator[FakeAnthropic]:
+    async with FakeAnthropic() as server:
+        yield server
+
+
+def model_config(url: str, **overrides: Any) -> ModelConfig:
+    settings = {"base_url": url, "api_key": "k", "max_retries": 0, **overrides}
+    return parse_config(json.dumps({"model": settings}), "t", {}).model
+
+
+def client(
+    db: Database, url: str, budget: BudgetConfig | None = None, **overrides: Any
+) -> ModelClient:
+    ledger = Ledger(db, budget=budget or BudgetConfig(daily_tokens_per_soul=None,
+                                                       daily_tokens_per_user=None))  # fmt: skip
+    return ModelClient(model_config(url, **overrides), ledger)
+
+
+async def ledger_rows(db: Database) -> list[tuple[Any, ...]]:
+    return await db.run(
+        lambda c: c.execute("SELECT source, input_tokens, output_tokens FROM usage").fetchall()
+    )
+
+
+async def test_a_text_answer_and_its_usage(fake: FakeAnthropic, db: Database) -> None:
+    model = client(db, fake.url)
+    reply = await model.complete(CTX, SYSTEM, HELLO)
+    await model.close()
+    assert reply.text == "echo: hello"
+    assert reply.calls == 1
+    assert reply.usage.input_tokens > 0 and reply.usage.output_tokens > 0
+    assert fake.requests[0]["system"] == SYSTEM
+    assert fake.requests[0]["model"] == "claude-sonnet-4-6"
+    assert await ledger_rows(db) == [("turn", reply.usage.input_tokens, reply.usage.output_tokens)]
+
+
+async def test_the_tool_loop(fake: FakeAnthropic, db: Database) -> None:
+    seen: list[dict[str, Any]] = []
+
+    async def lookup(args: dict[str, Any]) -> str:
+        seen.append(args)
+        return "Bob lives in Lisbon"
+
+    tool = Tool("lookup", "Look a fact up", {"type": "object"}, lookup)
+    fake.script_tool_use("lookup", {"who": "bob"}, text="Let me check.")
+    fake.script_text("Bob lives in Lisbon, I recall.")
+    model = client(db, fake.url)
+    reply = await model.complete(CTX, SYSTEM, HELLO, [tool])
+    await model.close()
+    assert reply.text == "Bob lives in Lisbon, I recall."
+    assert reply.calls == 2
+    assert seen == [{"who": "bob"}]
+    second = fake.requests[1]
+    assert second["tools"][0]["name"] == "lookup"
+    assert second["messages"][1]["role"] == "assistant"
+    result = second["messages"][2]["content"][0]
+    assert result["type"] == "tool_result" and result["content"] == "Bob lives in Lisbon"
+    assert len(await ledger_rows(db)) == 2  # every call is a ledger row
+    assert HELLO == [{"role": "user", "content": [{"type": "text", "text": "hello"}]}]
+
+
+async def test_the_last_round_may_not_call_a_tool(fake: FakeAnthropic, db: Database) -> None:
+    async def noop(args: dict[str, Any]) -> str:
+        return "ok"
+
+    tool = Tool("noop", "Nothing", {"type": "object"}, noop)
+    fake.script_tool_use("noop", {})
+    fake.script_tool_use("noop", {})
+    model = client(db, fake.url, tool_rounds=3)
+    reply = await model.complete(CTX, SYSTEM, HELLO, [tool])
+    await model.close()
+    assert reply.calls == 3
+    assert [r.get("tool_choice") for r in fake.requests] == [None, None, {"type": "none"}]
+
+
+async def test_tool_failures_go_back_to_the_model(fake: FakeAnthropic, db: Database) -> None:
+    async def broken(args: dict[str, Any]) -> str:
+        raise ValueError("disk on fire")
+
+    tool = Tool("broken", "Fails", {"type": "object"}, broken)
+    fake.script_tool_use("broken", {})
+    fake.script_tool_use("missing", {})
+    model = client(db, fake.url)
+    with capture_logs() as logs:
+        await model.complete(CTX, SYSTEM, HELLO, [tool])
+    await model.close()
+    first = fake.requests[1]["messages"][-1]["content"][0]
+    assert first["is_error"] is True and "disk on fire" in first["content"]
+    second = fake.requests[2]["messages"][-1]["content"][0]
+    assert second["is_error"] is True and "unknown tool 'missing'" in second["content"]
+    assert any(e["event"] == "tool.failed" for e in logs)
+
+
+@pytest.mark.parametrize(
+    ("status", "error_class"),
+    [(429, "RateLimitError"), (529, "OverloadedError"), (500, "InternalServerError")],
+)
+async def test_api_errors_become_model_errors(
+    fake: FakeAnthropic, db: Database, status: int, error_class: str
+) -> None:
+    fake.script_error(status, retry_after=0.01)
+    model = client(db, fake.url)
+    with pytest.raises(ModelError) as info:
+        await model.complete(CTX, SYSTEM, HELLO)
+    await model.close()
+    assert info.value.error_class == error_class
+    assert await ledger_rows(db) == []
+
+
+async def test_the_sdk_retries_first(fake: FakeAnthropic, db: Database) -> None:
+    fake.script_error(429, retry_after=0.01)
+    fake.script_error(529)
+    model = client(db, fake.url, max_retries=2)
+    reply = await model.complete(CTX, SYSTEM, HELLO)
+    await model.close()
+    assert reply.text == "echo: hello"
+    assert len(fake.requests) == 3
+
+
+@pytest.mark.timeout(20)
+async def test_a_hang_is_a_timeout(fake: FakeAnthropic, db: Database) -> None:
+    fake.script_hang(5)
+    model = client(db, fake.url, timeout_s=0.3)
+    with pytest.raises(ModelError) as info:
+        await model.complete(CTX, SYSTEM, HELLO)
+    await model.close()
+    assert info.value.error_class == "APITimeoutError"
+
+
+async def test_a_refused_call_is_not_made(fake: FakeAnthropic, db: Database) -> None:
+    budget = BudgetConfig(daily_tokens_per_soul=None, daily_tokens_per_user=100)
+    model = client(db, fake.url, budget)
+    with capture_logs() as logs, pytest.raises(BudgetExceeded):
+        await model.complete(CTX, SYSTEM, HELLO)
+    await model.close()
+    assert fake.requests == []
+    assert [e["event"] for e in logs] == ["budget.refused"]
+
+
+async def test_max_concurrency_bounds_calls(fake: FakeAnthropic, db: Database) -> None:
+    import asyncio
+
+    fake.latency_s = 0.2
+    model = client(db, fake.url, max_concurrency=1)
+    started = time.monotonic()
+    await asyncio.gather(*(model.complete(CTX, SYSTEM, HELLO) for _ in range(4)))
+    await model.close()
+    # Four calls of 0.2 s each, one at a time, cannot end sooner than 0.8 s.
+    assert time.monotonic() - started >= 0.8

@@ -1,0 +1,72 @@
+"""The database thread: batches, errors, lifecycle, schema version."""
+
+from __future__ import annotations
+
+import asyncio
+import sqlite3
+from pathlib import Path
+
+import pytest
+
+from bot.errors import SoulbotError
+from bot.storage.db import SCHEMA_VERSION, Database, connect
+
+
+async def test_many_calls_at_once_each_get_their_answer(db: Database) -> None:
+    def insert(i: int) -> object:
+        return lambda c: (
+            c.execute(
+                "INSERT INTO seen_messages (session, message_id, ts) VALUES ('s', ?, 0)", (str(i),)
+            ).lastrowid
+        )
+
+    ids = await asyncio.gather(*(db.run(insert(i)) for i in range(300)))  # type: ignore[arg-type]
+    assert sorted(ids) == list(range(1, 301))  # type: ignore[type-var]
+    count = await db.run(lambda c: c.execute("SELECT COUNT(*) FROM seen_messages").fetchone()[0])
+    assert count == 300
+
+
+async def test_a_failing_call_fails_alone(db: Database) -> None:
+    def broken(conn: sqlite3.Connection) -> None:
+        conn.execute("SELECT * FROM no_such_table")
+
+    good, bad = await asyncio.gather(
+        db.run(lambda c: c.execute("SELECT 41 + 1").fetchone()[0]),
+        db.run(broken),
+        return_exceptions=True,
+    )
+    assert good == 42
+    assert isinstance(bad, sqlite3.OperationalError)
+
+
+async def test_lifecycle(tmp_path: Path) -> None:
+    database = Database(tmp_path / "x.db")
+    with pytest.raises(RuntimeError, match="not open"):
+        await database.run(lambda c: None)
+    await database.open()
+    with pytest.raises(RuntimeError, match="already called"):
+        await database.open()
+    pending = asyncio.ensure_future(database.run(lambda c: c.execute("SELECT 1").fetchone()[0]))
+    await asyncio.sleep(0)  # the call is queued
+    await database.close()
+    assert await pending == 1  # queued before close: still answered
+    await database.close()
+    with pytest.raises(RuntimeError, match="not open"):
+        await database.run(lambda c: None)
+    conn = sqlite3.connect(tmp_path / "x.db")
+    assert conn.execute("PRAGMA journal_mode").fetchone()[0] == "wal"
+    assert conn.execute("PRAGMA user_version").fetchone()[0] == SCHEMA_VERSION
+    conn.close()
+
+
+async def test_a_database_from_a_newer_soulbot_is_refused(tmp_path: Path) -> None:
+    path = tmp_path / "new.db"
+    conn = sqlite3.connect(path)
+    conn.execute(f"PRAGMA user_version={SCHEMA_VERSION + 1}")
+    conn.close()
+    with pytest.raises(SoulbotError, match="written by a newer soulbot"):
+        connect(path)
+    database = Database(path)
+    with pytest.raises(SoulbotError, match="written by a newer soulbot"):
+        await database.open()
+    await database.close()
