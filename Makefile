@@ -26,6 +26,7 @@ lint: $(VENV)/.installed-dev
 	$(BIN)/ruff check bot adapters tests bench
 	$(BIN)/ruff format --check bot adapters tests bench
 	$(BIN)/mypy
+	$(BIN)/lint-imports --no-cache
 
 test: lint
 	$(BIN)/python -m pytest

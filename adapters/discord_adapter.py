@@ -36,9 +36,9 @@ import structlog
 import yarl
 from discord import app_commands
 
+from adapters import texts
 from adapters.base import Deliver, repeating
 from adapters.split import split_message
-from bot import prompts
 from bot.types import AdapterStartError, Inbound, Outbound
 
 log = structlog.get_logger(__name__)
@@ -160,7 +160,7 @@ class DiscordAdapter:
             elif (message.attachments or message.stickers) and (
                 inbound.is_dm or inbound.mentions_bot or inbound.reply_to_bot
             ):
-                await message.reply(prompts.TEXT_ONLY)
+                await message.reply(texts.TEXT_ONLY)
         except Exception as exc:  # one message never stops the client
             log.error("adapter.error", adapter=self.name, stage="message",
                       error=f"{type(exc).__name__}: {exc}")  # fmt: skip
@@ -276,7 +276,7 @@ class DiscordAdapter:
         )
         await self._deliver(inbound)
         if self._interactions.pop(key, None) is not None:  # no answer came: say so
-            await interaction.followup.send(prompts.NO_ANSWER, ephemeral=True)
+            await interaction.followup.send(texts.NO_ANSWER, ephemeral=True)
 
     # -- outbound -----------------------------------------------------------------------
 

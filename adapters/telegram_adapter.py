@@ -33,10 +33,10 @@ from telegram.constants import ChatAction, ChatType, ParseMode
 from telegram.error import BadRequest, InvalidToken, TelegramError
 from telegram.ext import AIORateLimiter, Application, ApplicationBuilder, TypeHandler
 
+from adapters import texts
 from adapters.base import Deliver, repeating
 from adapters.split import split_message, utf16_len
 from adapters.telegram_format import to_html
-from bot import prompts
 from bot.types import AdapterStartError, Inbound, Outbound
 
 log = structlog.get_logger(__name__)
@@ -143,7 +143,7 @@ class TelegramAdapter:
             if inbound is not None:
                 await self._deliver(inbound)
             elif message.text is None and self._is_media_for_us(message):
-                await message.reply_text(prompts.TEXT_ONLY)
+                await message.reply_text(texts.TEXT_ONLY)
         except Exception as exc:  # one update never stops the polling
             log.error("adapter.error", adapter=self.name, stage="update",
                       error=f"{type(exc).__name__}: {exc}")  # fmt: skip

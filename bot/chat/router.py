@@ -27,7 +27,7 @@ from bot.chat.access import Access
 from bot.chat.commands import Commands
 from bot.chat.sessions import Send, SessionManager, reply_to, send_safely
 from bot.config.schema import Binding, Config, GroupRule
-from bot.types import Inbound, Route
+from bot.types import Inbound, Route, Scope, SessionKey
 
 log = structlog.get_logger(__name__)
 
@@ -47,14 +47,13 @@ def clean_text(text: str) -> str:
 
 
 def session_key(inbound: Inbound) -> str:
-    """The session key of a message (see the module docstring)."""
+    """The session key of a message (see the module docstring). Raises
+    InvalidKeyError for an id that breaks the key rule."""
     if inbound.platform == "discord":
         if inbound.is_dm:
-            return f"discord:dm:{inbound.user_id}"
-        return f"discord:{inbound.thread_id or inbound.chat_id}"
-    if inbound.thread_id:
-        return f"{inbound.platform}:{inbound.chat_id}:{inbound.thread_id}"
-    return f"{inbound.platform}:{inbound.chat_id}"
+            return str(SessionKey("discord", inbound.user_id, dm=True))
+        return str(SessionKey("discord", inbound.thread_id or inbound.chat_id))
+    return str(SessionKey(inbound.platform, inbound.chat_id, inbound.thread_id))
 
 
 def _matches(binding: Binding, inbound: Inbound) -> bool:
@@ -96,14 +95,14 @@ class Router:
         if mode == "auto":
             mode = "per-user" if inbound.is_dm else "per-chat"
         if mode == "shared":
-            scope = "shared"
+            scope = Scope("shared")
         elif mode == "per-user":
-            scope = f"user:{inbound.platform}:{inbound.user_id}"
+            scope = Scope("user", inbound.platform, inbound.user_id)
         else:
-            scope = f"chat:{inbound.platform}:{inbound.chat_id}"
+            scope = Scope("chat", inbound.platform, inbound.chat_id)
         return Route(
             soul=soul,
-            scope=scope,
+            scope=str(scope),
             session=session_key(inbound),
             user=f"{inbound.platform}:{inbound.user_id}",
             is_dm=inbound.is_dm,

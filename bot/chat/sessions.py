@@ -22,7 +22,7 @@ import structlog
 from bot import prompts
 from bot.chat.history import Entry, HistoryStore, Snapshot
 from bot.chat.turn import Agent
-from bot.errors import BudgetExceeded, ModelError
+from bot.errors import BudgetExceeded, ModelError, ModelRejected
 from bot.types import Inbound, Outbound, Route
 
 if TYPE_CHECKING:
@@ -163,6 +163,10 @@ class Session:
                 reply = await self._parts.agent.turn(route, prompt)
         except BudgetExceeded:
             text = prompts.DAILY_LIMIT
+        except ModelRejected as exc:
+            # Our request is at fault, not the service: an operator must look.
+            log.error("turn.failed", error_class=exc.error_class, error=str(exc), **log_ctx)
+            text = prompts.MODEL_REJECTED
         except ModelError as exc:
             log.warning("turn.failed", error_class=exc.error_class, error=str(exc), **log_ctx)
             text = prompts.APOLOGY

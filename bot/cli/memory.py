@@ -14,7 +14,8 @@ import click
 
 from bot.cli.common import common_options, fail, load_registry, setup
 from bot.config.schema import Config
-from bot.errors import SoulbotError
+from bot.errors import InvalidKeyError, SoulbotError
+from bot.types import Scope
 
 T = TypeVar("T")
 SCOPE_HELP = "Memory scope: shared, user:<platform>:<id> or chat:<platform>:<id>."
@@ -47,8 +48,9 @@ def _run(config: Config, work: Callable[[Runtime], Awaitable[T]]) -> T:
 
 
 def _check_scope(scope: str) -> None:
-    parts = scope.split(":")
-    if scope != "shared" and not (len(parts) == 3 and parts[0] in ("user", "chat") and all(parts)):
+    try:
+        Scope.parse(scope)
+    except InvalidKeyError:
         fail(
             f"--scope: expected shared, user:<platform>:<id> or chat:<platform>:<id>, got {scope!r}"
         )

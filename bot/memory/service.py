@@ -1,17 +1,14 @@
-"""Memory for the runtime: where each wiki lives, trace writes that a turn never
-waits for, the recall block and the scope index of a turn, the
-`read_memory_page` tool, the compile of every wiki with new traces, `forget`.
-
-Scopes (DESIGN §5): the shared wiki of a soul is its workspace's `memory/`;
-the wiki of `user:<platform>:<id>` or `chat:<platform>:<id>` lives under
-`data_dir/memory/<soul>/<user|chat>/<platform>/<id>/`. A turn reads its own
-scope and the shared wiki, nothing else.
+"""Memory for the runtime, one face over its parts: the trace writer
+(bot/memory/traces.py), the wikis and scope indexes (bot/memory/scopes.py), the
+recall block (bot/memory/recall.py), the `read_memory_page` tool
+(bot/memory/tool.py); and what spans them: the `self` page of a private
+scope's heartbeat, the compile of every wiki with new traces, `forget`.
+A turn reads its own scope and the shared wiki, nothing else.
 """
 
 from __future__ import annotations
 
 import asyncio
-import json
 import shutil
 import time
 from collections.abc import Callable, Sequence
@@ -23,44 +20,28 @@ from typing import Any
 import structlog
 
 from bot import prompts
-from bot.errors import CompileFailed, InvalidWikiPageIdError, PageFormatError, SoulbotError
+from bot.errors import CompileFailed, SoulbotError
 from bot.memory.compile import Compiler, CompileResult
 from bot.memory.page import Page
-from bot.memory.pageid import check_page_id, page_type
+from bot.memory.pageid import page_type
 from bot.memory.recall import recall_block
+from bot.memory.scopes import Scopes
 from bot.memory.store import NewTrace, TraceStore
+from bot.memory.tool import read_page_tool
+from bot.memory.traces import TraceWriter
 from bot.memory.wiki import Wiki
 from bot.soul.registry import SoulRegistry
-from bot.types import Route, Tool
+from bot.types import SHARED, Route, Scope, Tool
 
 log = structlog.get_logger(__name__)
 
-SHARED = "shared"
 SELF_PAGE = "self"
 _FACTS_HEADING = "\n## Facts\n"
-INDEX_TTL_S = 60.0
-
-READ_PAGE_SCHEMA = {
-    "type": "object",
-    "properties": {"id": {"type": "string", "description": "A page id from a memory index, "
-                                                           "such as concepts/notes"}},
-    "required": ["id"],
-}  # fmt: skip
 
 
 def _whole(value: object) -> int:
     """A watermark read from .meta, 0 when it is missing or not a whole number."""
     return value if isinstance(value, int) and not isinstance(value, bool) and value > 0 else 0
-
-
-def scope_folder(data_dir: Path, soul: str, scope: str) -> Path:
-    """The folder of a private scope's wiki."""
-    return data_dir.joinpath("memory", soul, *scope.split(":"))
-
-
-def _page_json(where: str, page: Page) -> dict[str, Any]:
-    return {"wiki": where, "id": page.id, "summary": page.summary, "updated": page.updated,
-            "links": list(page.links), "body": page.body}  # fmt: skip
 
 
 class Memory:
@@ -75,16 +56,13 @@ class Memory:
         recall_budget: int,
         clock: Callable[[], float] = time.time,
     ) -> None:
-        self._data_dir = data_dir
         self._registry = registry
         self._store = store
         self._compiler = compiler
         self._recall_budget = recall_budget
         self._clock = clock
-        self._queued: list[NewTrace] = []
-        self._in_flight = 0
-        self._writer: asyncio.Task[None] | None = None
-        self._indexes: dict[tuple[str, str], tuple[float, str | None]] = {}
+        self._scopes = Scopes(data_dir, registry, clock)
+        self._writer = TraceWriter(store)
 
     @property
     def store(self) -> TraceStore:
@@ -92,10 +70,7 @@ class Memory:
 
     def wiki(self, soul_id: str, scope: str) -> Wiki | None:
         """The wiki of `scope` (None when the soul is not loaded)."""
-        if scope == SHARED:
-            soul = self._registry.get(soul_id)
-            return Wiki(soul.folder / "memory") if soul else None
-        return Wiki(scope_folder(self._data_dir, soul_id, scope))
+        return self._scopes.wiki(soul_id, scope)
 
     # -- traces -----------------------------------------------------------------------
 
@@ -108,32 +83,15 @@ class Memory:
             soul = self._registry.get(route.soul)
             name = soul.name if soul else route.soul
         trace = NewTrace(route.soul, route.scope, route.session, speaker, name, text, self._clock())
-        self._queued.append(trace)
-        if self._writer is None or self._writer.done():
-            self._writer = asyncio.create_task(self._write_queued(), name="traces")
-
-    async def _write_queued(self) -> None:
-        while self._queued:
-            batch, self._queued = self._queued, []
-            self._in_flight = len(batch)
-            try:
-                await self._store.add(batch)
-            except Exception as exc:
-                scopes = sorted({f"{t.soul} {t.scope}" for t in batch})
-                log.error("memory.write_failed", traces=len(batch), scopes=scopes[:10],
-                          error_class=type(exc).__name__, error=str(exc))  # fmt: skip
-            finally:
-                self._in_flight = 0
+        self._writer.add(trace)
 
     def pending_writes(self) -> int:
         """Traces not stored yet (queued or being written)."""
-        return len(self._queued) + self._in_flight
+        return self._writer.pending()
 
     async def drain(self, seconds: float) -> int:
         """Wait up to `seconds` for the trace writes; returns how many remain."""
-        if self._writer is not None and not self._writer.done():
-            await asyncio.wait({self._writer}, timeout=seconds)
-        return self.pending_writes()
+        return await self._writer.drain(seconds)
 
     # -- a turn's memory ----------------------------------------------------------------
 
@@ -143,53 +101,16 @@ class Memory:
         return await recall_block(
             self._store, soul=route.soul, scopes=scopes, query=query,
             budget_tokens=self._recall_budget, now=self._clock(),
-            group=route.scope.startswith("chat:"), skip_after=skip_after,
+            group=Scope.parse(route.scope).kind == "chat", skip_after=skip_after,
         )  # fmt: skip
 
     async def scope_index(self, route: Route) -> str | None:
-        """The catalog of the route's private wiki (the shared one is in the
-        soul's own blocks), or None when it lists nothing yet. Read once, then
-        kept until a compile or a forget here, or `INDEX_TTL_S` (a compile run
-        by another process), whichever comes first."""
-        if route.scope == SHARED:
-            return None
-        key = (route.soul, route.scope)
-        cached = self._indexes.get(key)
-        if cached is not None and self._clock() - cached[0] < INDEX_TTL_S:
-            return cached[1]
-        wiki = self.wiki(route.soul, route.scope)
-        text = await asyncio.to_thread(wiki.catalog_text) if wiki else None
-        if not text or not text.strip().removeprefix("# Memory Index").strip():
-            text = None
-        self._indexes[key] = (self._clock(), text.strip() if text else None)
-        return self._indexes[key][1]
+        """The catalog of the route's private wiki, or None (see Scopes.index)."""
+        return await self._scopes.index(route)
 
     def tools(self, route: Route) -> list[Tool]:
         """`read_memory_page` for the route's scope and the soul's shared wiki."""
-
-        async def read_memory_page(args: dict[str, Any]) -> str:
-            page_id = str(args.get("id", ""))
-            try:
-                check_page_id(page_id)
-            except InvalidWikiPageIdError as exc:
-                return json.dumps({"error": str(exc), "details": {"code": "INVALID_WIKI_PAGE_ID"}})
-            found = []
-            for where in dict.fromkeys([route.scope, SHARED]):
-                wiki = self.wiki(route.soul, where)
-                try:
-                    page = await asyncio.to_thread(wiki.read_page, page_id) if wiki else None
-                except PageFormatError as exc:
-                    return json.dumps({"error": str(exc), "details": {"code": "PAGE_UNREADABLE"}})
-                if page is not None:
-                    found.append(_page_json("shared" if where == SHARED else "private", page))
-            if not found:
-                return json.dumps({"error": f"no page {page_id!r}",
-                                   "details": {"code": "PAGE_NOT_FOUND"}})  # fmt: skip
-            return json.dumps({"pages": found}, ensure_ascii=False)
-
-        return [Tool("read_memory_page",
-                     "Open a page of your long-term memory wiki by its id (from a memory index).",
-                     READ_PAGE_SCHEMA, read_memory_page)]  # fmt: skip
+        return [read_page_tool(self._scopes, route)]
 
     # -- the heartbeat of a private scope ------------------------------------------------
 
@@ -199,7 +120,7 @@ class Memory:
         facts were new. Raises ValueError for the shared scope, OSError."""
         if route.scope == SHARED:
             raise ValueError("the shared scope's heartbeat writes SOUL.md, not a self page")
-        wiki = Wiki(scope_folder(self._data_dir, route.soul, route.scope))
+        wiki = Wiki(self._scopes.folder(route.soul, route.scope))
         updated = datetime.fromtimestamp(self._clock(), UTC).isoformat(timespec="seconds")
 
         def write() -> int:
@@ -217,7 +138,7 @@ class Memory:
             return len(new)
 
         added = await asyncio.to_thread(write)
-        self._indexes.pop((route.soul, route.scope), None)
+        self._scopes.changed(route.soul, route.scope)
         return added
 
     # -- compile and forget ---------------------------------------------------------------
@@ -264,7 +185,7 @@ class Memory:
         try:
             result = await self._compiler.compile(soul, scope, wiki)
         finally:
-            self._indexes.pop((soul, scope), None)
+            self._scopes.changed(soul, scope)
         if scope == SHARED and result.traces:
             # The shared index is part of the soul's own prompt blocks: load it again.
             await asyncio.to_thread(self._registry.reload, soul)
@@ -297,8 +218,8 @@ class Memory:
         await self.drain(5.0)
         sessions = await self._store.sessions(route.soul, route.scope)
         erased = await self._store.forget(route.soul, route.scope)
-        folder = scope_folder(self._data_dir, route.soul, route.scope)
+        folder = self._scopes.folder(route.soul, route.scope)
         await asyncio.to_thread(shutil.rmtree, folder, True)
-        self._indexes.pop((route.soul, route.scope), None)
+        self._scopes.changed(route.soul, route.scope)
         log.info("memory.forgotten", soul=route.soul, scope=route.scope, traces=erased)
         return sessions

@@ -3,7 +3,8 @@
 Every call is checked against the budget first (a refused call is not made),
 bounded by `model.max_concurrency` across sessions, and recorded in the ledger
 (one row and one `llm.usage` line per call). The SDK retries 429, 529, 5xx and
-timeouts `model.max_retries` times; what still fails is raised as ModelError.
+timeouts `model.max_retries` times; what still fails is raised as
+ModelUnavailable, and a request the API refuses (another 4xx) as ModelRejected.
 """
 
 from __future__ import annotations
@@ -19,11 +20,12 @@ import anthropic
 import structlog
 
 from bot.config.schema import ModelConfig
-from bot.errors import ModelError
+from bot.errors import ModelError, ModelRejected, ModelUnavailable
 from bot.model.usage import CallContext, Ledger, Usage
 from bot.types import Tool
 
 log = structlog.get_logger(__name__)
+
 
 @dataclass(frozen=True)
 class Reply:
@@ -99,7 +101,7 @@ class ModelClient:
             try:
                 message: anthropic.types.Message = await self._client.messages.create(**request)
             except anthropic.APIError as exc:
-                raise ModelError(type(exc).__name__, _describe(exc)) from exc
+                raise _translate(exc) from exc
             finally:
                 timing[0] += started - queued
                 timing[1] += time.perf_counter() - started
@@ -166,7 +168,8 @@ class ModelClient:
             convo.append({"role": "assistant", "content": content})
             results = [await _run_tool(by_name, call) for call in calls]
             convo.append({"role": "user", "content": results})
-        raise ModelError("ToolLoopError", "the model kept calling tools past the last round")
+        # Another try asks again, and the model may well answer in text then.
+        raise ModelUnavailable("ToolLoopError", "the model kept calling tools past the last round")
 
 
 async def _run_tool(tools: dict[str, Tool], call: Any) -> dict[str, Any]:
@@ -179,6 +182,16 @@ async def _run_tool(tools: dict[str, Tool], call: Any) -> dict[str, Any]:
     except Exception as exc:  # a tool's failure is the model's to handle
         log.warning("tool.failed", tool=call.name, error=f"{type(exc).__name__}: {exc}")
         return {**result, "content": f"{type(exc).__name__}: {exc}", "is_error": True}
+
+
+def _translate(exc: anthropic.APIError) -> ModelError:
+    """The SDK's error as ours: ModelRejected for a 4xx our request caused
+    (another try gets the same answer), ModelUnavailable for the rest
+    (timeouts, lost connections, 429, 5xx, 529)."""
+    status = exc.status_code if isinstance(exc, anthropic.APIStatusError) else None
+    rejected = status is not None and 400 <= status < 500 and status != 429
+    kind = ModelRejected if rejected else ModelUnavailable
+    return kind(type(exc).__name__, _describe(exc))
 
 
 def _describe(exc: anthropic.APIError) -> str:

@@ -4,6 +4,10 @@ from __future__ import annotations
 
 # Replies the user sees when a turn cannot be answered.
 APOLOGY = "I can't answer right now, please try again in a moment."
+# A request the model's API refuses as it is (a 4xx): trying again would not help.
+MODEL_REJECTED = (
+    "I can't answer that: my model service refused the request. The admin can see why in the log."
+)
 DAILY_LIMIT = "I've reached my daily limit for today. Let's talk again tomorrow."
 
 # The per-turn line at the head of the newest user message (never cached).
@@ -49,7 +53,7 @@ FORGET_SHARED = (
     "Ask an admin, or talk to me in a private chat."
 )
 
-# The DM gate (bot/access.py).
+# The DM gate (bot/chat/access.py).
 ALLOWLIST_ONLY = "Sorry, I only talk with people on my allowlist here."
 PAIRING_CODE = (
     "Hi! I only talk with people an admin has approved. Your pairing code is {code} "
@@ -60,7 +64,7 @@ PAIRING_BUSY = (
     "waiting right now. Please try again in an hour."
 )
 
-# Chat commands (bot/commands.py).
+# Chat commands (bot/chat/commands.py).
 HELP = (
     "Talk to me in plain words. Commands:\n"
     "/reset starts a new conversation (I keep my long-term memory)\n"
@@ -102,13 +106,7 @@ COMPILE_FAILED = (
 # The end of a message cut at the router's limit.
 MESSAGE_CUT = " [... cut here: the message was {chars} characters long]"
 
-# A Discord slash command that produced no answer (an error, logged).
-NO_ANSWER = "That command produced no answer; the bot's log says why."
-
-# Platforms: a photo, voice note, sticker or file instead of text.
-TEXT_ONLY = "I can only read text messages, sorry: please tell me in words."
-
-# The heartbeat (bot/reflection.py): one forced save_soul call after a conversation.
+# The heartbeat (bot/chat/reflect.py): one forced save_soul call after a conversation.
 HEARTBEAT_SYSTEM = (
     "You are {name}, looking back on a conversation that just ended, to keep your short "
     "autobiography. Call save_soul once. reflection: one sentence in the first person, at "

@@ -12,6 +12,7 @@ from structlog.testing import capture_logs
 
 from adapters.split import utf16_len
 from adapters.telegram_adapter import TelegramAdapter, api_url
+from adapters.texts import TEXT_ONLY
 from bot import prompts
 from bot.app.runtime import Runtime
 from bot.chat.commands import MENU
@@ -142,7 +143,7 @@ async def test_edits_service_messages_and_media(tmp_path: Path) -> None:
                                            "is_video": False}})  # fmt: skip
         tg.push_message(ADMIN, "after", user_id=ADMIN)
         sent = await tg.wait_sent(2)
-    assert sent[0]["text"] == prompts.TEXT_ONLY
+    assert sent[0]["text"] == TEXT_ONLY
     assert sent[1]["text"].endswith("after")
     assert len(model.requests) == 1
 

@@ -91,6 +91,19 @@ async def test_a_failed_call_keeps_the_message(tmp_path: Path) -> None:
     assert replies[1].text.endswith("did you get that?")
 
 
+async def test_a_refused_request_is_not_answered_try_again(tmp_path: Path) -> None:
+    async with FakeAnthropic() as fake, running(make_config(tmp_path, fake.url)) as (_, platform):
+        fake.script_error(400, message="prompt is too long")
+        with capture_logs() as logs:
+            await platform.say("a question the API refuses")
+            [reply] = await platform.replies(1)
+    assert reply.text == prompts.MODEL_REJECTED
+    assert "try again" not in reply.text
+    failed = [e for e in logs if e["event"] == "turn.failed"]
+    assert len(failed) == 1 and failed[0]["error_class"] == "BadRequestError"
+    assert failed[0]["log_level"] == "error"
+
+
 async def test_the_daily_limit_refuses_without_calling(tmp_path: Path) -> None:
     config = make_config(tmp_path, "http://127.0.0.1:9", "budget: {daily_tokens_per_user: 10}\n")
     async with running(config) as (_, platform):

@@ -12,7 +12,7 @@ from structlog.testing import capture_logs
 
 from bot.config.load import parse_config
 from bot.config.schema import BudgetConfig, ModelConfig
-from bot.errors import BudgetExceeded, ModelError
+from bot.errors import BudgetExceeded, ModelError, ModelRejected, ModelUnavailable
 from bot.model.client import ModelClient
 from bot.model.usage import CallContext, Ledger
 from bot.storage.db import Database
@@ -119,17 +119,25 @@ async def test_tool_failures_go_back_to_the_model(fake: FakeAnthropic, db: Datab
 
 
 @pytest.mark.parametrize(
-    ("status", "error_class"),
-    [(429, "RateLimitError"), (529, "OverloadedError"), (500, "InternalServerError")],
+    ("status", "error_class", "kind"),
+    [
+        (429, "RateLimitError", ModelUnavailable),
+        (529, "OverloadedError", ModelUnavailable),
+        (500, "InternalServerError", ModelUnavailable),
+        (400, "BadRequestError", ModelRejected),
+        (401, "AuthenticationError", ModelRejected),
+        (413, "ContentTooLargeError", ModelRejected),
+    ],
 )
-async def test_api_errors_become_model_errors(
-    fake: FakeAnthropic, db: Database, status: int, error_class: str
+async def test_api_errors_become_model_errors_that_say_whether_to_retry(
+    fake: FakeAnthropic, db: Database, status: int, error_class: str, kind: type[ModelError]
 ) -> None:
     fake.script_error(status, retry_after=0.01)
     model = client(db, fake.url)
     with pytest.raises(ModelError) as info:
         await model.complete(CTX, SYSTEM, HELLO)
     await model.close()
+    assert type(info.value) is kind
     assert info.value.error_class == error_class
     assert await ledger_rows(db) == []
 
@@ -148,7 +156,7 @@ async def test_the_sdk_retries_first(fake: FakeAnthropic, db: Database) -> None:
 async def test_a_hang_is_a_timeout(fake: FakeAnthropic, db: Database) -> None:
     fake.script_hang(5)
     model = client(db, fake.url, timeout_s=0.3)
-    with pytest.raises(ModelError) as info:
+    with pytest.raises(ModelUnavailable) as info:
         await model.complete(CTX, SYSTEM, HELLO)
     await model.close()
     assert info.value.error_class == "APITimeoutError"

@@ -1,0 +1,72 @@
+"""Where each wiki lives, and the scope index a turn shows (cached).
+
+Scopes (DESIGN §5): the shared wiki of a soul is its workspace's `memory/`;
+the wiki of `user:<platform>:<id>` or `chat:<platform>:<id>` lives under
+`data_dir/memory/<soul>/<user|chat>/<platform>/<id>/`, a path built only from
+the scope's validated parts (bot/types.py `Scope`).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import time
+from collections.abc import Callable
+from pathlib import Path
+
+from bot.memory.wiki import Wiki
+from bot.soul.registry import SoulRegistry
+from bot.types import SHARED, Route, Scope
+
+INDEX_TTL_S = 60.0
+
+
+def scope_folder(data_dir: Path, soul: str, scope: str) -> Path:
+    """The folder of a private scope's wiki. Raises InvalidKeyError for a
+    scope that breaks the key rule, or for the shared scope."""
+    return Scope.parse(scope).folder(data_dir / "memory" / soul)
+
+
+class Scopes:
+    """The wikis of every soul and scope, and each private scope's index."""
+
+    def __init__(
+        self, data_dir: Path, registry: SoulRegistry, clock: Callable[[], float] = time.time
+    ) -> None:
+        self._data_dir = data_dir
+        self._registry = registry
+        self._clock = clock
+        self._indexes: dict[tuple[str, str], tuple[float, str | None]] = {}
+
+    def folder(self, soul: str, scope: str) -> Path:
+        """The folder of a private scope's wiki (see `scope_folder`)."""
+        return scope_folder(self._data_dir, soul, scope)
+
+    def wiki(self, soul_id: str, scope: str) -> Wiki | None:
+        """The wiki of `scope` (None when the soul is not loaded)."""
+        if scope == SHARED:
+            soul = self._registry.get(soul_id)
+            return Wiki(soul.folder / "memory") if soul else None
+        return Wiki(self.folder(soul_id, scope))
+
+    async def index(self, route: Route) -> str | None:
+        """The catalog of the route's private wiki (the shared one is in the
+        soul's own blocks), or None when it lists nothing yet. Read once, then
+        kept until `changed` is called for it (a compile, a forget, a self
+        note), or `INDEX_TTL_S` (a compile run by another process), whichever
+        comes first."""
+        if route.scope == SHARED:
+            return None
+        key = (route.soul, route.scope)
+        cached = self._indexes.get(key)
+        if cached is not None and self._clock() - cached[0] < INDEX_TTL_S:
+            return cached[1]
+        wiki = self.wiki(route.soul, route.scope)
+        text = await asyncio.to_thread(wiki.catalog_text) if wiki else None
+        if not text or not text.strip().removeprefix("# Memory Index").strip():
+            text = None
+        self._indexes[key] = (self._clock(), text.strip() if text else None)
+        return self._indexes[key][1]
+
+    def changed(self, soul: str, scope: str) -> None:
+        """Forget the cached index of a wiki that was just written."""
+        self._indexes.pop((soul, scope), None)

@@ -1,0 +1,55 @@
+"""The trace writer: a turn hands its traces over and never waits for the disk.
+
+Traces queued while a write is in flight go together in the next one (one
+transaction for many turns under load); a failed batch is logged as
+`memory.write_failed`. Shutdown `drain`s the writer before the compile.
+"""
+
+from __future__ import annotations
+
+import asyncio
+
+import structlog
+
+from bot.memory.store import NewTrace, TraceStore
+
+log = structlog.get_logger(__name__)
+
+
+class TraceWriter:
+    """One background writer task at a time, started by `add`."""
+
+    def __init__(self, store: TraceStore) -> None:
+        self._store = store
+        self._queued: list[NewTrace] = []
+        self._in_flight = 0
+        self._writer: asyncio.Task[None] | None = None
+
+    def add(self, trace: NewTrace) -> None:
+        """Queue a trace; the writer task starts when none runs."""
+        self._queued.append(trace)
+        if self._writer is None or self._writer.done():
+            self._writer = asyncio.create_task(self._write_queued(), name="traces")
+
+    async def _write_queued(self) -> None:
+        while self._queued:
+            batch, self._queued = self._queued, []
+            self._in_flight = len(batch)
+            try:
+                await self._store.add(batch)
+            except Exception as exc:
+                scopes = sorted({f"{t.soul} {t.scope}" for t in batch})
+                log.error("memory.write_failed", traces=len(batch), scopes=scopes[:10],
+                          error_class=type(exc).__name__, error=str(exc))  # fmt: skip
+            finally:
+                self._in_flight = 0
+
+    def pending(self) -> int:
+        """Traces not stored yet (queued or being written)."""
+        return len(self._queued) + self._in_flight
+
+    async def drain(self, seconds: float) -> int:
+        """Wait up to `seconds` for the writes; returns how many remain."""
+        if self._writer is not None and not self._writer.done():
+            await asyncio.wait({self._writer}, timeout=seconds)
+        return self.pending()
