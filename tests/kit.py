@@ -5,10 +5,13 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import json
-from collections.abc import AsyncIterator, Callable
-from contextlib import AbstractAsyncContextManager, asynccontextmanager
+from collections.abc import AsyncIterator, Callable, MutableMapping
+from contextlib import AbstractAsyncContextManager, AbstractContextManager, asynccontextmanager
 from pathlib import Path
 from typing import Any
+
+import structlog
+import structlog.testing
 
 from adapters.base import Adapter, Deliver
 from bot.app.runtime import Runtime
@@ -164,3 +167,9 @@ async def serving(config: Config, adapters: list[Adapter]) -> AsyncIterator[Runt
         await runtime.stop_adapters()
         await runtime.sessions.wait(10)
         await runtime.close()
+
+
+def capture_logs() -> AbstractContextManager[list[MutableMapping[str, Any]]]:
+    """structlog's capture_logs with the context bound by the code under test
+    (`bound_contextvars`) merged into each line, as the configured chain does."""
+    return structlog.testing.capture_logs(processors=[structlog.contextvars.merge_contextvars])

@@ -1,11 +1,15 @@
 """The daemon's lifecycle: start, serve until a signal, shut down in order.
 
-Signal handlers only set flags (uvicorn's pattern). The first SIGTERM/SIGINT
-starts the graceful shutdown (DESIGN §7): adapters stop taking messages; up to
+It owns the whole order. Start: the adapters, the reflector's idle sweep, the
+nightly scheduler (the memory compile), the health file. Signal handlers only
+set flags (uvicorn's pattern). The first SIGTERM/SIGINT starts the graceful
+shutdown (DESIGN §7): adapters stop taking messages; up to
 `memory.compile.shutdown_wait_s` for the turns in flight (replies still go
 out), then for their memory writes; whatever is left is logged as
-`shutdown.pending` (turns, writes) and the turns cancelled; the registered
-shutdown tasks run (the memory compile); the store closes; exit 0.
+`shutdown.pending` (turns, writes) and the turns cancelled; the shutdown tasks
+run (`heartbeat`: reflections on the open conversations, so a private scope's
+reflection lands in its wiki before `compile`: the memory compile); the health
+file goes, the scheduler stops, the runtime closes (bot/app/runtime.py); exit 0.
 A second signal cuts the wait and the tasks short: the store still closes
 cleanly, and the exit code is 1. The memory writes of the turns (traces) are
 waited for within the same deadline, before the shutdown tasks.
@@ -21,7 +25,7 @@ import structlog
 
 from bot.app.health import HEALTH_FILE, keep_health
 from bot.app.runtime import Runtime
-from bot.app.scheduler import Scheduler
+from bot.app.scheduler import Scheduler, nightly_trigger
 
 log = structlog.get_logger(__name__)
 
@@ -31,14 +35,24 @@ ShutdownTask = Callable[[], Awaitable[None]]
 class Daemon:
     """Owns the serving loop of a Runtime. Use `serve()` once."""
 
-    def __init__(self, runtime: Runtime, scheduler: Scheduler) -> None:
+    def __init__(self, runtime: Runtime, scheduler: Scheduler | None = None) -> None:
         self._runtime = runtime
-        self._scheduler = scheduler
+        compile_config = runtime.config.memory.compile
+        self._scheduler = scheduler or Scheduler(
+            nightly_trigger(compile_config.cron, compile_config.timezone)
+        )
+        self._scheduler.add_nightly("compile", self._compile_all)
         self._stop = asyncio.Event()
         self._force = asyncio.Event()
         self._served = False
         self._signals = 0
-        self.shutdown_tasks: list[tuple[str, ShutdownTask]] = []
+        self.shutdown_tasks: list[tuple[str, ShutdownTask]] = [
+            ("heartbeat", runtime.reflector.flush),
+            ("compile", self._compile_all),
+        ]
+
+    async def _compile_all(self) -> None:
+        await self._runtime.memory.compile_all()
 
     def request_stop(self, signum: int | None = None) -> None:
         """Ask for a graceful stop. A second signal forces it; a request without

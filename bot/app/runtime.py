@@ -1,11 +1,13 @@
-"""The runtime's parts, wired together: database, ledger, model client, agent,
-sessions, router and adapters. `Runtime.open` and `close` own their order."""
+"""The composition root: the runtime's parts, wired together (database, ledger,
+model client, memory, reflector, agent, sessions, router, adapters).
+`Runtime.open` opens them on an AsyncExitStack, so a failure half-way closes
+what was opened; `close` closes them in the reverse order."""
 
 from __future__ import annotations
 
 import gc
 from collections.abc import Awaitable, Callable, Sequence
-from contextlib import AbstractAsyncContextManager
+from contextlib import AbstractAsyncContextManager, AsyncExitStack
 from dataclasses import dataclass, field
 
 import structlog
@@ -85,40 +87,50 @@ class Runtime:
     reflector: Reflector
     adapters: dict[str, Adapter] = field(default_factory=dict)
 
+    _stack: AsyncExitStack = field(default_factory=AsyncExitStack, repr=False)
+
     @classmethod
     async def open(
         cls, config: Config, registry: SoulRegistry, adapters: Sequence[Adapter]
     ) -> Runtime:
-        """Open the database and wire the parts. Raises SoulbotError."""
+        """Open the database and wire the parts; what was opened before a
+        failure is closed again. Raises SoulbotError."""
         default_soul = pick_default_soul(config, registry)
-        db = Database(config.data_dir / DB_NAME)
-        await db.open()
-        ledger = Ledger(db, prices=config.model.prices, budget=config.budget)
-        model = ModelClient(config.model, ledger)
-        store = TraceStore(db)
-        memory = Memory(config.data_dir, registry, store, Compiler(store, model),
-                        config.memory.recall_token_budget)  # fmt: skip
-        by_name = {adapter.name: adapter for adapter in adapters}
+        async with AsyncExitStack() as stack:
+            db = Database(config.data_dir / DB_NAME)
+            await db.open()
+            stack.push_async_callback(db.close)
+            ledger = Ledger(db, prices=config.model.prices, budget=config.budget)
+            model = ModelClient(config.model, ledger)
+            stack.push_async_callback(model.close)
+            store = TraceStore(db)
+            memory = Memory(config.data_dir, registry, store, Compiler(store, model),
+                            config.memory.recall_token_budget)  # fmt: skip
+            by_name = {adapter.name: adapter for adapter in adapters}
 
-        async def send(message: Outbound) -> None:
-            await by_name[message.platform].send(message)
+            async def send(message: Outbound) -> None:
+                await by_name[message.platform].send(message)
 
-        def typing(chat: Inbound) -> AbstractAsyncContextManager[None]:
-            return by_name[chat.platform].typing(chat)
+            def typing(chat: Inbound) -> AbstractAsyncContextManager[None]:
+                return by_name[chat.platform].typing(chat)
 
-        history = HistoryStore(db)
-        heartbeat = Reflector(config.heartbeat, registry, model, history, memory, db)
-        agent = Agent(registry, model, memory, more_tools=heartbeat.tools)
-        sessions = SessionManager(SessionParts(
-            history, agent, send, typing, config.memory.history_token_budget, memory,
-            heartbeat.turn_done,
-        ))  # fmt: skip
-        access = Access(db, config)
-        commands = Commands(registry=registry, sessions=sessions, memory=memory, access=access,
-                            db=db, send=send)  # fmt: skip
-        router = Router(config, default_soul, sessions, send, access, commands)
-        return cls(config, registry, db, ledger, model, memory, sessions, router, heartbeat,
-                   by_name)  # fmt: skip
+            history = HistoryStore(db)
+            reflector = Reflector(config.heartbeat, registry, model, history, memory, db)
+            stack.push_async_callback(reflector.stop)
+            agent = Agent(registry, model, memory, more_tools=reflector.tools)
+            sessions = SessionManager(SessionParts(
+                history, agent, send, typing, config.memory.history_token_budget, memory,
+                reflector.turn_done,
+            ))  # fmt: skip
+            access = Access(db, config)
+            commands = Commands(registry=registry, sessions=sessions, memory=memory,
+                                access=access, db=db, send=send)  # fmt: skip
+            router = Router(config, default_soul, sessions, send, access, commands)
+            runtime = cls(config, registry, db, ledger, model, memory, sessions, router,
+                          reflector, by_name)  # fmt: skip
+            stack.push_async_callback(runtime._each_adapter, lambda adapter: adapter.close())
+            runtime._stack = stack.pop_all()
+        return runtime
 
     async def start_adapters(self) -> None:
         """Start every adapter; one that fails is logged (`adapter.error`,
@@ -151,9 +163,6 @@ class Runtime:
         await self._each_adapter(lambda adapter: adapter.stop())
 
     async def close(self) -> None:
-        """Close adapters, the heartbeat, the model client and the database, in
-        that order."""
-        await self._each_adapter(lambda adapter: adapter.close())
-        await self.reflector.stop()
-        await self.model.close()
-        await self.db.close()
+        """Close adapters, the reflector, the model client and the database, in
+        that order (the reverse of `open`). Idempotent."""
+        await self._stack.aclose()

@@ -18,6 +18,7 @@ from collections.abc import Awaitable, Callable, Sequence
 from datetime import UTC, datetime
 
 import structlog
+from structlog.contextvars import bound_contextvars
 
 from bot import prompts
 from bot.chat.access import Access
@@ -111,17 +112,17 @@ class Commands:
     async def run(self, inbound: Inbound, route: Route, text: str) -> str:
         name, args = parse(text)
         what = " ".join([name, *args[:1]])
-        fields = {"platform": inbound.platform, "user_id": inbound.user_id, "command": what}
-        admin = self._access.is_admin(inbound.platform, inbound.user_id)
-        if name in ADMIN_ONLY and not admin:
-            log.warning("command.refused", **fields)
-            return prompts.ADMIN_ONLY.format(command=name)
-        handler = self._handlers.get(name)
-        if handler is None:
-            log.info("command.unknown", **fields)
-            return prompts.UNKNOWN_COMMAND.format(command=name) + "\n" + self._help(admin)
-        log.info("command.run", **fields)
-        return await handler(inbound, route, args)
+        with bound_contextvars(platform=inbound.platform, user_id=inbound.user_id, command=what):
+            admin = self._access.is_admin(inbound.platform, inbound.user_id)
+            if name in ADMIN_ONLY and not admin:
+                log.warning("command.refused")
+                return prompts.ADMIN_ONLY.format(command=name)
+            handler = self._handlers.get(name)
+            if handler is None:
+                log.info("command.unknown")
+                return prompts.UNKNOWN_COMMAND.format(command=name) + "\n" + self._help(admin)
+            log.info("command.run")
+            return await handler(inbound, route, args)
 
     def _help(self, admin: bool) -> str:
         return prompts.HELP + ("\n" + prompts.ADMIN_HELP if admin else "")

@@ -24,6 +24,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import contextvars
 import sqlite3
 import time
 from collections.abc import Callable
@@ -32,6 +33,7 @@ from datetime import UTC, datetime
 from typing import Any
 
 import structlog
+from structlog.contextvars import bound_contextvars
 
 from bot import prompts
 from bot.chat.history import Entry, HistoryStore
@@ -148,7 +150,10 @@ class Reflector:
         entry = self._open.pop(session, None)
         if entry is None:
             return
-        task = asyncio.create_task(self._reflect(entry.route), name=f"heartbeat:{session}")
+        # A task of its own context: it binds its own log fields, not the turn's.
+        task = asyncio.create_task(
+            self._reflect(entry.route), name=f"heartbeat:{session}", context=contextvars.Context()
+        )
         self._running[session] = task
         task.add_done_callback(lambda _: self._running.pop(session, None))
 
@@ -201,26 +206,30 @@ class Reflector:
         soul = self._soul(route)
         if soul is None or soul.heartbeat is None:
             return
-        fields = {"soul": route.soul, "scope": route.scope, "session": route.session}
+        with bound_contextvars(soul=route.soul, scope=route.scope, session=route.session):
+            await self._reflect_bound(soul, route)
+
+    async def _reflect_bound(self, soul: Soul, route: Route) -> None:
+        assert soul.heartbeat is not None
         try:
             mark = await self._mark(route.session)
             entries = [e for e in (await self._history.load(route.session)).entries if e.id > mark]
             tokens = sum(e.tokens for e in entries)
             if not entries or tokens < soul.heartbeat.min_conversation_tokens:
-                log.debug("heartbeat.skipped", tokens=tokens, **fields)
+                log.debug("heartbeat.skipped", tokens=tokens)
                 return
             data = await self._ask(soul, route, entries)
             try:
                 reflection = heartbeat.validate(data, soul.heartbeat, self._config.empty_phrases)
             except Rejected as exc:
-                log.warning("heartbeat.rejected", reason=str(exc), **fields)
+                log.warning("heartbeat.rejected", reason=str(exc))
             else:
-                await self._write(soul, route, reflection, fields)
+                await self._write(soul, route, reflection)
             await self._set_mark(route.session, entries[-1].id)
         except (BudgetExceeded, ModelError) as exc:
-            log.warning("heartbeat.failed", error=str(exc), **fields)
+            log.warning("heartbeat.failed", error=str(exc))
         except Exception as exc:  # the boundary of a background task
-            log.exception("heartbeat.failed", error=f"{type(exc).__name__}: {exc}", **fields)
+            log.exception("heartbeat.failed", error=f"{type(exc).__name__}: {exc}")
 
     async def _ask(self, soul: Soul, route: Route, entries: list[Entry]) -> object:
         file = SoulFile(soul.folder, self._clock)
@@ -234,16 +243,14 @@ class Reflector:
         messages = [{"role": "user", "content": user}]
         return await self._model.use_tool(ctx, system, messages, SAVE_SOUL)
 
-    async def _write(
-        self, soul: Soul, route: Route, reflection: heartbeat.Reflection, fields: dict[str, str]
-    ) -> None:
+    async def _write(self, soul: Soul, route: Route, reflection: heartbeat.Reflection) -> None:
         now = datetime.fromtimestamp(self._clock(), UTC)
         if route.scope != SHARED:
             entry = f"- [{now.strftime('%Y-%m-%d %H:%M')}] {reflection.text}"
             facts = await self._memory.add_self_notes(route, entry, reflection.facts)
             log.info("heartbeat.written", target="self page", entries_added=1,
                      facts_added=facts, rules_added=0, rules_dropped=len(reflection.rules),
-                     facts_below_importance=reflection.dropped_facts, **fields)  # fmt: skip
+                     facts_below_importance=reflection.dropped_facts)  # fmt: skip
             return
         file = SoulFile(soul.folder, self._clock)
         changes: list[heartbeat.Changes] = []
@@ -259,8 +266,8 @@ class Reflector:
         change = changes[0]
         log.info("heartbeat.written", target="SOUL.md", entries_added=change.entries_added,
                  facts_added=change.facts_added, rules_added=change.rules_added,
-                 facts_below_importance=reflection.dropped_facts, version=change.version,
-                 **fields)  # fmt: skip
+                 facts_below_importance=reflection.dropped_facts,
+                 version=change.version)  # fmt: skip
 
     async def _fold(self, soul: Soul, route: Route, file: SoulFile, text: str | None) -> None:
         """Fold the oldest entries of `text` (the file as just written; None when

@@ -18,6 +18,7 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
 import structlog
+from structlog.contextvars import bound_contextvars
 
 from bot import prompts
 from bot.chat.history import Entry, HistoryStore, Snapshot
@@ -141,11 +142,12 @@ class Session:
             if not new or self._latest is None:
                 return
             self._attempted = new[-1].id
-            try:
-                await self._turn(new, self._latest)
-                await self._compact()
-            except Exception:  # the dispatch boundary: log, never kill the loop
-                log.exception("session.error", session=self.route.session)
+            with bound_contextvars(soul=self.route.soul, session=self.route.session):
+                try:
+                    await self._turn(new, self._latest)
+                    await self._compact()
+                except Exception:  # the dispatch boundary: log, never kill the loop
+                    log.exception("session.error")
             self.last_active = time.monotonic()
 
     async def _turn(self, new: list[Entry], target: Inbound) -> None:
@@ -153,8 +155,27 @@ class Session:
         fresh = {e.id for e in new}
         history = [e for e in self._entries if e.id not in fresh]
         started = time.perf_counter()
-        log_ctx = {"soul": route.soul, "session": route.session, "messages": len(new)}
-        log.info("turn.started", **log_ctx)
+        with bound_contextvars(messages=len(new)):
+            text = await self._answer(route, generation, new, history, target, started)
+        for entry in new:
+            self._received.pop(entry.id, None)
+        if not text:
+            log.warning("turn.empty", messages=len(new))
+            return
+        await send_safely(self._parts.send, reply_to(target, text))
+
+    async def _answer(
+        self,
+        route: Route,
+        generation: int,
+        new: list[Entry],
+        history: list[Entry],
+        target: Inbound,
+        started: float,
+    ) -> str:
+        """The text to send for a turn: the model's reply, stored; or the line
+        that says why there is none."""
+        log.info("turn.started")
         try:
             async with self._parts.typing(target):
                 prompt = await self._parts.agent.prompt(
@@ -165,13 +186,13 @@ class Session:
             text = prompts.DAILY_LIMIT
         except ModelRejected as exc:
             # Our request is at fault, not the service: an operator must look.
-            log.error("turn.failed", error_class=exc.error_class, error=str(exc), **log_ctx)
+            log.error("turn.failed", error_class=exc.error_class, error=str(exc))
             text = prompts.MODEL_REJECTED
         except ModelError as exc:
-            log.warning("turn.failed", error_class=exc.error_class, error=str(exc), **log_ctx)
+            log.warning("turn.failed", error_class=exc.error_class, error=str(exc))
             text = prompts.APOLOGY
         except Exception as exc:
-            log.exception("turn.failed", error_class=type(exc).__name__, **log_ctx)
+            log.exception("turn.failed", error_class=type(exc).__name__)
             text = prompts.APOLOGY
         else:
             self._breakpoint = prompt.breakpoint_id
@@ -198,14 +219,8 @@ class Session:
                 output_tokens=reply.usage.output_tokens,
                 cache_creation_input_tokens=reply.usage.cache_creation_input_tokens,
                 cache_read_input_tokens=reply.usage.cache_read_input_tokens,
-                **log_ctx,
             )
-        for entry in new:
-            self._received.pop(entry.id, None)
-        if not text:
-            log.warning("turn.empty", **log_ctx)
-            return
-        await send_safely(self._parts.send, reply_to(target, text))
+        return text
 
     async def _compact(self) -> None:
         entries = self._entries
@@ -217,7 +232,7 @@ class Session:
         try:
             summary = await self._parts.agent.summarize(self.route, self._summary, folded)
         except (BudgetExceeded, ModelError) as exc:
-            log.warning("history.compact_failed", session=self.route.session, error=str(exc))
+            log.warning("history.compact_failed", error=str(exc))
             return
         if generation != self._generation or not summary:
             return
@@ -227,7 +242,7 @@ class Session:
         self._entries = self._entries[cut:]
         self._summary = summary
         self._breakpoint = None
-        log.info("history.compacted", session=self.route.session, entries=cut)
+        log.info("history.compacted", entries=cut)
 
 
 class SessionManager:

@@ -59,7 +59,6 @@ async def _serve(config: Config, registry: SoulRegistry) -> int:
     # The runtime pulls in the model SDK (a second to import): only run and chat need it.
     from bot.app.daemon import Daemon
     from bot.app.runtime import Runtime, pick_default_soul, settle_gc
-    from bot.app.scheduler import Scheduler, nightly_trigger
 
     stop: list[Callable[[], None]] = []
     default = registry.get(pick_default_soul(config, registry))
@@ -71,17 +70,7 @@ async def _serve(config: Config, registry: SoulRegistry) -> int:
         )
     runtime = await Runtime.open(config, registry, adapters)
     settle_gc()
-    trigger = nightly_trigger(config.memory.compile.cron, config.memory.compile.timezone)
-    scheduler = Scheduler(trigger)
-    daemon = Daemon(runtime, scheduler)
-
-    async def compile_all() -> None:
-        await runtime.memory.compile_all()
-
-    scheduler.add_nightly("compile", compile_all)
-    # Reflections first: a private scope's reflection lands in its wiki before the compile.
-    daemon.shutdown_tasks.append(("heartbeat", runtime.reflector.flush))
-    daemon.shutdown_tasks.append(("compile", compile_all))
+    daemon = Daemon(runtime)
     # The end of console input stops the daemon when the console is its only adapter.
     stop.append(daemon.request_stop if len(adapters) == 1 else lambda: None)
     return await daemon.serve()

@@ -18,6 +18,7 @@ from dataclasses import dataclass, replace
 from datetime import UTC, datetime
 
 import structlog
+from structlog.contextvars import bound_contextvars
 
 from bot import prompts
 from bot.errors import PageFormatError, WikiPathRefused
@@ -107,16 +108,16 @@ class Compiler:
         logging `wiki.compile_failed`; the watermark is then where it was.
         """
         started = time.perf_counter()
-        try:
-            result = await self._compile(soul, scope, wiki, started)
-        except Exception as exc:
-            log.error("wiki.compile_failed", soul=soul, scope=scope,
-                      error_class=type(exc).__name__, error=str(exc))  # fmt: skip
-            raise
-        if result.traces:
-            log.info("wiki.compiled", soul=soul, scope=scope, pages_written=len(result.pages),
-                     traces_folded=result.traces, conflicts=list(result.conflicts),
-                     duration_ms=result.duration_ms)  # fmt: skip
+        with bound_contextvars(soul=soul, scope=scope):
+            try:
+                result = await self._compile(soul, scope, wiki, started)
+            except Exception as exc:
+                log.error("wiki.compile_failed", error_class=type(exc).__name__, error=str(exc))
+                raise
+            if result.traces:
+                log.info("wiki.compiled", pages_written=len(result.pages),
+                         traces_folded=result.traces, conflicts=list(result.conflicts),
+                         duration_ms=result.duration_ms)  # fmt: skip
         return result
 
     async def _compile(self, soul: str, scope: str, wiki: Wiki, started: float) -> CompileResult:

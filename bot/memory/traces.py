@@ -8,6 +8,7 @@ transaction for many turns under load); a failed batch is logged as
 from __future__ import annotations
 
 import asyncio
+import contextvars
 
 import structlog
 
@@ -29,7 +30,10 @@ class TraceWriter:
         """Queue a trace; the writer task starts when none runs."""
         self._queued.append(trace)
         if self._writer is None or self._writer.done():
-            self._writer = asyncio.create_task(self._write_queued(), name="traces")
+            # Its own context: the turn that starts it does not lend it its log fields.
+            self._writer = asyncio.create_task(
+                self._write_queued(), name="traces", context=contextvars.Context()
+            )
 
     async def _write_queued(self) -> None:
         while self._queued:

@@ -10,7 +10,6 @@ from pathlib import Path
 
 import discord
 import pytest
-from structlog.testing import capture_logs
 
 from adapters.discord_adapter import DiscordAdapter
 from adapters.telegram_adapter import TelegramAdapter
@@ -20,7 +19,7 @@ from bot.chat.commands import MENU
 from tests.fakes.anthropic_fake import FakeAnthropic
 from tests.fakes.discord_fake import FakeDiscord
 from tests.fakes.telegram_fake import FakeTelegram
-from tests.kit import make_config, serving, user_texts
+from tests.kit import capture_logs, make_config, serving, user_texts
 
 ADMIN = 11
 GUILD, CHANNEL, THREAD = 500, 510, 520

@@ -8,8 +8,6 @@ from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
 from pathlib import Path
 
-from structlog.testing import capture_logs
-
 from adapters.split import utf16_len
 from adapters.telegram_adapter import TelegramAdapter, api_url
 from adapters.texts import TEXT_ONLY
@@ -18,7 +16,7 @@ from bot.app.runtime import Runtime
 from bot.chat.commands import MENU
 from tests.fakes.anthropic_fake import FakeAnthropic
 from tests.fakes.telegram_fake import FakeTelegram, parse_html
-from tests.kit import make_config, serving, user_texts, wait_until
+from tests.kit import capture_logs, make_config, serving, user_texts, wait_until
 
 ADMIN = 1
 GROUP = -100

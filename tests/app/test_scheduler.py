@@ -6,9 +6,9 @@ import asyncio
 
 import pytest
 from apscheduler.triggers.cron import CronTrigger
-from structlog.testing import capture_logs
 
 from bot.app.scheduler import Scheduler, nightly_trigger
+from tests.kit import capture_logs
 
 
 @pytest.mark.timeout(15)

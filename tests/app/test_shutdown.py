@@ -7,14 +7,13 @@ import asyncio
 from pathlib import Path
 
 from apscheduler.triggers.cron import CronTrigger
-from structlog.testing import capture_logs
 
 from bot.app.daemon import Daemon
 from bot.app.runtime import Runtime
 from bot.app.scheduler import Scheduler
 from bot.soul.registry import SoulRegistry
 from tests.fakes.anthropic_fake import FakeAnthropic
-from tests.kit import RecordingPlatform, make_config, wait_until
+from tests.kit import RecordingPlatform, capture_logs, make_config, wait_until
 
 
 async def test_turns_then_shutdown_tasks_then_the_store(tmp_path: Path) -> None:
@@ -45,7 +44,12 @@ async def test_turns_then_shutdown_tasks_then_the_store(tmp_path: Path) -> None:
     assert code == 0
     assert order == ["compile after 1 reply", "store still open"]
     assert platform.sent[0].text.endswith("answer me before you go")
-    events = [e["event"] for e in logs]
-    assert events.index("turn.completed") < events.index("shutdown.task_failed")
-    assert events.index("shutdown.task_failed") < events.index("shutdown.task_done")
-    assert events[-1] == "daemon.stopped"
+    events = [(e["event"], e.get("task")) for e in logs]
+    assert [task for event, task in events if event.startswith("shutdown.task")] == [
+        "heartbeat",
+        "compile",
+        "broken",
+        "compile",
+    ]  # the daemon's own tasks first, then those added here
+    assert events.index(("turn.completed", None)) < events.index(("shutdown.task_failed", "broken"))
+    assert events[-1] == ("daemon.stopped", None)

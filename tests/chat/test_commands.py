@@ -6,11 +6,9 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
-from structlog.testing import capture_logs
-
 from bot import prompts
 from tests.fakes.anthropic_fake import FakeAnthropic
-from tests.kit import make_config, running, user_texts, wait_until
+from tests.kit import capture_logs, make_config, running, user_texts, wait_until
 
 ADMIN = "admins: {telegram: [1]}\n"
 

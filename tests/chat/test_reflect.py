@@ -10,14 +10,13 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from structlog.testing import capture_logs
 
 from bot import prompts
 from bot.config.schema import Config, HeartbeatConfig
 from bot.soul.heartbeat import entries_of
 from bot.soul.regions import META, meta_fields, parse_regions
 from tests.fakes.anthropic_fake import FakeAnthropic, Reply
-from tests.kit import make_config, running, wait_until
+from tests.kit import capture_logs, make_config, running, wait_until
 
 SOUL = (
     "---\nagentId: lark\nname: Lark\n---\n# SOUL.md\n\n<!-- SOUL_META -->\n- version: 1.0.0\n"

@@ -4,11 +4,9 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from structlog.testing import capture_logs
-
 from bot import prompts
 from tests.fakes.anthropic_fake import FakeAnthropic
-from tests.kit import RecordingPlatform, make_config, running, user_texts, wait_until
+from tests.kit import RecordingPlatform, capture_logs, make_config, running, user_texts, wait_until
 
 
 async def test_a_message_is_answered(tmp_path: Path) -> None:
@@ -221,3 +219,22 @@ async def test_compaction_never_folds_a_message_still_waiting(tmp_path: Path) ->
     assert len(turns) == 2 and len(replies) == 2
     assert user_texts(turns[1])[-2].startswith("two: ")
     assert user_texts(turns[1])[-1] == "three"
+
+
+async def test_a_turn_binds_its_soul_and_session_to_every_line_it_logs(tmp_path: Path) -> None:
+    async with FakeAnthropic() as fake, running(make_config(tmp_path, fake.url)) as (_, platform):
+        fake.script_error(529)
+        with capture_logs() as logs:
+            await platform.say("hello", user="u7")
+            await platform.replies(1)
+            await platform.say("again", user="u7")
+            await platform.replies(2)
+    turn = [e for e in logs if e["event"].startswith("turn.")]
+    assert [e["event"] for e in turn] == [
+        "turn.started", "turn.failed", "turn.started", "turn.completed"
+    ]  # fmt: skip
+    for line in turn:
+        assert (line["soul"], line["session"], line["messages"]) == ("lark", "test:u7", 1)
+    # A line logged deeper down, by the model client, carries the turn's context too.
+    [usage] = [e for e in logs if e["event"] == "llm.usage"]
+    assert usage["messages"] == 1

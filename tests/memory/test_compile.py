@@ -7,14 +7,13 @@ from collections.abc import Sequence
 from pathlib import Path
 
 import pytest
-from structlog.testing import capture_logs
 
 from bot.errors import BudgetExceeded
 from bot.memory.compile import Compiler, default_clusterer
 from bot.memory.store import NewTrace, Trace
 from bot.memory.wiki import Wiki
 from tests.fakes.anthropic_fake import FakeAnthropic
-from tests.kit import make_config, running
+from tests.kit import capture_logs, make_config, running
 
 DAY = 1_764_400_000.0  # 2025-11-29
 

@@ -8,7 +8,6 @@ from collections.abc import AsyncIterator
 from typing import Any
 
 import pytest
-from structlog.testing import capture_logs
 
 from bot.config.load import parse_config
 from bot.config.schema import BudgetConfig, ModelConfig
@@ -18,6 +17,7 @@ from bot.model.usage import CallContext, Ledger
 from bot.storage.db import Database
 from bot.types import Tool
 from tests.fakes.anthropic_fake import FakeAnthropic
+from tests.kit import capture_logs
 
 CTX = CallContext("lark", "user:test:1", "test:1", "test:1", "turn")
 SYSTEM = [{"type": "text", "text": "You are Lark."}]

@@ -10,7 +10,6 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from structlog.testing import capture_logs
 
 from bot.config.schema import BudgetConfig, Price
 from bot.errors import BudgetExceeded
@@ -24,6 +23,7 @@ from bot.model.usage import (
     usage_table,
 )
 from bot.storage.db import Database, connect
+from tests.kit import capture_logs
 
 NOON = datetime(2025, 3, 10, 12, 0, tzinfo=UTC).timestamp()
 DAY = 86_400.0

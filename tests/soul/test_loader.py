@@ -4,11 +4,11 @@ import os
 from pathlib import Path
 
 import pytest
-from structlog.testing import capture_logs
 
 from bot.errors import SoulLoadError
 from bot.soul.files import MIGRATED_END, MIGRATED_END_QUOTED, MIGRATED_START
 from bot.soul.loader import load_soul
+from tests.kit import capture_logs
 from tests.soul.conftest import GOOD_SOUL, MakeSoul
 
 

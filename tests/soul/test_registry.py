@@ -4,10 +4,10 @@ import shutil
 from pathlib import Path
 
 import pytest
-from structlog.testing import capture_logs
 
 from bot.errors import SoulbotError
 from bot.soul.registry import SoulRegistry
+from tests.kit import capture_logs
 from tests.soul.conftest import MakeSoul
 
 BROKEN = "---\nname: Broken\nhexaco: {openness: high}\n---\nBody"
