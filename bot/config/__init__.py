@@ -1,0 +1,2 @@
+"""soulbot.yaml: the schema, loading it, its error lines, the generated reference.
+Imports no domain module."""

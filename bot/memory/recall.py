@@ -121,7 +121,7 @@ def label(row: Row, now: float, group: bool) -> str:
 
 def render(rows: Sequence[Row], budget_tokens: int, now: float, group: bool) -> str:
     """The block for `rows` (most relevant first) within `budget_tokens`, as
-    `bot.history.count_tokens` (characters / 4) counts the whole block: every
+    `bot.chat.history.count_tokens` (characters / 4) counts the whole block: every
     row whose whole line still fits is taken, in order, and the lines taken are
     written oldest first. When no whole line fits, the block is the first row's
     line cut to the budget, or its text alone cut to the budget when even its

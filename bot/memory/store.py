@@ -6,7 +6,7 @@ page is a note of the scope whose wiki holds the page. Only the text is
 indexed: speaker, display name, soul, scope, session and time are columns of
 `memory`, never tokens of `memory_fts`, so a search never matches who spoke.
 
-Layout (the tables are in `bot.db.SCHEMA`):
+Layout (the tables are in `bot.storage.db.SCHEMA`):
 - `memory_scopes`: one numbered row per (soul, scope), with its row and word
   counts (the statistics the ranking needs) and its newest trace id.
 - `memory`: one row per trace or note. Its id is `(scope number << 32) + seq`,

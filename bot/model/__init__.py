@@ -1,0 +1,1 @@
+"""The model: the API client with its tool loop, the usage ledger and the daily budgets."""

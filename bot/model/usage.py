@@ -1,6 +1,6 @@
 """The usage ledger and the daily token budgets (DESIGN.md §9, §10).
 
-Every model call is one row in the `usage` table (`bot.db`) and one `llm.usage`
+Every model call is one row in the `usage` table (`bot.storage.db`) and one `llm.usage`
 log line. `Ledger.check` refuses a call, before it is made, when it would take
 a soul or a user past its daily token budget. Days are UTC days.
 
