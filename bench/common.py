@@ -213,8 +213,9 @@ Event = MutableMapping[str, Any]
 
 
 def tap(events: Iterable[str], sink: Callable[[Event], None]) -> None:
-    """Hand every structlog event named in `events` to `sink`, before any other
-    processor runs (and before the level filter drops it)."""
+    """Hand every structlog event named in `events` to `sink`, with the bound
+    context merged in, before any other processor runs (and before the level
+    filter drops it)."""
     names = frozenset(events)
     processors = structlog.get_config()["processors"]
 
@@ -223,7 +224,7 @@ def tap(events: Iterable[str], sink: Callable[[Event], None]) -> None:
             sink(event)
         return event
 
-    structlog.configure(processors=[capture, *processors])
+    structlog.configure(processors=[structlog.contextvars.merge_contextvars, capture, *processors])
 
 
 def emit(result: dict[str, Any]) -> None:

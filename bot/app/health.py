@@ -33,7 +33,7 @@ def write_health(path: Path, status: dict[str, Any]) -> None:
 
 async def keep_health(path: Path, status: Any, every_s: float = EVERY_S) -> None:
     """Write `status()` to `path` now and every `every_s` seconds until cancelled,
-    then remove the file. A failed write is retried at the next beat."""
+    then remove the file. A failed write is retried at the next rewrite."""
     try:
         while True:
             with contextlib.suppress(OSError):
