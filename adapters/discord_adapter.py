@@ -12,9 +12,11 @@ guild only when it mentions or replies to the bot).
 Replies are split at 2,000 characters; the first chunk replies to the message
 that started the turn. Replies never ping @everyone, @here or roles, whatever
 the model writes. The slash commands (`/soul ...`, `/pair ...`, `/reset`,
-`/forget`, `/help`) are app commands synced at start; their answers are
-ephemeral (only the person who asked sees them). A lost gateway connection is
-resumed or re-established by discord.py.
+`/forget`, `/help`) are app commands synced at start. Their answers, and any
+later report (a compile's), reach only the person who asked: an ephemeral
+follow-up while the interaction lives (Discord allows 15 minutes), a DM after;
+never the channel. A lost gateway connection is resumed or re-established by
+discord.py.
 
 `api_base_url` and `gateway_url` point discord.py elsewhere (a REST proxy, the
 tests' fake): discord.py has no option for it, so they are set on its
@@ -26,9 +28,11 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import dataclasses
 import re
 from collections.abc import Sequence
 from contextlib import AbstractAsyncContextManager
+from dataclasses import dataclass
 from typing import Any
 
 import discord
@@ -46,10 +50,37 @@ log = structlog.get_logger(__name__)
 LIMIT = 2000
 TYPING_EVERY_S = 8.0  # Discord shows typing for 10 s
 READY_TIMEOUT_S = 30.0
-INTERACTION = "interaction:"
+_ASKED = re.compile(r"interaction:(\d+):(\d+)")
 _SAFE_MENTIONS = discord.AllowedMentions(everyone=False, roles=False, users=False,
                                          replied_user=True)  # fmt: skip
 _MESSAGE_TYPES = (discord.MessageType.default, discord.MessageType.reply)
+
+
+@dataclass(frozen=True)
+class _Asked:
+    """The message id a slash command's Inbound carries and its replies name:
+    `interaction:<interaction id>:<user id>`, so that even a reply that comes
+    after the interaction has expired knows whom to send it to."""
+
+    interaction_id: int
+    user_id: int
+
+    @classmethod
+    def parse(cls, text: str | None) -> _Asked | None:
+        """The key in an Outbound's `reply_to`, or None for any other message id."""
+        found = _ASKED.fullmatch(text or "")
+        return cls(int(found[1]), int(found[2])) if found else None
+
+    def __str__(self) -> str:
+        return f"interaction:{self.interaction_id}:{self.user_id}"
+
+
+@dataclass
+class _Held:
+    """A slash command's interaction, kept for its follow-ups while it lives."""
+
+    interaction: discord.Interaction
+    answered: bool = False
 
 
 class DiscordAdapter:
@@ -77,7 +108,7 @@ class DiscordAdapter:
         self._task: asyncio.Task[None] | None = None
         self._deliver: Deliver | None = None
         self._open = False
-        self._interactions: dict[str, discord.Interaction] = {}
+        self._interactions: dict[int, _Held] = {}  # by interaction id, until they expire
 
     # -- lifecycle ----------------------------------------------------------------------
 
@@ -159,8 +190,8 @@ class DiscordAdapter:
                 await self._deliver(inbound)
             elif (message.attachments or message.stickers) and (
                 inbound.is_dm or inbound.mentions_bot or inbound.reply_to_bot
-            ):
-                await message.reply(texts.TEXT_ONLY)
+            ):  # the router gates it, then says it reads text only
+                await self._deliver(dataclasses.replace(inbound, text="", media=True))
         except Exception as exc:  # one message never stops the client
             log.error("adapter.error", adapter=self.name, stage="message",
                       error=f"{type(exc).__name__}: {exc}")  # fmt: skip
@@ -189,6 +220,7 @@ class DiscordAdapter:
             thread_id=str(channel.id) if in_thread else None,
             guild_id=str(message.guild.id) if message.guild else None,
             ts=message.created_at.timestamp(),
+            private_thread=in_thread and channel.type == discord.ChannelType.private_thread,
         )
 
     def _is_command(self, rest: str) -> bool:
@@ -231,7 +263,15 @@ class DiscordAdapter:
         async def pair_approve(interaction: discord.Interaction, code: str) -> None:
             await self._run(interaction, "pair approve", code)
 
-        @pair.command(name="list", description="The pairing codes waiting")
+        @pair.command(name="deny", description="Drop a waiting pairing code")
+        async def pair_deny(interaction: discord.Interaction, code: str) -> None:
+            await self._run(interaction, "pair deny", code)
+
+        @pair.command(name="revoke", description="Take an approval back (platform:id)")
+        async def pair_revoke(interaction: discord.Interaction, who: str) -> None:
+            await self._run(interaction, "pair revoke", who)
+
+        @pair.command(name="list", description="The waiting codes and the approved people")
         async def pair_list(interaction: discord.Interaction) -> None:
             await self._run(interaction, "pair list")
 
@@ -256,8 +296,11 @@ class DiscordAdapter:
         if self._deliver is None or not self._open:
             return
         await interaction.response.defer(ephemeral=True, thinking=True)
-        key = f"{INTERACTION}{interaction.id}"
-        self._interactions[key] = interaction
+        self._interactions = {
+            key: held for key, held in self._interactions.items()
+            if not held.interaction.is_expired()
+        }  # fmt: skip
+        held = self._interactions[interaction.id] = _Held(interaction)
         channel = interaction.channel
         thread = isinstance(channel, discord.Thread)
         chat_id = (
@@ -270,12 +313,12 @@ class DiscordAdapter:
             user_name=interaction.user.display_name,
             text=f"/{words}" + (f" {arg}" if arg else ""),
             is_dm=interaction.guild_id is None,
-            message_id=key,
+            message_id=str(_Asked(interaction.id, interaction.user.id)),
             thread_id=str(interaction.channel_id) if thread else None,
             guild_id=str(interaction.guild_id) if interaction.guild_id else None,
         )
         await self._deliver(inbound)
-        if self._interactions.pop(key, None) is not None:  # no answer came: say so
+        if not held.answered:  # no answer came: say so
             await interaction.followup.send(texts.NO_ANSWER, ephemeral=True)
 
     # -- outbound -----------------------------------------------------------------------
@@ -292,10 +335,9 @@ class DiscordAdapter:
         if client is None:
             raise RuntimeError("the Discord adapter is not started")
         chunks = split_message(message.text, LIMIT)
-        interaction = self._interactions.pop(message.reply_to or "", None)
-        if interaction is not None:
-            for chunk in chunks:
-                await interaction.followup.send(chunk, ephemeral=True)
+        asked = _Asked.parse(message.reply_to)
+        if asked is not None:
+            await self._answer_privately(client, asked, chunks)
             return
         channel = client.get_partial_messageable(int(message.thread_id or message.chat_id))
         reference: Any = None
@@ -306,3 +348,20 @@ class DiscordAdapter:
         for chunk in chunks:
             await channel.send(chunk, reference=reference)
             reference = None
+
+    async def _answer_privately(
+        self, client: discord.Client, asked: _Asked, chunks: list[str]
+    ) -> None:
+        """A reply to a slash command, for the person who asked only: ephemeral
+        follow-ups while the interaction lives, else their DM."""
+        held = self._interactions.get(asked.interaction_id)
+        if held is not None:
+            held.answered = True
+            if not held.interaction.is_expired():
+                for chunk in chunks:
+                    await held.interaction.followup.send(chunk, ephemeral=True)
+                return
+        log.info("discord.interaction_expired", user_id=str(asked.user_id))
+        dm = await client.create_dm(discord.Object(asked.user_id))
+        for chunk in chunks:
+            await dm.send(chunk)

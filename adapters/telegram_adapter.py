@@ -33,7 +33,6 @@ from telegram.constants import ChatAction, ChatType, ParseMode
 from telegram.error import BadRequest, InvalidToken, TelegramError
 from telegram.ext import AIORateLimiter, Application, ApplicationBuilder, TypeHandler
 
-from adapters import texts
 from adapters.base import Deliver, repeating
 from adapters.split import split_message, utf16_len
 from adapters.telegram_format import to_html
@@ -142,8 +141,6 @@ class TelegramAdapter:
             inbound = self._inbound(message)
             if inbound is not None:
                 await self._deliver(inbound)
-            elif message.text is None and self._is_media_for_us(message):
-                await message.reply_text(texts.TEXT_ONLY)
         except Exception as exc:  # one update never stops the polling
             log.error("adapter.error", adapter=self.name, stage="update",
                       error=f"{type(exc).__name__}: {exc}")  # fmt: skip
@@ -165,11 +162,13 @@ class TelegramAdapter:
     def _inbound(self, message: Message) -> Inbound | None:
         text = message.text
         user = message.from_user
-        if text is None or user is None:
+        if user is None or (text is None and not self._is_media_for_us(message)):
             return None
         is_dm = message.chat.type == ChatType.PRIVATE
         mentioned = False
-        if text.startswith("/"):
+        if text is None:  # media for us: the router gates it, then says it reads text only
+            text = ""
+        elif text.startswith("/"):
             head, _, rest = text.partition(" ")
             command, _, target = head.partition("@")
             if target and target.lower() != self._username:
@@ -190,6 +189,7 @@ class TelegramAdapter:
             message_id=str(message.message_id),
             thread_id=str(message.message_thread_id) if message.is_topic_message else None,
             ts=message.date.timestamp(),
+            media=message.text is None,
         )
 
     def _strip_mentions(self, message: Message, text: str) -> tuple[str, bool]:

@@ -4,6 +4,3 @@ from __future__ import annotations
 
 # A Discord slash command that produced no answer (an error, logged).
 NO_ANSWER = "That command produced no answer; the bot's log says why."
-
-# Platforms: a photo, voice note, sticker or file instead of text.
-TEXT_ONLY = "I can only read text messages, sorry: please tell me in words."

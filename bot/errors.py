@@ -133,8 +133,11 @@ class WikiPathRefused(SoulbotError, OSError):
 
     def __init__(self, page_id: str, cause: OSError) -> None:
         why = _PATH_REFUSED.get(cause.errno or 0, cause.strerror)
-        OSError.__init__(self, cause.errno, f"the file system refuses page {page_id!r}: {why}")
-        self.filename = cause.filename
+        # EXDEV: soulbot's own refusal of a link that leads out (bot/memory/wiki.py).
+        who = "soulbot" if cause.errno == errno.EXDEV else "the file system"
+        OSError.__init__(self, cause.errno, f"{who} refuses page {page_id!r}: {why}")
+        if cause.filename is not None:
+            self.filename = cause.filename
         self.page_id = page_id
 
 

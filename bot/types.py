@@ -61,6 +61,10 @@ class Inbound:
     thread_id: str | None = None
     guild_id: str | None = None
     ts: float = field(default_factory=time.time)
+    private_thread: bool = False
+    """A thread only its members can read (a Discord private thread)."""
+    media: bool = False
+    """A photo, voice note, sticker or file came, with no text to read."""
 
 
 @dataclass(frozen=True)

@@ -90,6 +90,11 @@ class RecordingPlatform:
             )
         )
 
+    async def hear(self, inbound: Inbound) -> None:
+        """Deliver an `inbound` built by the test (threads, guilds, media)."""
+        assert self._deliver is not None, "start() first"
+        await self._deliver(inbound)
+
     async def replies(self, count: int, within: float = 10.0) -> list[Outbound]:
         """Wait until `count` messages were sent in all; returns them."""
         async with asyncio.timeout(within), self._arrived:

@@ -120,7 +120,7 @@ class Runtime:
             agent = Agent(registry, model, memory, more_tools=reflector.tools)
             sessions = SessionManager(SessionParts(
                 history, agent, send, typing, config.memory.history_token_budget, memory,
-                reflector.turn_done,
+                reflector.turn_done, reflector.forget,
             ))  # fmt: skip
             access = Access(db, config)
             commands = Commands(registry=registry, sessions=sessions, memory=memory,

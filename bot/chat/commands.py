@@ -8,13 +8,21 @@ and is logged as `command.refused`; a command that runs is logged as
 `/forget` erases nothing until it is repeated as `/forget confirm`.
 `/soul compile` answers at once and reports when the compile is done, so the
 chat is not held up while it runs.
+
+Replies never show a private scope (a person's or a chat's own wiki) outside the
+admin's own DM: there `/soul status` and the compile report count them. Every
+string a reply shows that soulbot did not write itself (names, words typed as
+arguments, error messages) goes through `markup.plain`, so no Markdown in it
+renders on any platform.
 """
 
 from __future__ import annotations
 
 import asyncio
 import time
+from collections import Counter
 from collections.abc import Awaitable, Callable, Sequence
+from dataclasses import dataclass
 from datetime import UTC, datetime
 
 import structlog
@@ -22,10 +30,13 @@ from structlog.contextvars import bound_contextvars
 
 from bot import prompts
 from bot.chat.access import Access
+from bot.chat.markup import plain
 from bot.chat.sessions import Send, SessionManager, reply_to, send_safely
-from bot.errors import CompileFailed, SoulbotError
+from bot.errors import BudgetExceeded, ModelRejected, ModelUnavailable, SoulbotError
+from bot.memory.compile import CompileResult
 from bot.memory.service import Memory
 from bot.model.usage import day_totals, usage_table
+from bot.soul.persona import SOUL_ID
 from bot.soul.registry import ReloadReport, SoulRegistry
 from bot.soul.soulfile import new_epoch, rollback_soul
 from bot.storage.db import Database
@@ -39,7 +50,7 @@ MENU: tuple[tuple[str, str], ...] = (
     ("reset", "Start a new conversation"),
     ("forget", "Erase what I remember from this conversation"),
     ("soul", "Admins: reload, status, compile, usage, rollback, epoch"),
-    ("pair", "Admins: approve a pairing code, list the waiting ones"),
+    ("pair", "Admins: approve or deny pairing codes, revoke approvals, list them"),
 )
 ADMIN_ONLY = frozenset({"soul", "pair"})
 MAX_USAGE_DAYS = 366
@@ -61,6 +72,15 @@ def _when(iso: str | None) -> str:
     return "compiled " + moment.strftime("%Y-%m-%d %H:%M UTC")
 
 
+def _error(error: object) -> str:
+    """An error message as plain text on one line (its lines joined by "; ")."""
+    return plain("; ".join(str(error).splitlines()))
+
+
+def _day(epoch_s: float) -> str:
+    return datetime.fromtimestamp(epoch_s, UTC).strftime("%Y-%m-%d %H:%M UTC")
+
+
 def reload_lines(report: ReloadReport) -> list[str]:
     """One line per soul of a reload: loaded, failed (and why), removed."""
     lines = [
@@ -69,9 +89,51 @@ def reload_lines(report: ReloadReport) -> list[str]:
     ]
     for failure, kept in report.failed:
         after = "its previous version stays live" if kept else "it is not live"
-        lines.append(f"- {failure.path.name}: failed: {failure.error} ({after})")
+        lines.append(f"- {plain(failure.path.name)}: failed: {_error(failure.error)} ({after})")
     lines += [f"- {soul_id}: removed (its folder is gone)" for soul_id in report.removed]
     return lines or ["- no soul folder found"]
+
+
+@dataclass(frozen=True)
+class WikiFailure:
+    """A wiki the compile could not fold its traces into, and what stopped it."""
+
+    soul: str
+    scope: str
+    error: Exception
+
+
+def failure_reason(error: Exception) -> str:
+    """Why a wiki did not compile, in a few fixed words: never the error's own
+    text (a model error carries the API's answer; the log has it all), but the
+    system's words for a failed file operation ("File too large")."""
+    if isinstance(error, ModelRejected):
+        return prompts.COMPILE_REJECTED
+    if isinstance(error, ModelUnavailable):
+        return prompts.COMPILE_UNAVAILABLE
+    if isinstance(error, BudgetExceeded):
+        return prompts.COMPILE_BUDGET
+    if isinstance(error, OSError):
+        return prompts.COMPILE_FILES.format(why=error.strerror or type(error).__name__)
+    return prompts.COMPILE_OTHER
+
+
+def failure_lines(failures: Sequence[WikiFailure], *, private: bool) -> list[str]:
+    """One line per failed wiki (its error's class and reason) when `private`
+    scopes may be named; otherwise the shared wikis by name and the private
+    ones counted, per soul and kind of error."""
+    lines: list[str] = []
+    counted: Counter[tuple[str, str, str]] = Counter()
+    for f in failures:
+        kind, reason = type(f.error).__name__, failure_reason(f.error)
+        if private or f.scope == SHARED:
+            lines.append(f"- {f.soul} {f.scope}: {kind}: {reason}")
+        else:
+            counted[f.soul, kind, reason] += 1
+    for (soul, kind, reason), count in sorted(counted.items()):
+        wikis = "private wiki" if count == 1 else "private wikis"
+        lines.append(f"- {soul}, {count} {wikis}: {kind}: {reason}")
+    return lines
 
 
 class Commands:
@@ -120,7 +182,9 @@ class Commands:
             handler = self._handlers.get(name)
             if handler is None:
                 log.info("command.unknown")
-                return prompts.UNKNOWN_COMMAND.format(command=name) + "\n" + self._help(admin)
+                return (
+                    prompts.UNKNOWN_COMMAND.format(command=plain(name)) + "\n" + self._help(admin)
+                )
             log.info("command.run")
             return await handler(inbound, route, args)
 
@@ -137,17 +201,24 @@ class Commands:
     async def _cmd_forget(self, inbound: Inbound, route: Route, args: list[str]) -> str:
         if route.scope == SHARED:
             return prompts.FORGET_SHARED
+        # A group's memory is everyone's there: only an admin may erase it.
+        group = not route.is_dm
+        if group and not self._access.is_admin(inbound.platform, inbound.user_id):
+            log.warning("command.refused", reason="group memory")
+            return prompts.FORGET_GROUP_MEMBER
         if [a.lower() for a in args] != ["confirm"]:
-            return prompts.FORGET_ASK
+            return prompts.FORGET_ASK_GROUP if group else prompts.FORGET_ASK
         await self._sessions.forget(route)
-        return prompts.FORGET_DONE
+        return prompts.FORGET_DONE_GROUP if group else prompts.FORGET_DONE
 
     async def _cmd_soul(self, inbound: Inbound, route: Route, args: list[str]) -> str:
         sub, rest = (args[0].lower(), args[1:]) if args else ("", [])
         if sub == "reload" and len(rest) <= 1:
+            if rest and not SOUL_ID.fullmatch(rest[0]):  # a soul id or folder name, no path
+                return prompts.RELOAD_ID_ONLY
             return await self._reload(rest[0] if rest else None)
         if sub == "status" and not rest:
-            return await self._status()
+            return await self._status(private=inbound.is_dm)
         if sub == "compile" and len(rest) <= 1:
             return self._compile(inbound, rest[0] if rest else None)
         if sub == "usage" and len(rest) <= 1:
@@ -162,7 +233,7 @@ class Commands:
         try:
             return await asyncio.to_thread(op, *args)
         except SoulbotError as exc:
-            return str(exc)
+            return _error(exc)
 
     async def _reload(self, name: str | None) -> str:
         try:
@@ -171,11 +242,13 @@ class Commands:
             else:
                 report = await asyncio.to_thread(self._registry.reload, name)
         except SoulbotError as exc:
-            return f"Reload failed: {exc}"
+            return f"Reload failed: {_error(exc)}"
         head = "Reload: every problem is listed; live souls keep answering."
         return "\n".join([head, *reload_lines(report)])
 
-    async def _status(self) -> str:
+    async def _status(self, *, private: bool) -> str:
+        """Souls, sessions, wikis, today's usage; each private wiki by name only
+        when `private` (the admin's own DM), else counted."""
         lines = ["Souls:"]
         for soul in self._registry.all():
             lines.append(f"- {soul.id} version {soul.version} ({', '.join(soul.files)})")
@@ -185,21 +258,35 @@ class Commands:
         )
         lines.append("Memory wikis:")
         for soul in self._registry.all():
-            status = await self._memory.compile_status(soul.id)
-            shown = sorted(status, key=lambda s: (s[0] != SHARED, s[1] is None, s[1] or ""))
-            for scope, compiled, waiting in shown[:10]:
-                new = "; new traces waiting" if waiting else ""
-                lines.append(f"- {soul.id} {scope}: {_when(compiled)}{new}")
-            if len(status) > 10:
-                lines.append(f"- {soul.id}: {len(status) - 10} more wikis")
+            lines += await self._wiki_lines(soul.id, private=private)
         tokens, cost = await self._db.run(lambda conn: day_totals(conn, self._clock()))
         lines.append(f"Today (UTC): {tokens:,} tokens, ${cost:,.4f}")
         return "\n".join(lines)
 
+    async def _wiki_lines(self, soul: str, *, private: bool) -> list[str]:
+        """The soul's wikis, the shared one first, at most 10 by name; without
+        `private`, only the shared one by name and the private ones counted."""
+        status = await self._memory.compile_status(soul)
+        shown = sorted(status, key=lambda s: (s[0] != SHARED, s[1] is None, s[1] or ""))
+        hidden = [] if private else [s for s in shown if s[0] != SHARED]
+        if hidden:
+            shown = [s for s in shown if s[0] == SHARED]
+        lines = []
+        for scope, compiled, waiting in shown[:10]:
+            new = "; new traces waiting" if waiting else ""
+            lines.append(f"- {soul} {scope}: {_when(compiled)}{new}")
+        if len(shown) > 10:
+            lines.append(f"- {soul}: {len(shown) - 10} more wikis")
+        if hidden:
+            wikis = "private wiki" if len(hidden) == 1 else "private wikis"
+            ready = sum(1 for s in hidden if s[2])
+            lines.append(f"- {soul}: {len(hidden)} {wikis} ({ready} with new traces waiting)")
+        return lines
+
     def _compile(self, inbound: Inbound, name: str | None) -> str:
         if name is not None and self._registry.get(name) is None:
             known = ", ".join(s.id for s in self._registry.all())
-            return f"No soul with id '{name}' is loaded (loaded: {known})."
+            return f"No soul with id '{plain(name)}' is loaded (loaded: {known})."
         souls = [name] if name else None
         task = asyncio.create_task(self._compile_and_report(inbound, souls))
         self._background.add(task)
@@ -207,19 +294,28 @@ class Commands:
         return prompts.COMPILE_STARTED.format(souls=name or "every soul")
 
     async def _compile_and_report(self, inbound: Inbound, souls: Sequence[str] | None) -> None:
-        failures: list[str] = []
+        """Compile each wiki with new traces (one that fails is logged as
+        `wiki.compile_failed` and the others go on), then report to the chat
+        that asked: private wikis by name only in the admin's own DM."""
+        results: list[CompileResult] = []
+        failures: list[WikiFailure] = []
         try:
-            results = await self._memory.compile_all(souls)
-        except CompileFailed as exc:  # each failure is logged as wiki.compile_failed
-            results, failures = exc.results, exc.failures
-        except Exception as exc:  # reported to the admin who asked, and logged
+            for soul, scope in await self._memory.pending_wikis(souls):
+                try:
+                    results.append(await self._memory.compile_one(soul, scope))
+                except Exception as exc:  # logged by the compiler; the next wiki still compiles
+                    failures.append(WikiFailure(soul, scope, exc))
+        except Exception as exc:  # finding the wikis failed: reported and logged
             log.exception("command.failed", command="soul compile")
-            results, failures = [], [f"{type(exc).__name__}: {exc}"]
+            stopped = prompts.COMPILE_STOPPED.format(error=type(exc).__name__,
+                                                     reason=failure_reason(exc))  # fmt: skip
+            await send_safely(self._send, reply_to(inbound, stopped))
+            return
         traces = sum(r.traces for r in results)
         pages = sum(len(r.pages) for r in results)
         text = prompts.COMPILE_DONE.format(wikis=len(results), traces=traces, pages=pages)
         if failures:
-            lines = "\n".join(f"- {failure}" for failure in failures)
+            lines = "\n".join(failure_lines(failures, private=inbound.is_dm))
             text = prompts.COMPILE_FAILED.format(count=len(failures), failures=lines, done=text)
         await send_safely(self._send, reply_to(inbound, text))
 
@@ -233,24 +329,65 @@ class Commands:
         return f"```\n{table}\n```"
 
     async def _cmd_pair(self, inbound: Inbound, route: Route, args: list[str]) -> str:
-        sub = args[0].lower() if args else ""
-        if sub == "approve" and len(args) == 2:
-            pending = await self._access.approve(args[1], f"{inbound.platform}:{inbound.user_id}")
+        sub, rest = (args[0].lower(), args[1:]) if args else ("", [])
+        admin = f"{inbound.platform}:{inbound.user_id}"
+        if sub == "approve" and len(rest) == 1:
+            return await self._approve(rest[0], admin)
+        if sub == "deny" and len(rest) == 1:
+            pending = await self._access.deny(rest[0], admin)
             if pending is None:
-                return prompts.PAIR_UNKNOWN.format(code=args[1])
-            notice = Outbound(pending.platform, pending.chat_id, prompts.PAIR_WELCOME)
-            await send_safely(self._send, notice)
-            return prompts.PAIR_APPROVED.format(
-                name=pending.user_name, platform=pending.platform, user_id=pending.user_id
+                return prompts.PAIR_UNKNOWN.format(code=plain(rest[0]))
+            return prompts.PAIR_DENIED.format(
+                code=pending.code,
+                name=plain(pending.user_name),
+                platform=pending.platform,
+                user_id=pending.user_id,
             )
-        if sub == "list" and len(args) == 1:
-            waiting = await self._access.pending()
-            if not waiting:
-                return "No pairing code is waiting."
-            now = self._clock()
-            return "Waiting pairing codes:\n" + "\n".join(
-                f"- {p.code}: {p.user_name} ({p.platform} id {p.user_id}), "
+        if sub == "revoke" and len(rest) == 1 and rest[0].count(":") == 1:
+            platform, user_id = rest[0].split(":")
+            if platform and user_id:
+                return await self._revoke(platform.lower(), user_id, admin)
+        if sub == "list" and not rest:
+            return await self._pair_list()
+        return prompts.PAIR_USAGE
+
+    async def _approve(self, code: str, admin: str) -> str:
+        pending = await self._access.approve(code, admin)
+        if pending is None:
+            return prompts.PAIR_UNKNOWN.format(code=plain(code))
+        notice = Outbound(pending.platform, pending.chat_id, prompts.PAIR_WELCOME)
+        await send_safely(self._send, notice)
+        return prompts.PAIR_APPROVED.format(
+            name=plain(pending.user_name), platform=pending.platform, user_id=pending.user_id
+        )
+
+    async def _revoke(self, platform: str, user_id: str, admin: str) -> str:
+        who = plain(f"{platform}:{user_id}")
+        if await self._access.revoke(platform, user_id, admin):
+            reply, after = prompts.PAIR_REVOKED.format(who=who), prompts.PAIR_GATED
+        else:
+            reply, after = prompts.PAIR_NOT_APPROVED.format(who=who), ""
+        if self._access.configured(platform, user_id):
+            after = prompts.PAIR_STILL_ADMITTED
+        return f"{reply} {after}" if after else reply
+
+    async def _pair_list(self) -> str:
+        """The waiting codes (names as plain text) and the approved people."""
+        waiting, approved = await self._access.pending(), await self._access.approved()
+        if not waiting and not approved:
+            return prompts.PAIR_NONE
+        now, lines = self._clock(), []
+        if waiting:
+            lines.append(f"Waiting pairing codes ({len(waiting)}):")
+            lines += [
+                f"- {p.code}: {plain(p.user_name)} ({p.platform} id {p.user_id}), "
                 f"{max(1, round((p.expires - now) / 60))} min left"
                 for p in waiting
-            )
-        return prompts.PAIR_USAGE
+            ]
+        if approved:
+            lines.append(f"Approved people ({len(approved)}):")
+            lines += [
+                f"- {a.platform} id {a.user_id}, approved {_day(a.approved_at)} by {a.approved_by}"
+                for a in approved
+            ]
+        return "\n".join(lines)

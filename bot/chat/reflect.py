@@ -37,6 +37,7 @@ from structlog.contextvars import bound_contextvars
 
 from bot import prompts
 from bot.chat.history import Entry, HistoryStore
+from bot.chat.transcript import transcript
 from bot.config.schema import HeartbeatConfig
 from bot.errors import BudgetExceeded, ModelError, Rejected
 from bot.memory.service import Memory
@@ -174,6 +175,25 @@ class Reflector:
         if self._running:
             await asyncio.gather(*self._running.values(), return_exceptions=True)
 
+    async def forget(self, sessions: list[str]) -> None:
+        """`sessions` are being forgotten: drop their open conversations, cancel
+        their reflections running now (and wait for them), and delete their
+        marks, so the next conversation there is reflected on from its start."""
+        tasks = []
+        for session in sessions:
+            self._open.pop(session, None)
+            task = self._running.get(session)
+            if task is not None:
+                task.cancel()
+                tasks.append(task)
+        await asyncio.gather(*tasks, return_exceptions=True)
+
+        def delete(conn: sqlite3.Connection) -> None:
+            conn.executemany("DELETE FROM heartbeat_marks WHERE session = ?",
+                             [(s,) for s in sessions])  # fmt: skip
+
+        await self._db.run(delete)
+
     async def stop(self) -> None:
         """Cancel the sweep and the reflections still running."""
         tasks = [t for t in (self._sweeper, *self._running.values()) if t is not None]
@@ -234,11 +254,9 @@ class Reflector:
     async def _ask(self, soul: Soul, route: Route, entries: list[Entry]) -> object:
         file = SoulFile(soul.folder, self._clock)
         text = await asyncio.to_thread(file.read)
-        transcript = "\n".join(
-            f"{'Them' if e.role == 'user' else soul.name}: {e.text}" for e in entries
-        )
+        lines = transcript(("Them" if e.role == "user" else soul.name, e.text) for e in entries)
         system = [{"type": "text", "text": prompts.HEARTBEAT_SYSTEM.format(name=soul.name)}]
-        user = prompts.HEARTBEAT_USER.format(soul=text, transcript=transcript)
+        user = prompts.HEARTBEAT_USER.format(soul=text, transcript=lines)
         ctx = CallContext(route.soul, route.scope, route.session, route.user, "heartbeat")
         messages = [{"role": "user", "content": user}]
         return await self._model.use_tool(ctx, system, messages, SAVE_SOUL)

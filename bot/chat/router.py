@@ -11,8 +11,14 @@ addressed to another bot.
 Session keys: `discord:<channel_id>` (a thread is its own channel),
 `discord:dm:<user_id>`, `telegram:<chat_id>` (+ `:<topic_id>` in forum groups),
 `console:<name>`. The soul is the first matching binding's, else `default_soul`.
-The memory scope is the binding's `memory`, else `memory.scope`; `auto` is
-per user in a DM and per chat in a group.
+The memory scope: a DM is always the person's own (`user:<platform>:<id>`;
+only the operator's console may be bound to `shared`), a Discord private
+thread its own (`chat:discord:<thread>`); elsewhere the
+binding's `memory`, else `memory.scope`: `shared` is the soul's wiki, and
+`per-chat`, `per-user` and `auto` all mean the chat's own scope (a person's
+scope is read only in their DMs). A public thread or forum topic is a session
+of its own in its parent's scope. A turn in a group is charged to the chat
+(`<platform>:chat:<id>` in the ledger and the per-user budget).
 """
 
 from __future__ import annotations
@@ -30,6 +36,8 @@ from bot.config.schema import Binding, Config, GroupRule
 from bot.types import Inbound, Route, Scope, SessionKey
 
 log = structlog.get_logger(__name__)
+
+CONSOLE = "console"
 
 # A longer message is cut (the platforms' own caps are 4,096 characters on
 # Telegram and 4,000 on Discord): one paste must not eat a day's budget.
@@ -89,22 +97,33 @@ class Router:
         return next((b for b in self._config.bindings if _matches(b, inbound)), None)
 
     def route(self, inbound: Inbound) -> Route:
+        """Where `inbound` lives (see the module docstring). A private place
+        keeps its own scope whatever the config says: a DM is always the
+        person's `user:` scope (but the operator's console may be bound to
+        `shared`), a private thread its own `chat:` scope. In a
+        public place, `per-user` means the chat's scope (a person's scope is
+        read only in their DMs) and the turn is charged to the chat, not to
+        whoever spoke last."""
         binding = self._binding(inbound)
         soul = binding.soul if binding else self._default_soul
         mode = (binding.memory if binding and binding.memory else None) or self._config.memory.scope
-        if mode == "auto":
-            mode = "per-user" if inbound.is_dm else "per-chat"
-        if mode == "shared":
-            scope = Scope("shared")
-        elif mode == "per-user":
+        place = inbound.thread_id if inbound.private_thread and inbound.thread_id else None
+        # The console is the operator's own terminal: theirs to share with the soul.
+        operator = inbound.platform == CONSOLE and mode == "shared"
+        if inbound.is_dm and not operator:
             scope = Scope("user", inbound.platform, inbound.user_id)
+        elif place is not None:
+            scope = Scope("chat", inbound.platform, place)
+        elif mode == "shared":
+            scope = Scope("shared")
         else:
             scope = Scope("chat", inbound.platform, inbound.chat_id)
+        payer = inbound.user_id if inbound.is_dm else f"chat:{place or inbound.chat_id}"
         return Route(
             soul=soul,
             scope=str(scope),
             session=session_key(inbound),
-            user=f"{inbound.platform}:{inbound.user_id}",
+            user=f"{inbound.platform}:{payer}",
             is_dm=inbound.is_dm,
         )
 
@@ -122,7 +141,7 @@ class Router:
     async def handle(self, inbound: Inbound) -> None:
         """Gate and route one message; never raises (failures are logged)."""
         text = clean_text(inbound.text)
-        if not text:
+        if not text and not inbound.media:
             return
         try:
             # In a group, "/word" that is none of ours is for another bot (or a typo),
@@ -138,6 +157,9 @@ class Router:
             elif not command and not (
                 inbound.mentions_bot or inbound.reply_to_bot or self.group_rule(inbound) == "always"
             ):
+                return
+            if not text:  # media, past the gate like any message
+                await send_safely(self._send, reply_to(inbound, prompts.TEXT_ONLY))
                 return
             route = self.route(inbound)
             if command:

@@ -13,7 +13,7 @@ from __future__ import annotations
 import asyncio
 import time
 from collections.abc import Awaitable, Callable
-from contextlib import AbstractAsyncContextManager
+from contextlib import AbstractAsyncContextManager, AsyncExitStack
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
@@ -24,7 +24,7 @@ from bot import prompts
 from bot.chat.history import Entry, HistoryStore, Snapshot
 from bot.chat.turn import Agent
 from bot.errors import BudgetExceeded, ModelError, ModelRejected
-from bot.types import Inbound, Outbound, Route
+from bot.types import SHARED, Inbound, Outbound, Route
 
 if TYPE_CHECKING:
     from bot.memory.service import Memory
@@ -73,7 +73,8 @@ def _compaction_cut(entries: list[Entry], budget: int, foldable: int) -> int:
 @dataclass(frozen=True)
 class SessionParts:
     """What every session works with: the history store, the agent, the
-    adapters' send and typing, the history budget, memory and the turn hook."""
+    adapters' send and typing, the history budget, memory, the hook told of
+    every answered turn and the one told of sessions about to be forgotten."""
 
     store: HistoryStore
     agent: Agent
@@ -82,6 +83,7 @@ class SessionParts:
     history_budget: int
     memory: Memory | None = None
     on_turn: Callable[[Route], None] | None = None
+    on_forget: Callable[[list[str]], Awaitable[None]] | None = None
 
 
 class Session:
@@ -296,24 +298,42 @@ class SessionManager:
         async with self._lock(route.session):
             await (await self._get(route)).reset()
 
-    async def erase(self, sessions: list[str]) -> None:
-        """Erase the history of `sessions` (every generation), live ones included."""
+    async def _drop(self, sessions: list[str]) -> None:
+        """Take `sessions` out of memory, their running turns cancelled (call
+        under their locks)."""
+        tasks = []
         for key in sessions:
-            async with self._lock(key):
-                live = self._sessions.pop(key, None)
-                if live is not None and live.task is not None:
-                    await asyncio.gather(live.task, return_exceptions=True)
-        await self._parts.store.erase(sessions)
+            live = self._sessions.pop(key, None)
+            if live is not None and live.task is not None and not live.task.done():
+                live.task.cancel()
+                tasks.append(live.task)
+        await asyncio.gather(*tasks, return_exceptions=True)
 
     async def forget(self, route: Route) -> int:
-        """Erase the route's private scope: its traces and wiki, and the history
-        of every session its traces came from and of the route's own session.
+        """Erase the route's private scope, so nothing of it is left or comes
+        back: under the locks of every session of the scope, their running
+        turns are cancelled (a reply must not be recorded into the erased
+        scope), their reflections stopped and heartbeat marks dropped (the
+        `on_forget` hook), then the traces, the wiki and the history go.
         Returns how many sessions' history was erased. Raises RuntimeError
         without memory, ValueError for the shared scope."""
-        if self._parts.memory is None:
+        memory = self._parts.memory
+        if memory is None:
             raise RuntimeError("this session manager has no memory to forget")
-        sessions = sorted({*await self._parts.memory.forget(route), route.session})
-        await self.erase(sessions)
+        if route.scope == SHARED:
+            raise ValueError("the shared scope cannot be forgotten from a chat")
+        live = [k for k, s in self._sessions.items()
+                if (s.route.soul, s.route.scope) == (route.soul, route.scope)]  # fmt: skip
+        sessions = sorted({*await memory.sessions_of(route), *live, route.session})
+        async with AsyncExitStack() as stack:
+            for key in sessions:
+                await stack.enter_async_context(self._lock(key))
+            await self._drop(sessions)
+            if self._parts.on_forget is not None:
+                await self._parts.on_forget(sessions)
+            await memory.forget(route)
+            await self._parts.store.erase(sessions)
+        log.info("sessions.forgotten", soul=route.soul, scope=route.scope, sessions=len(sessions))
         return len(sessions)
 
     def _sweep(self) -> None:

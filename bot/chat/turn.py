@@ -20,6 +20,7 @@ from typing import TYPE_CHECKING, Any
 
 from bot import prompts
 from bot.chat.history import Entry
+from bot.chat.transcript import transcript
 from bot.errors import SoulbotError
 from bot.model.client import ModelClient, Reply
 from bot.model.usage import CallContext
@@ -149,8 +150,8 @@ class Agent:
 
         Raises BudgetExceeded, ModelError.
         """
-        transcript = "\n".join(f"{e.role}: {e.text}" for e in entries)
-        text = prompts.COMPACT_USER.format(summary=summary or "(none)", transcript=transcript)
+        lines = transcript((e.role, e.text) for e in entries)
+        text = prompts.COMPACT_USER.format(summary=summary or "(none)", transcript=lines)
         ctx = CallContext(route.soul, route.scope, route.session, route.user, "compact")
         reply = await self._model.complete(
             ctx,

@@ -3,13 +3,18 @@
 from __future__ import annotations
 
 import json
+import stat
 from collections.abc import Callable
 from pathlib import Path
 
 import click
 
 from bot.cli.common import common_options, fail, load_registry, reference_errors, setup
+from bot.config.notes import scope_notes
+from bot.config.schema import Config
 from bot.errors import SoulbotError
+from bot.memory.wiki import Wiki
+from bot.soul.loader import Soul
 from bot.soul.persona import persona_from_legacy
 from bot.soul.prompt import estimate_tokens, system_blocks
 from bot.soul.registry import SoulRegistry
@@ -20,7 +25,8 @@ from bot.soul.workspace import create_workspace
 @click.command()
 @common_options
 def check(config_path: Path | None, log_format: str | None) -> None:
-    """Load the config and every soul; list them, and every error (exit 1)."""
+    """Load the config and every soul; list them, their warnings (links out of a
+    soul folder, a data_dir others may open among them), and every error (exit 1)."""
     config = setup(config_path, log_format)
     registry, report = load_registry(config)
     rows = [("ID", "NAME", "FILES", "PROMPT TOKENS")]
@@ -30,11 +36,17 @@ def check(config_path: Path | None, log_format: str | None) -> None:
     widths = [max(len(row[i]) for row in rows) for i in range(4)]
     for row in rows:
         click.echo("  ".join(cell.ljust(w) for cell, w in zip(row, widths, strict=True)).rstrip())
-    warnings = [w for soul in registry.all() for w in soul.warnings]
+    warnings = [w for soul in registry.all() for w in [*soul.warnings, *_links_out(soul)]]
+    warnings += _open_data_dir(config)
     if warnings:
         click.echo("\nwarnings:")
         for warning in warnings:
             click.echo(f"  {warning}")
+    notes = scope_notes(config)
+    if notes:
+        click.echo("\nnotes:")
+        for note in notes:
+            click.echo(f"  {note}")
     errors = [failure.error for failure, _ in report.failed]
     errors += reference_errors(config, registry)
     if errors:
@@ -44,6 +56,31 @@ def check(config_path: Path | None, log_format: str | None) -> None:
                 click.echo(f"  {'-' if i == 0 else ' '} {line}")
         raise SystemExit(1)
     click.echo(f"\n{len(rows) - 1} soul(s) loaded, no errors")
+
+
+def _links_out(soul: Soul) -> list[str]:
+    """One line per link under the soul's memory/ that leads out of its folder."""
+    return [
+        f"{link}: a link to {target}, outside the soul folder: soulbot neither reads nor "
+        "writes through it"
+        for link, target in Wiki(soul.folder / "memory", shared=True).links_out()
+    ]
+
+
+def _open_data_dir(config: Config) -> list[str]:
+    """A line when data_dir exists and its group or others have any access to it
+    (even search alone reaches a file of an older soulbot that is not private)."""
+    try:
+        mode = stat.S_IMODE(config.data_dir.stat().st_mode)
+    except FileNotFoundError:
+        return []
+    if not mode & 0o077:
+        return []
+    path = config.data_dir
+    return [
+        f"{path}: data_dir is open to group or others (mode {mode:o}); it holds private "
+        f"data: chmod 700 {path}"
+    ]
 
 
 @click.command()

@@ -139,8 +139,10 @@ class MemoryConfig(_Section):
     """Long-term memory (`memory:`)."""
 
     scope: MemoryScope = "auto"
-    """Whose memory a conversation reads and writes: `auto` (per user in DMs, per chat in groups),
-    `shared` (the soul's own wiki), `per-user`, `per-chat`."""
+    """Whose memory a group conversation reads and writes: `shared` (the soul's own wiki) or
+    the chat's own scope (`auto`, `per-chat`, and `per-user`, which in a group means the chat:
+    a person's scope is read only in their DMs). A DM always keeps the person's own scope
+    (only the console may be bound to `shared`), and a Discord private thread its own."""
     recall_token_budget: int = Field(600, ge=0)
     """Tokens of recalled memory added to each turn."""
     history_token_budget: int = Field(6000, ge=256)

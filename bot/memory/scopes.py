@@ -45,7 +45,7 @@ class Scopes:
         """The wiki of `scope` (None when the soul is not loaded)."""
         if scope == SHARED:
             soul = self._registry.get(soul_id)
-            return Wiki(soul.folder / "memory") if soul else None
+            return Wiki(soul.folder / "memory", shared=True) if soul else None
         return Wiki(self.folder(soul_id, scope))
 
     async def index(self, route: Route) -> str | None:

@@ -11,11 +11,11 @@ from __future__ import annotations
 import asyncio
 import shutil
 import time
-from collections.abc import Callable, Sequence
+from collections.abc import Awaitable, Callable, Sequence
 from dataclasses import replace
 from datetime import UTC, datetime
 from pathlib import Path
-from typing import Any
+from typing import Any, TypeVar
 
 import structlog
 
@@ -34,6 +34,8 @@ from bot.soul.registry import SoulRegistry
 from bot.types import SHARED, Route, Scope, Tool
 
 log = structlog.get_logger(__name__)
+
+T = TypeVar("T")
 
 SELF_PAGE = "self"
 _FACTS_HEADING = "\n## Facts\n"
@@ -63,6 +65,7 @@ class Memory:
         self._clock = clock
         self._scopes = Scopes(data_dir, registry, clock)
         self._writer = TraceWriter(store)
+        self._locks: dict[tuple[str, str], asyncio.Lock] = {}
 
     @property
     def store(self) -> TraceStore:
@@ -137,7 +140,8 @@ class Memory:
             wiki.write_catalog()
             return len(new)
 
-        added = await asyncio.to_thread(write)
+        async with self._lock(route.soul, route.scope):
+            added = await _finish(asyncio.to_thread(write))
         self._scopes.changed(route.soul, route.scope)
         return added
 
@@ -152,8 +156,14 @@ class Memory:
             marks = {}
             for name in scopes:
                 wiki = self.wiki(soul, name)
-                if wiki is not None:
+                if wiki is None:
+                    continue
+                try:
                     marks[name] = await asyncio.to_thread(wiki.watermark)
+                except (OSError, ValueError):
+                    # Its compile fails the same way, logged and counted, and the
+                    # other wikis still compile.
+                    pending.append((soul, name))
             ready = set(await self._store.scopes_after(soul, marks)) if marks else set()
             pending += [(soul, name) for name in marks if name in ready]
         return pending
@@ -183,7 +193,8 @@ class Memory:
         if wiki is None:
             raise SoulbotError(f"no soul with id '{soul}' is loaded")
         try:
-            result = await self._compiler.compile(soul, scope, wiki)
+            async with self._lock(soul, scope):
+                result = await self._compiler.compile(soul, scope, wiki)
         finally:
             self._scopes.changed(soul, scope)
         if scope == SHARED and result.traces:
@@ -209,17 +220,45 @@ class Memory:
             raise CompileFailed(results, failures)
         return results
 
-    async def forget(self, route: Route) -> list[str]:
-        """Erase the route's private scope: its traces and its wiki. Returns the
-        session keys its traces came from (their history is the caller's to
-        erase). Refuses the shared scope (ValueError)."""
+    async def sessions_of(self, route: Route) -> list[str]:
+        """The session keys the route's scope holds traces of (after the
+        writes queued now are stored, within 5 s)."""
+        await self.drain(5.0)
+        return await self._store.sessions(route.soul, route.scope)
+
+    async def forget(self, route: Route) -> int:
+        """Erase the route's private scope: its traces and its wiki, after a
+        compile or a self note of it that is running now. A trace of it still
+        queued is dropped (`memory.write_dropped`). Returns how many traces
+        were erased. Refuses the shared scope (ValueError)."""
         if route.scope == SHARED:
             raise ValueError("the shared scope cannot be forgotten from a chat")
-        await self.drain(5.0)
-        sessions = await self._store.sessions(route.soul, route.scope)
-        erased = await self._store.forget(route.soul, route.scope)
-        folder = self._scopes.folder(route.soul, route.scope)
-        await asyncio.to_thread(shutil.rmtree, folder, True)
+        async with self._lock(route.soul, route.scope):
+            self._writer.erase(route.soul, route.scope, self._clock())
+            await self.drain(5.0)
+            erased = await self._store.forget(route.soul, route.scope)
+            folder = self._scopes.folder(route.soul, route.scope)
+            await asyncio.to_thread(shutil.rmtree, folder, True)
         self._scopes.changed(route.soul, route.scope)
         log.info("memory.forgotten", soul=route.soul, scope=route.scope, traces=erased)
-        return sessions
+        return erased
+
+    def _lock(self, soul: str, scope: str) -> asyncio.Lock:
+        """The lock of one wiki: its compile, its self notes and its erasure
+        take turns."""
+        lock = self._locks.get((soul, scope))
+        if lock is None:
+            lock = self._locks[(soul, scope)] = asyncio.Lock()
+        return lock
+
+
+async def _finish(work: Awaitable[T]) -> T:
+    """Await `work` (a thread's file writes); when cancelled, wait for it to
+    finish before the cancel goes on, so no write lands after the caller let
+    go of the wiki's lock."""
+    future = asyncio.ensure_future(work)
+    try:
+        return await asyncio.shield(future)
+    except asyncio.CancelledError:
+        await asyncio.gather(future, return_exceptions=True)
+        raise

@@ -2,7 +2,8 @@
 
 Traces queued while a write is in flight go together in the next one (one
 transaction for many turns under load); a failed batch is logged as
-`memory.write_failed`. Shutdown `drain`s the writer before the compile.
+`memory.write_failed`. Shutdown `drain`s the writer before the compile. A
+trace of a scope erased after it was made is dropped (`memory.write_dropped`).
 """
 
 from __future__ import annotations
@@ -25,6 +26,7 @@ class TraceWriter:
         self._queued: list[NewTrace] = []
         self._in_flight = 0
         self._writer: asyncio.Task[None] | None = None
+        self._erased: dict[tuple[str, str], float] = {}
 
     def add(self, trace: NewTrace) -> None:
         """Queue a trace; the writer task starts when none runs."""
@@ -35,9 +37,30 @@ class TraceWriter:
                 self._write_queued(), name="traces", context=contextvars.Context()
             )
 
+    def erase(self, soul: str, scope: str, at: float) -> None:
+        """Drop every trace of the scope made up to `at`, queued now or later."""
+        self._erased[(soul, scope)] = at
+        self._queued = self._keep(self._queued)
+
+    def _keep(self, traces: list[NewTrace]) -> list[NewTrace]:
+        if not self._erased:
+            return traces
+        kept: list[NewTrace] = []
+        dropped: list[NewTrace] = []
+        for trace in traces:
+            erased = self._erased.get((trace.soul, trace.scope))
+            (dropped if erased is not None and trace.created_at <= erased else kept).append(trace)
+        if dropped:
+            scopes = sorted({f"{t.soul} {t.scope}" for t in dropped})
+            log.warning("memory.write_dropped", traces=len(dropped), scopes=scopes[:10],
+                        reason="the scope was erased after these were said")  # fmt: skip
+        return kept
+
     async def _write_queued(self) -> None:
         while self._queued:
-            batch, self._queued = self._queued, []
+            batch, self._queued = self._keep(self._queued), []
+            if not batch:
+                continue
             self._in_flight = len(batch)
             try:
                 await self._store.add(batch)

@@ -1,7 +1,7 @@
 """The markdown memory wiki over one `memory/` folder.
 
 The shared wiki is `<workspace>/memory/`; a private one under data_dir has the
-same layout, and this module does not care which it is:
+same layout:
 
     index.md           the catalog: `# Memory Index`, the migrated MEMORY.md
                        block when there is one, then a section per kind of page
@@ -13,13 +13,26 @@ same layout, and this module does not care which it is:
                        so they are pages (type `log`) listed under Logs
     .meta/index.json   page hashes, backlinks, the compile watermark
 
-Pages, logs and .meta are read and written following links, as the seed's
-store does; index.md is read through no link and written whole, through a new
-file and a rename. Everything is synchronous: callers run it in a worker thread.
+Links. Pages, logs and .meta are read and written following a link only
+while it stays inside the wiki's bounds: the soul folder for the shared wiki
+(a wiki may link in notes kept beside it), the wiki's own folder for a private
+one (never another person's wiki, nor anything of the soul's). A link that
+leads out, at any name on the path (the file, a folder on the way, `.meta`,
+the shared `memory/` itself), is neither read nor written through: it is
+logged as `wiki.link_refused`; a page behind it reads as absent and a write is
+refused (WikiPathRefused). The seed's store follows every link; a wiki's pages
+reach whoever talks to the soul, so here no link may bring a file in from
+outside or send a write out. index.md is read through no link at all and
+written whole, through a new file and a rename.
+
+Modes. A private wiki's folders are made 0700 and its files 0600, whatever
+the umask; the shared wiki is a person's own workspace and gets the umask's.
+Everything is synchronous: callers run it in a worker thread.
 
     InvalidWikiPageIdError  an id that breaks the page-id rule (bot.errors)
     PageFormatError         a page whose front matter or encoding cannot be read
-    WikiPathRefused         the file system refuses a page's path (an OSError)
+    WikiPathRefused         the file system refuses a page's path, or a link on
+                            it leads out (an OSError)
     OSError                 any other failed read or write, a full disk among them
 """
 
@@ -43,6 +56,7 @@ import structlog
 from bot.errors import PageFormatError, WikiPathRefused
 from bot.memory.page import Page, parse_page, render_page
 from bot.memory.pageid import (
+    CATALOG_ID,
     MAX_ID_CHARS,
     default_summary,
     is_wiki_page_id,
@@ -58,6 +72,7 @@ log = structlog.get_logger(__name__)
 _DAY = re.compile(r"\d{4}-\d{2}-\d{2}")
 _SECTIONS = (("entity", "## Entities"), ("concept", "## Concepts"), ("log", "## Logs"))
 _IN_PLACE = frozenset({errno.EACCES, errno.EPERM, errno.EBUSY})
+_META_ID = ".meta/index.json"  # names .meta in a WikiPathRefused
 
 
 def _next_text(lines: list[str], start: int) -> int:
@@ -143,15 +158,21 @@ def _catalog_source(path: Path) -> str | None:
         raise OSError(errno.EILSEQ, f"not UTF-8 (byte {exc.start})", str(path)) from None
 
 
-def _open_log(path: Path, heading: str) -> tuple[int, str]:
-    """A descriptor appending to the log file at `path` (following a link), and
-    what to write first: `heading` for a new file, a line end for a file that
-    lacks its last one. Raises OSError when something else is in its place."""
+def _open_log(path: Path, heading: str, mode: int | None) -> tuple[int, str]:
+    """A descriptor appending to the log file at `path` (through no link at
+    `path`), and what to write first: `heading` for a new file (made with
+    exactly `mode`, or 0o644 less the umask when None), a line end for a file
+    that lacks its last one. Raises OSError when something else is in its place."""
     try:
-        return os.open(path, files.CREATE_FLAGS | os.O_APPEND, 0o644), heading
+        fd = os.open(path, files.CREATE_FLAGS | os.O_APPEND, 0o644 if mode is None else mode)
     except FileExistsError:
         pass
-    fd = os.open(path, os.O_RDWR | os.O_APPEND | os.O_NONBLOCK | os.O_CLOEXEC)
+    else:
+        if mode is not None:
+            os.fchmod(fd, mode)
+        return fd, heading
+    flags = os.O_RDWR | os.O_APPEND | os.O_NONBLOCK | os.O_NOFOLLOW | os.O_CLOEXEC
+    fd = os.open(path, flags)
     info = os.fstat(fd)
     if not stat.S_ISREG(info.st_mode):
         os.close(fd)
@@ -161,23 +182,52 @@ def _open_log(path: Path, heading: str) -> tuple[int, str]:
 
 
 class Wiki:
-    """The pages, catalog, logs and .meta of the wiki folder `root`."""
+    """The pages, catalog, logs and .meta of the wiki folder `root`: a private
+    wiki, or with `shared` the soul's own `<soul folder>/memory/`, whose links
+    may lead anywhere in the soul folder (see the module's docstring)."""
 
-    def __init__(self, root: Path) -> None:
+    def __init__(self, root: Path, *, shared: bool = False) -> None:
         self.root = root
         self._meta = root / ".meta" / "index.json"
+        self._bound = root.parent if shared else root
+        self._where = "the soul folder" if shared else "its wiki folder"
+        self._folder_mode = None if shared else files.PRIVATE_FOLDER
+        self._file_mode = None if shared else files.PRIVATE_FILE
 
-    def _page_files(self) -> list[tuple[str, Path]]:
-        """(id, path) of each regular `.md` file whose path makes a valid id, by
-        id; dot-folders are skipped and each linked folder is walked once."""
-        found: list[tuple[str, Path]] = []
+    def _real(self, path: Path) -> Path | None:
+        """`path` with its links resolved, when each stays within the wiki's
+        bounds; None, with a `wiki.link_refused` warning, when one leads out."""
+        out = files.link_out(self._bound, path)
+        if out is None:
+            return Path(os.path.realpath(path))
+        self._refused(*out)
+        return None
+
+    def _refused(self, link: Path, target: str) -> None:
+        log.warning("wiki.link_refused", path=str(link), target=target, allowed=str(self._bound))
+
+    def _checked(self, path: Path, page_id: str) -> Path:
+        """`path` resolved (see `_real`). Raises WikiPathRefused, naming
+        `page_id`, when a link on it leads out."""
+        real = self._real(path)
+        if real is None:
+            refusal = OSError(errno.EXDEV, f"a link on its path leads out of {self._where}")
+            raise WikiPathRefused(page_id, refusal)
+        return real
+
+    def _entries(self, dots: bool) -> Iterator[tuple[str, os.DirEntry[str], str | None]]:
+        """(name under the root, entry, None) for everything under the root the
+        wiki can reach, dot-names only when `dots`: every folder, and each link
+        to a folder that stays within bounds, is walked once. A link that leads
+        out comes as (name, entry, where it leads) and is not walked."""
+        top = os.path.realpath(self._bound)
         seen: set[tuple[int, int]] = set()
 
-        def walk(folder: Path, prefix: str) -> None:
+        def walk(folder: Path, prefix: str) -> Iterator[tuple[str, os.DirEntry[str], str | None]]:
             try:
                 info = folder.stat()
                 with os.scandir(folder) as scan:
-                    entries = [entry for entry in scan if not entry.name.startswith(".")]
+                    entries = [entry for entry in scan if dots or not entry.name.startswith(".")]
             except (FileNotFoundError, NotADirectoryError):
                 return
             if (info.st_dev, info.st_ino) in seen:
@@ -185,20 +235,44 @@ class Wiki:
             seen.add((info.st_dev, info.st_ino))
             for entry in entries:
                 name = prefix + entry.name
-                if entry.is_dir():
-                    if len(name) < MAX_ID_CHARS:
-                        walk(Path(entry.path), name + "/")
-                elif name.endswith(".md") and is_wiki_page_id(name[:-3]) and entry.is_file():
-                    found.append((name[:-3], Path(entry.path)))
+                target = os.path.realpath(entry.path) if entry.is_symlink() else None
+                if target is not None and not files.within(target, top):
+                    yield name, entry, target
+                    continue
+                yield name, entry, None
+                if entry.is_dir() and len(name) < MAX_ID_CHARS:
+                    yield from walk(Path(entry.path), name + "/")
 
-        walk(self.root, "")
+        if self._real(self.root) is not None:
+            yield from walk(self.root, "")
+
+    def _page_files(self) -> list[tuple[str, Path]]:
+        """(id, path) of each regular `.md` file whose path makes a valid id, by
+        id; dot-folders are skipped, and so is a link that leads out (with a
+        `wiki.link_refused` warning)."""
+        found: list[tuple[str, Path]] = []
+        for name, entry, target in self._entries(dots=False):
+            if target is not None:
+                self._refused(Path(entry.path), target)
+            elif name.endswith(".md") and is_wiki_page_id(name[:-3]) and entry.is_file():
+                found.append((name[:-3], Path(entry.path)))
         return sorted(found)
+
+    def links_out(self) -> list[tuple[Path, str]]:
+        """(link, where it leads) of every link under the root, `.meta` and the
+        other dot-folders included, that leads out of the wiki's bounds, by
+        path; the root itself when it is one. Logs nothing."""
+        out = files.link_out(self._bound, self.root)
+        if out is not None:
+            return [out]
+        return sorted((Path(e.path), target) for _, e, target in self._entries(True) if target)
 
     def _scan(self) -> Iterator[tuple[str, bytes, Page | None]]:
         """(id, file bytes, page) for every page file; the page is None, with a
         `wiki.page_unreadable` warning, when it cannot be parsed."""
         for page_id, path in self._page_files():
-            data = files.read_regular(path)
+            real = self._real(path)
+            data = None if real is None else files.read_regular(real)
             if data is None:
                 continue
             try:
@@ -211,21 +285,25 @@ class Wiki:
             yield page_id, data, page
 
     def read_page(self, page_id: str) -> Page | None:
-        """Page `page_id`, following a link at its path; None when no regular
-        file is there. Raises InvalidWikiPageIdError, PageFormatError, OSError."""
-        data = files.read_regular(page_path(self.root, page_id))
+        """Page `page_id`, following links on its path that stay within bounds;
+        None when no regular file is there or a link on the way leads out (with
+        a `wiki.link_refused` warning). Raises InvalidWikiPageIdError,
+        PageFormatError, OSError."""
+        real = self._real(page_path(self.root, page_id))
+        data = None if real is None else files.read_regular(real)
         return None if data is None else parse_page(_decode(data, page_id), page_id)
 
     def write_page(self, page: Page) -> None:
         """Write `page` whole through a new file and a rename in its folder,
-        making the folders it needs; a link at its path is followed, so the file
-        it points to is rewritten. Raises InvalidWikiPageIdError, WikiPathRefused
-        when the file system refuses the path, and OSError for any other failure."""
-        path = page_path(self.root, page.id)
+        making the folders it needs; a link at its path that stays within
+        bounds is followed, so the file it points to is rewritten. Raises
+        InvalidWikiPageIdError, WikiPathRefused when a link on the path leads
+        out (nothing is written) or the file system refuses the path, and
+        OSError for any other failure."""
+        real = self._checked(page_path(self.root, page.id), page.id)
         with _refusals(page.id):
-            path.parent.mkdir(parents=True, exist_ok=True)
-            target = Path(os.path.realpath(path)) if path.is_symlink() else path
-            files.replace_file(target, render_page(page).encode("utf-8"))
+            files.make_folders(real.parent, self._folder_mode)
+            files.replace_file(real, render_page(page).encode("utf-8"), self._file_mode)
 
     def list_pages(self) -> list[Page]:
         """Every page by id: each regular `.md` file whose path makes a valid id
@@ -240,25 +318,25 @@ class Wiki:
         written through a new file and a rename, which replaces a link there and
         leaves its target alone; where the new file or the rename is refused
         (EACCES, EPERM, EBUSY) it is written in place. A page that does not
-        parse is listed with its default summary. Raises OSError, writing
+        parse is listed with its default summary. Raises WikiPathRefused when
+        the wiki folder itself leads out of bounds, and OSError, writing
         nothing, when index.md is neither a regular file nor a link, or cannot
         be read or decoded.
         """
-        path = self.root / "index.md"
+        path = self._checked(self.root, CATALOG_ID) / "index.md"
         current = _catalog_source(path)
         summaries = {page_id: page.summary if page else "" for page_id, _, page in self._scan()}
         text = render_catalog(summaries, None if current is None else migrated_block(current))
         data = text.encode("utf-8")
-        self.root.mkdir(parents=True, exist_ok=True)
+        files.make_folders(path.parent, self._folder_mode)
         try:
-            files.replace_file(path, data)
+            files.replace_file(path, data, self._file_mode)
         except OSError as exc:
             if exc.errno not in _IN_PLACE:
                 raise
             log.warning("wiki.catalog_in_place", path=str(path), reason=exc.strerror)
-            fd = os.open(
-                path, os.O_WRONLY | os.O_CREAT | os.O_TRUNC | os.O_NOFOLLOW | os.O_CLOEXEC, 0o644
-            )
+            flags = os.O_WRONLY | os.O_CREAT | os.O_TRUNC | os.O_NOFOLLOW | os.O_CLOEXEC
+            fd = os.open(path, flags, self._file_mode or 0o644)
             try:
                 files.write_all(fd, data)
             finally:
@@ -269,10 +347,14 @@ class Wiki:
         """index.md for the system prompt, read as the soul loader reads it
         (through no link at index.md, never waiting), without the migrated end
         marker. None when it is missing, a link or not a regular file (with a
-        `wiki.warning`). Raises SoulLoadError when it cannot be read or decoded."""
+        `wiki.warning`), or when the wiki folder itself leads out of bounds.
+        Raises SoulLoadError when it cannot be read or decoded."""
         warnings: list[str] = []
+        root = self._real(self.root)
+        if root is None:
+            return None
         try:
-            dir_fd = os.open(self.root, os.O_RDONLY | os.O_DIRECTORY | os.O_CLOEXEC)
+            dir_fd = os.open(root, os.O_RDONLY | os.O_DIRECTORY | os.O_CLOEXEC)
         except FileNotFoundError:
             return None
         try:
@@ -287,8 +369,9 @@ class Wiki:
 
     def read_meta(self) -> dict[str, Any]:
         """.meta/index.json as a dict; {} when it is missing. Raises ValueError
-        when it is not a JSON object, OSError when it cannot be read."""
-        data = files.read_regular(self._meta)
+        when it is not a JSON object, WikiPathRefused when a link on its path
+        leads out of bounds (it is not read), OSError when it cannot be read."""
+        data = files.read_regular(self._checked(self._meta, _META_ID))
         if data is None:
             return {}
         try:
@@ -301,10 +384,12 @@ class Wiki:
 
     def write_meta(self, meta: dict[str, Any]) -> None:
         """Write .meta/index.json whole (new file + rename), making .meta/.
-        Raises TypeError for a value JSON cannot hold, OSError."""
+        Raises TypeError for a value JSON cannot hold, WikiPathRefused when a
+        link on its path leads out of bounds (nothing is written), OSError."""
         text = json.dumps(meta, ensure_ascii=False, indent=2, sort_keys=True) + "\n"
-        self._meta.parent.mkdir(parents=True, exist_ok=True)
-        files.replace_file(self._meta, text.encode("utf-8"))
+        real = self._checked(self._meta, _META_ID)
+        files.make_folders(real.parent, self._folder_mode)
+        files.replace_file(real, text.encode("utf-8"), self._file_mode)
 
     def update_meta(self, watermark: int) -> None:
         """Store `watermark` and `compiled_at` (now, UTC) with the hashes (sha256
@@ -330,10 +415,12 @@ class Wiki:
     def remove_stale_temps(self, older_than_s: float = 3600.0) -> int:
         """Remove the temporary files of writes a killed process left behind
         (older than `older_than_s`, so a write in flight elsewhere is spared).
-        Returns how many went."""
+        Returns how many went; none when the wiki folder itself leads out of
+        bounds. Linked folders are not searched."""
         removed = 0
         cutoff = time.time() - older_than_s
-        for temp in self.root.rglob(".wiki-*.tmp"):
+        root = self._real(self.root)
+        for temp in root.rglob(".wiki-*.tmp") if root else ():
             with suppress(OSError):
                 if temp.is_file() and not temp.is_symlink() and temp.stat().st_mtime < cutoff:
                     temp.unlink()
@@ -367,19 +454,20 @@ class Wiki:
         """Append `lines` to `log/<day>.md` (day `YYYY-MM-DD`), one line each
         (a line break inside one becomes a space), creating the file with a
         `# Log <day>` heading; nothing already there is rewritten. Raises
-        ValueError for a bad day, WikiPathRefused when the file system refuses
-        the path, and OSError for any other failure."""
+        ValueError for a bad day, WikiPathRefused when a link on the path leads
+        out of bounds (nothing is written) or the file system refuses the path,
+        and OSError for any other failure."""
         if not _DAY.fullmatch(day):
             raise ValueError(f"a log day is YYYY-MM-DD, not {day!r}")
         date.fromisoformat(day)
         if not lines:
             return
         page_id = f"log/{day}"
-        path = page_path(self.root, page_id)
+        real = self._checked(page_path(self.root, page_id), page_id)
         text = "".join(" ".join(line.splitlines()) + "\n" for line in lines)
         with _refusals(page_id):
-            path.parent.mkdir(parents=True, exist_ok=True)
-            fd, head = _open_log(path, f"# Log {day}\n\n")
+            files.make_folders(real.parent, self._folder_mode)
+            fd, head = _open_log(real, f"# Log {day}\n\n", self._file_mode)
             try:
                 files.write_all(fd, (head + text).encode("utf-8"))
             finally:

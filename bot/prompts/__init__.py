@@ -23,7 +23,8 @@ COMPACT_SYSTEM = (
     "points that still matter. No preamble, at most 250 words."
 )
 COMPACT_USER = (
-    "Earlier summary:\n{summary}\n\nConversation to fold in:\n{transcript}\n\nThe new summary:"
+    "Earlier summary:\n{summary}\n\nConversation to fold in, one line per message after its "
+    "speaker (a line break inside a message is shown as \\n):\n{transcript}\n\nThe new summary:"
 )
 
 # The compile: one call per wiki page touched; the answer is the page's new body.
@@ -48,6 +49,15 @@ SCOPE_INDEX_BLOCK = "## Long-Term Memory of this conversation (index)\n{index}"
 
 # Chat command replies about memory.
 FORGET_DONE = "Done: I have forgotten everything from this conversation's memory."
+FORGET_DONE_GROUP = "Done: I have forgotten everything from this group's memory."
+FORGET_GROUP_MEMBER = (
+    "In a group, only an admin can erase the group's memory. To erase what I remember "
+    "of our private chats, send /forget to me in a private chat."
+)
+FORGET_ASK_GROUP = (
+    "This erases everything I remember from this group: my notes about it and its "
+    "history, for everyone here. It cannot be undone. Send /forget confirm to go ahead."
+)
 FORGET_SHARED = (
     "This chat shares its memory with the soul's wiki, so /forget cannot erase it here. "
     "Ask an admin, or talk to me in a private chat."
@@ -58,10 +68,6 @@ ALLOWLIST_ONLY = "Sorry, I only talk with people on my allowlist here."
 PAIRING_CODE = (
     "Hi! I only talk with people an admin has approved. Your pairing code is {code} "
     "(valid for one hour). Ask an admin to send me: /pair approve {code}"
-)
-PAIRING_BUSY = (
-    "Hi! I only talk with people an admin has approved, and too many requests are "
-    "waiting right now. Please try again in an hour."
 )
 
 # Chat commands (bot/chat/commands.py).
@@ -79,7 +85,9 @@ ADMIN_HELP = (
     "/soul usage [days] shows tokens and cost\n"
     "/soul rollback NAME YYYY-MM-DD restores a dated backup of SOUL.md\n"
     "/soul epoch NAME starts a new autobiography (core and memory kept)\n"
-    "/pair approve CODE lets a person talk to me; /pair list shows the waiting codes"
+    "/pair approve CODE lets a person talk to me; /pair deny CODE drops a waiting code\n"
+    "/pair revoke PLATFORM:ID takes an approval back (e.g. telegram:123)\n"
+    "/pair list shows the waiting codes and the approved people"
 )
 RESET_DONE = "Started a new conversation. I still remember what my memory holds."
 FORGET_ASK = (
@@ -92,9 +100,22 @@ SOUL_USAGE = (
     "Use: /soul reload [name] | /soul status | /soul compile [name] | /soul usage [days] | "
     "/soul rollback NAME YYYY-MM-DD | /soul epoch NAME"
 )
-PAIR_USAGE = "Use: /pair approve CODE | /pair list"
+RELOAD_ID_ONLY = (
+    "/soul reload NAME takes a soul id (letters, digits, '.', '_' or '-', as its folder "
+    "in workspaces is named), not a path."
+)
+PAIR_USAGE = "Use: /pair approve CODE | /pair deny CODE | /pair revoke PLATFORM:ID | /pair list"
 PAIR_UNKNOWN = "No pairing code {code} is waiting (it may be wrong, used or expired)."
 PAIR_APPROVED = "Approved {name} ({platform} id {user_id}): they can talk to me now."
+PAIR_DENIED = (
+    "Dropped the code {code} of {name} ({platform} id {user_id}). If they write again, "
+    "they get a new code."
+)
+PAIR_REVOKED = "Revoked the approval of {who}."
+PAIR_NOT_APPROVED = "{who} is not approved by pairing."
+PAIR_GATED = "Their next private message gets a pairing code."
+PAIR_STILL_ADMITTED = "The config still lets them in (admins, allowlist or dm_policy open)."
+PAIR_NONE = "No pairing code is waiting, and nobody is approved by pairing."
 PAIR_WELCOME = "An admin approved you: we can talk now. Say hello!"
 COMPILE_STARTED = "Compiling the memory of {souls}; I'll report here when it is done."
 COMPILE_DONE = "Compile done: {wikis} wikis, {traces} new traces folded into {pages} pages."
@@ -102,6 +123,16 @@ COMPILE_FAILED = (
     "The compile failed for {count} wiki(s); their traces wait for the next compile:\n"
     "{failures}\n{done}"
 )
+# Why a wiki did not compile, by the error's kind (the log line has the details).
+COMPILE_UNAVAILABLE = "the model service did not answer"
+COMPILE_REJECTED = "the model service refused the request (the log has why)"
+COMPILE_BUDGET = "today's token budget is used up"
+COMPILE_FILES = "a wiki file could not be read or written ({why}; the log has which)"
+COMPILE_OTHER = "see the wiki.compile_failed log line"
+COMPILE_STOPPED = "The compile stopped: {error}: {reason}. The traces wait for the next compile."
+
+# A photo, voice note, sticker or file instead of text (after the DM gate).
+TEXT_ONLY = "I can only read text messages, sorry: please tell me in words."
 
 # The end of a message cut at the router's limit.
 MESSAGE_CUT = " [... cut here: the message was {chars} characters long]"
@@ -120,7 +151,8 @@ HEARTBEAT_SYSTEM = (
 )
 HEARTBEAT_USER = (
     "Your SOUL.md as it is now:\n<soul>\n{soul}\n</soul>\n\n"
-    "The conversation, oldest first:\n<conversation>\n{transcript}\n</conversation>"
+    "The conversation, oldest first, one line per message after its speaker (a line break "
+    "inside a message is shown as \\n):\n<conversation>\n{transcript}\n</conversation>"
 )
 FOLD_SYSTEM = (
     "You keep the autobiography of a persona. Fold the entries you are given into one "

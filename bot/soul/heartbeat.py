@@ -1,15 +1,21 @@
 """The heartbeat's checks and edits of a SOUL.md text (DESIGN §6), as pure functions.
 
 `validate` turns the model's `save_soul` input into a `Reflection` or raises
-`Rejected` with the reason; nothing is written for a rejected call. `merge`
-applies a reflection to the text: a dated line at the top of AUTOBIOGRAPHY
-(`- [YYYY-MM-DD HH:MM] reflection`), new facts at the end of MEMORY's list
-(de-duplicated), new rules at the end of the list in CORE's rules section
-(append only), and META's `version` (its last number up one), `last_updated`
-and `update_count`. CORE outside the appended rules is checked by hash to be
+`Rejected` with the reason; nothing is written for a rejected call. Every
+field must be one line of plain text: no line break, control or format
+character of any kind (categories Cc, Cf, Zl, Zp), so no answer can open a
+line, a heading or a region of its own, or hide or reorder what it says.
+
+`merge` applies a reflection to the text: a dated line at the top of
+AUTOBIOGRAPHY (`- [YYYY-MM-DD HH:MM] reflection`), new facts at the end of
+MEMORY's list (de-duplicated), new rules at the end of the list in CORE's rules
+section (append only; both after the last item and its continuation lines),
+and META's `version` (its last number up one), `last_updated` and
+`update_count`. CORE outside the appended rules is checked by hash to be
 byte-identical; a mismatch raises `Rejected` and nothing is written.
 `fold_plan` / `apply_fold` fold the oldest entries into one `- [history] ...`
-line; `start_epoch` clears the autobiography.
+line; `start_epoch` clears the autobiography. Only `\\n` ends a line here, as in
+`bot/soul/regions.py`.
 """
 
 from __future__ import annotations
@@ -17,6 +23,7 @@ from __future__ import annotations
 import hashlib
 import math
 import re
+import unicodedata
 from collections import Counter
 from collections.abc import Sequence
 from dataclasses import dataclass
@@ -35,6 +42,7 @@ from bot.soul.regions import (
     meta_fields,
     parse_regions,
     set_meta,
+    split_lines,
 )
 
 MAX_TEXT = 200
@@ -72,6 +80,9 @@ _ENTRY = re.compile(r"^- \[(\d{4}-\d{2}-\d{2} \d{2}:\d{2}|history)\] ")
 _LIST_ITEM = re.compile(r"^\s*(?:(\d+)[.)]|[-*+])\s+")
 _RULES_HEADING = re.compile(r"rule|准则|规则|guideline|boundar", re.IGNORECASE)
 _FORGERY = re.compile(r"<!--|-->|SOUL_(?:META|CORE|MEMORY|AUTOBIOGRAPHY)")
+# Control (\r \n \v \f \x1c-\x1e U+0085 ...), format (bidi controls, zero-width
+# characters, U+FEFF ...), line separator U+2028, paragraph separator U+2029.
+_REFUSED = frozenset({"Cc", "Cf", "Zl", "Zp"})
 
 
 @dataclass(frozen=True)
@@ -95,7 +106,12 @@ class Changes:
 
 
 def _line(value: object, what: str, limit: int = MAX_TEXT) -> str:
-    """A single safe line of at most `limit` characters, or Rejected."""
+    """`value` stripped, when it is one safe line of at most `limit` characters.
+
+    Raises Rejected naming `what` and the problem: not text, empty, too long, a
+    line break, control or format character (with its code point), a heading,
+    a region marker or an HTML comment.
+    """
     if not isinstance(value, str):
         raise Rejected(f"{what}: expected text, got {type(value).__name__}")
     text = value.strip()
@@ -103,8 +119,9 @@ def _line(value: object, what: str, limit: int = MAX_TEXT) -> str:
         raise Rejected(f"{what}: empty")
     if len(text) > limit:
         raise Rejected(f"{what}: {len(text)} characters, the limit is {limit}")
-    if "\n" in text or "\r" in text or any(ord(c) < 32 and c != "\t" for c in text):
-        raise Rejected(f"{what}: a newline or control character")
+    refused = next((c for c in text if unicodedata.category(c) in _REFUSED), None)
+    if refused is not None:
+        raise Rejected(f"{what}: a line break or control character (U+{ord(refused):04X})")
     if text.startswith("#"):
         raise Rejected(f"{what}: starts with '#' (a heading)")
     if _FORGERY.search(text):
@@ -200,30 +217,60 @@ def _after_heading(lines: list[str]) -> int:
     return i
 
 
+def _indent(line: str) -> int:
+    return len(line) - len(line.lstrip(" \t"))
+
+
+def _top_items(lines: list[str], start: int, end: int) -> list[int]:
+    """The list items of `lines[start:end]` at the outermost indent (a nested
+    item is a part of the item above it)."""
+    items = [i for i in range(start, end) if _LIST_ITEM.match(lines[i])]
+    top = min((_indent(lines[i]) for i in items), default=0)
+    return [i for i in items if _indent(lines[i]) == top]
+
+
+def _item_end(lines: list[str], item: int, end: int) -> int:
+    """The index after the list item at `item` and its continuation lines: the
+    lines right after it up to a blank line or a heading, and after blank lines
+    those indented as far as its text (a paragraph or list inside the item).
+    The blank lines after the item stay after it."""
+    content = len(lines[item]) - len(_LIST_ITEM.sub("", lines[item], count=1))
+    last = item
+    for i in range(item + 1, end):
+        line = lines[i]
+        if not line.strip():
+            continue
+        if line.lstrip().startswith("#") or (i > last + 1 and _indent(line) < content):
+            break
+        last = i
+    return last + 1
+
+
 def _add_entry(body: str, line: str) -> str:
-    lines = body.splitlines(keepends=True)
+    lines = split_lines(body)
     first = next((i for i, text in enumerate(lines) if _ENTRY.match(text)), None)
     _insert_at(lines, _after_heading(lines) if first is None else first, [line])
     return "".join(lines)
 
 
 def _add_facts(body: str, facts: Sequence[str]) -> tuple[str, int]:
-    lines = body.splitlines(keepends=True)
+    lines = split_lines(body)
     seen = {_norm(_LIST_ITEM.sub("", text)) for text in lines if _LIST_ITEM.match(text)}
     new = []
     for fact in facts:
         if _norm(fact) not in seen:
             seen.add(_norm(fact))
             new.append(f"- {fact}")
-    items = [i for i, text in enumerate(lines) if _LIST_ITEM.match(text)]
-    _insert_at(lines, items[-1] + 1 if items else _after_heading(lines), new)
+    items = _top_items(lines, 0, len(lines))
+    at = _item_end(lines, items[-1], len(lines)) if items else _after_heading(lines)
+    _insert_at(lines, at, new)
     return "".join(lines), len(new)
 
 
 def _add_rules(core: str, rules: Sequence[str]) -> tuple[str, int]:
     """CORE with `rules` appended to its rules section's list; only the new
     lines differ (checked by hash). No rules section: nothing is added."""
-    lines = core.splitlines(keepends=True)
+    lines = split_lines(core)
     heading = next(
         (i for i, t in enumerate(lines) if t.lstrip().startswith("#") and _RULES_HEADING.search(t)),
         None,
@@ -237,8 +284,8 @@ def _add_rules(core: str, rules: Sequence[str]) -> tuple[str, int]:
         if stripped.startswith("#") and len(stripped) - len(stripped.lstrip("#")) <= level:
             end = i
             break
-    items = [i for i in range(heading + 1, end) if _LIST_ITEM.match(lines[i])]
-    seen = {_norm(_LIST_ITEM.sub("", lines[i])) for i in items}
+    items = _top_items(lines, heading + 1, end)
+    seen = {_norm(_LIST_ITEM.sub("", t)) for t in lines[heading + 1 : end] if _LIST_ITEM.match(t)}
     numbers = [int(m.group(1)) for i in items if (m := _LIST_ITEM.match(lines[i])) and m.group(1)]
     new = []
     for rule in rules:
@@ -250,7 +297,7 @@ def _add_rules(core: str, rules: Sequence[str]) -> tuple[str, int]:
             new.append(f"{numbers[-1]}. {rule}")
         else:
             new.append(f"- {rule}")
-    positions = _insert_at(lines, items[-1] + 1 if items else heading + 1, new)
+    positions = _insert_at(lines, _item_end(lines, items[-1], end) if items else heading + 1, new)
     kept = "".join(t for i, t in enumerate(lines) if i not in set(positions))
     if hashlib.sha256(kept.encode()).digest() != hashlib.sha256(core.encode()).digest():
         raise Rejected("SOUL_CORE would change outside the appended rules")
@@ -312,7 +359,7 @@ def entries_of(text: str) -> list[str]:
     """The autobiography's entry lines (dated and history), newest first."""
     regions = parse_regions(text)
     body = regions.get(AUTOBIOGRAPHY) if regions else None
-    return [line.rstrip("\r\n") for line in (body or "").splitlines() if _ENTRY.match(line)]
+    return [line.rstrip("\r") for line in (body or "").split("\n") if _ENTRY.match(line)]
 
 
 def fold_plan(text: str, params: HeartbeatParams) -> list[str]:
@@ -334,7 +381,7 @@ def apply_fold(text: str, folded: Sequence[str], overview: str, now: datetime) -
     overview = _line(overview, "overview", MAX_OVERVIEW)
     regions = _regions(text)
     body = regions.get(AUTOBIOGRAPHY) or ""
-    lines = body.splitlines(keepends=True)
+    lines = split_lines(body)
     wanted = Counter(folded)  # the same line may stand twice (same minute, same words)
     positions = []
     for i in reversed(range(len(lines))):
@@ -361,7 +408,7 @@ def start_epoch(text: str, now: datetime) -> tuple[str, int]:
     body = regions.get(AUTOBIOGRAPHY)
     if body is not None:
         regions.set(AUTOBIOGRAPHY, "".join(
-            line for line in body.splitlines(keepends=True) if not _ENTRY.match(line)
+            line for line in split_lines(body) if not _ENTRY.match(line)
         ))  # fmt: skip
     meta = meta_fields(regions.get(META) or "")
     epoch = int(meta["epoch"]) + 1 if meta.get("epoch", "").isdigit() else 1

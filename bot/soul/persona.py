@@ -45,11 +45,11 @@ def _text(value: Any) -> Any:
     return value
 
 
-_ID = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._-]{0,63}$")
+SOUL_ID = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._-]{0,63}$")
 
 
 def _agent_id(value: Any) -> Any:
-    if not isinstance(value, str) or not _ID.match(value):
+    if not isinstance(value, str) or not SOUL_ID.match(value):
         raise PydanticCustomError(
             "agent_id",
             "expected an id of at most 64 letters, digits, '.', '_' or '-', "

@@ -5,7 +5,9 @@ A region starts at a marker line, `<!-- SOUL_META -->`, `<!-- SOUL_CORE -->`,
 spaces around it allowed), and runs to the next marker line or the end of the
 file. What comes before the first marker (the front matter, a title) is the
 preamble. A SOUL.md without markers has no regions: no heartbeat, never written.
-Each marker appears at most once.
+Each marker appears at most once. Only `\\n` ends a line (files are read with
+`\\n` line ends): a line or paragraph separator, a form feed or a file
+separator inside a line never starts a line, a marker or a META field.
 
 META holds `- key: value` lines: `name`, `version`, `created`, `last_updated`,
 `update_count`, `epoch` and the heartbeat's parameters, with defaults when
@@ -48,12 +50,20 @@ class Regions:
         return self.preamble + "".join(marker + body for marker, _, body in self.parts)
 
 
+def split_lines(text: str) -> list[str]:
+    """The lines of `text`, each with its `\\n` (the last may have none); unlike
+    `str.splitlines`, no other character ends a line."""
+    lines = [line + "\n" for line in text.split("\n")]
+    lines[-1] = lines[-1][:-1]
+    return lines if lines[-1] else lines[:-1]
+
+
 def parse_regions(text: str) -> Regions | None:
     """The regions of a SOUL.md text; None when it has no marker.
 
     Raises RegionError for an unknown SOUL_ marker or one that appears twice.
     """
-    lines = text.splitlines(keepends=True)
+    lines = split_lines(text)
     starts: list[tuple[int, str]] = []
     for number, line in enumerate(lines):
         match = _MARKER.match(line.rstrip("\r\n"))
@@ -84,13 +94,13 @@ def _is_marker(line: str) -> bool:
 
 def strip_markers(text: str) -> str:
     """`text` without its region marker lines (what the prompt shows)."""
-    return "".join(line for line in text.splitlines(keepends=True) if not _is_marker(line))
+    return "".join(line for line in split_lines(text) if not _is_marker(line))
 
 
 def meta_fields(body: str) -> dict[str, str]:
     """The `- key: value` lines of a META body, in order (the first of a key wins)."""
     fields: dict[str, str] = {}
-    for line in body.splitlines():
+    for line in body.split("\n"):
         match = _META_LINE.match(line.strip())
         if match and match.group(1) not in fields:
             fields[match.group(1)] = match.group(2)
@@ -100,7 +110,7 @@ def meta_fields(body: str) -> dict[str, str]:
 def set_meta(body: str, values: dict[str, str]) -> str:
     """The META body with `values` set: a key's line is rewritten in place, a
     new key is added after the last `- key: value` line."""
-    lines = body.splitlines(keepends=True)
+    lines = split_lines(body)
     left = dict(values)
     last = -1
     for i, line in enumerate(lines):

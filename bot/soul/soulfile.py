@@ -5,13 +5,17 @@ Every write goes through `SoulFile.update`: it takes the lock
 (`memory/.meta/soul.lock`, filelock, so other processes are kept out too),
 reads the file as it is now, applies the edit and replaces the file through a
 new file and a rename. Two sessions reflecting at once therefore both land.
-Backups are `memory/.meta/backups/SOUL.md.YYYY-MM-DD` (the last 30 are kept);
-`rollback` restores one (keeping what it replaces as a backup too), `epoch`
-starts a new autobiography. These calls block: run them in a worker thread.
+Backups are `memory/.meta/backups/SOUL.md.YYYY-MM-DD` (the last 30 are kept),
+in a folder made 0700, each file 0600, whatever the umask; SOUL.md keeps its
+own mode. `rollback` restores one (keeping what it replaces as a backup too),
+`epoch` starts a new autobiography. Nothing is written through a link that
+leads out of the soul folder (`memory/` or `.meta/` pointing elsewhere).
+These calls block: run them in a worker thread.
 """
 
 from __future__ import annotations
 
+import errno
 import re
 import time
 from collections.abc import Callable
@@ -23,7 +27,14 @@ from filelock import FileLock
 from bot.errors import Rejected, SoulbotError
 from bot.soul import heartbeat
 from bot.soul.registry import SoulRegistry
-from bot.storage.files import decode_text, replace_file
+from bot.storage.files import (
+    PRIVATE_FILE,
+    PRIVATE_FOLDER,
+    decode_text,
+    link_out,
+    make_folders,
+    replace_file,
+)
 
 KEEP_BACKUPS = 30
 LOCK_TIMEOUT_S = 30.0
@@ -34,6 +45,7 @@ class SoulFile:
     """The SOUL.md of one soul folder."""
 
     def __init__(self, folder: Path, clock: Callable[[], float] = time.time) -> None:
+        self._folder = folder
         self.path = folder / "SOUL.md"
         self._meta = folder / "memory" / ".meta"
         self.backups = self._meta / "backups"
@@ -43,6 +55,13 @@ class SoulFile:
         return datetime.fromtimestamp(self._clock(), UTC)
 
     def _lock(self) -> FileLock:
+        """The lock file's lock, making `.meta/`. Raises OSError when a link on
+        the way to the backups leads out of the soul folder."""
+        out = link_out(self._folder, self.backups)
+        if out is not None:
+            link, target = out
+            reason = f"{link} leads out of the soul folder (to {target}); nothing is written there"
+            raise OSError(errno.EXDEV, reason)
         self._meta.mkdir(parents=True, exist_ok=True)
         return FileLock(self._meta / "soul.lock", timeout=LOCK_TIMEOUT_S)
 
@@ -53,7 +72,8 @@ class SoulFile:
     def update(self, edit: Callable[[str, datetime], str | None]) -> str | None:
         """Under the lock: read, `edit(text, now)`, back up, replace. Returns
         the new text, or None when `edit` returned None or the same text.
-        Raises filelock.Timeout, OSError, and what `edit` raises."""
+        Raises filelock.Timeout, OSError (a link out of the soul folder among
+        them: see `_lock`), and what `edit` raises."""
         with self._lock():
             text = self.read()
             now = self._now()
@@ -67,10 +87,10 @@ class SoulFile:
     def _backup(self, text: str, now: datetime) -> None:
         """Keep `text` as today's backup unless there is one; prune to the last
         KEEP_BACKUPS."""
-        self.backups.mkdir(parents=True, exist_ok=True)
+        make_folders(self.backups, PRIVATE_FOLDER)
         today = self.backups / f"SOUL.md.{now.date().isoformat()}"
         if not today.exists():
-            replace_file(today, text.encode("utf-8"))
+            replace_file(today, text.encode("utf-8"), PRIVATE_FILE)
         for old in sorted(self.backups.glob("SOUL.md.*"))[:-KEEP_BACKUPS]:
             old.unlink(missing_ok=True)
 
@@ -92,7 +112,7 @@ class SoulFile:
             current = self.read()
             self._backup(current, now)
             stamp = now.strftime("%Y-%m-%dT%H%M%S")
-            replace_file(self.backups / f"SOUL.md.{stamp}", current.encode("utf-8"))
+            replace_file(self.backups / f"SOUL.md.{stamp}", current.encode("utf-8"), PRIVATE_FILE)
             replace_file(self.path, source.read_bytes())
 
     def epoch(self) -> int:

@@ -2,7 +2,9 @@
 
 Every query runs on a single worker thread that owns the connection, so the
 event loop never waits on the disk and SQLite sees one writer. Each component
-keeps its own tables; `SCHEMA` creates them all.
+keeps its own tables; `SCHEMA` creates them all. A new file is made 0600 in a
+folder made 0700, whatever the umask; SQLite gives its -wal and -shm files the
+database file's mode.
 """
 
 from __future__ import annotations
@@ -18,6 +20,7 @@ from pathlib import Path
 from typing import Any, TypeVar
 
 from bot.errors import SoulbotError
+from bot.storage.files import PRIVATE_FOLDER, create_private, make_folders
 
 T = TypeVar("T")
 
@@ -114,10 +117,12 @@ CREATE VIRTUAL TABLE IF NOT EXISTS memory_fts USING fts5(
 
 
 def connect(path: Path) -> sqlite3.Connection:
-    """A connection to the database at `path` (created when missing), in WAL
-    mode, schema in place. Raises SoulbotError for a database written by a newer
-    soulbot."""
-    path.parent.mkdir(parents=True, exist_ok=True)
+    """A connection to the database at `path` (created when missing, private:
+    see the module's docstring), in WAL mode, schema in place. Raises
+    SoulbotError for a database written by a newer soulbot, OSError when the
+    file or its folder cannot be made."""
+    make_folders(path.parent, PRIVATE_FOLDER)
+    create_private(path)
     conn = sqlite3.connect(path, check_same_thread=False, isolation_level=None)
     version = conn.execute("PRAGMA user_version").fetchone()[0]
     if version > SCHEMA_VERSION:

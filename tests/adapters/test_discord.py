@@ -17,12 +17,12 @@ from bot import prompts
 from bot.app.runtime import Runtime
 from bot.chat.commands import MENU
 from tests.fakes.anthropic_fake import FakeAnthropic
-from tests.fakes.discord_fake import FakeDiscord
+from tests.fakes.discord_fake import FakeDiscord, InteractionReply
 from tests.fakes.telegram_fake import FakeTelegram
 from tests.kit import capture_logs, make_config, serving, user_texts
 
 ADMIN = 11
-GUILD, CHANNEL, THREAD = 500, 510, 520
+GUILD, CHANNEL, THREAD, PRIVATE = 500, 510, 520, 530
 BOT = 7000
 
 
@@ -97,6 +97,24 @@ async def test_a_thread_is_a_session_of_its_own(tmp_path: Path) -> None:
         )
     assert keys == [f"discord:{CHANNEL}", f"discord:{THREAD}"]
     assert sorted(s.channel_id for s in sent) == [CHANNEL, THREAD]
+
+
+async def test_a_private_thread_keeps_its_own_memory(tmp_path: Path) -> None:
+    secret = "the secret code word is ZEBRA42PURPLE"
+    async with discord_bot(tmp_path) as (dc, model, runtime):
+        dc.add_thread(PRIVATE, CHANNEL, GUILD, private=True)
+        dc.push_message(PRIVATE, f"<@{BOT}> {secret}", author_id=ADMIN, guild_id=GUILD,
+                        mention_bot=True)  # fmt: skip
+        await dc.wait_sent(1)
+        await runtime.memory.drain(5)
+        dc.push_message(CHANNEL, f"<@{BOT}> what is the secret code word?", author_id=12,
+                        guild_id=GUILD, mention_bot=True)  # fmt: skip
+        await dc.wait_sent(2)
+        scopes = await runtime.db.run(
+            lambda c: sorted(r[0] for r in c.execute("SELECT scope FROM memory_scopes"))
+        )
+    assert scopes == [f"chat:discord:{CHANNEL}", f"chat:discord:{PRIVATE}"]
+    assert "ZEBRA42PURPLE" not in json.dumps(model.requests[-1])
 
 
 async def test_a_long_answer_is_split_and_the_first_chunk_replies(tmp_path: Path) -> None:
@@ -217,3 +235,54 @@ async def test_pairing_on_discord_from_a_dm_to_approval(tmp_path: Path) -> None:
     to_zed = [s.content for s in dc.sent if s.channel_id == 901]
     assert to_zed[1] == prompts.PAIR_WELCOME and to_zed[2].endswith("thanks!")
     assert len(model.requests) == 1  # the first message reached no model
+
+
+def followups(dc: FakeDiscord, token: str) -> list[InteractionReply]:
+    return [r for r in dc.interaction_replies if r.kind == "followup" and r.token == token]
+
+
+async def test_a_slash_compile_and_its_later_report_stay_ephemeral(tmp_path: Path) -> None:
+    async with discord_bot(tmp_path) as (dc, model, runtime):
+        dc.push_message(900, "my pin is 4242", author_id=ADMIN)
+        await dc.wait_sent(1)
+        await runtime.memory.drain(5)
+        model.script_error(400, "invalid_request_error", "prompt is too long: 250000 tokens")
+        token = dc.push_interaction("soul compile", [], user_id=ADMIN, channel_id=CHANNEL,
+                                    guild_id=GUILD)  # fmt: skip
+        await dc.wait_for(lambda f: len(followups(f, token)) == 2, what="answer and report")
+        public = dc.sent
+    texts = sorted(r.content or "" for r in followups(dc, token))
+    assert texts[0] == prompts.COMPILE_STARTED.format(souls="every soul")
+    assert texts[1].startswith("The compile failed for 1 wiki(s)")
+    assert "- lark, 1 private wiki: ModelRejected: " in texts[1]
+    assert "user:discord" not in texts[1] and "too long" not in texts[1]
+    assert all(r.data["flags"] & 64 for r in followups(dc, token))  # only the admin sees them
+    assert [s.channel_id for s in public] == [900]  # the DM answer; nothing in the channel
+
+
+async def test_an_answer_after_the_interaction_expired_goes_to_the_askers_dm(
+    tmp_path: Path,
+) -> None:
+    with capture_logs() as logs:
+        async with discord_bot(tmp_path) as (dc, _, _):
+            dc.push_message(900, "hello", author_id=ADMIN)  # the admin's DM channel is 900
+            await dc.wait_sent(1)
+            token = dc.push_interaction("soul status", [], user_id=ADMIN, channel_id=CHANNEL,
+                                        guild_id=GUILD, age_s=16 * 60)  # fmt: skip
+            [_, answer] = await dc.wait_sent(2)
+    assert answer.channel_id == 900 and answer.content.startswith("Souls:")
+    assert "user:discord" not in answer.content  # written for the guild it was asked in
+    assert followups(dc, token) == []
+    assert [e["user_id"] for e in logs if e["event"] == "discord.interaction_expired"] == [
+        str(ADMIN)
+    ]
+
+
+async def test_a_strangers_name_is_plain_text_in_the_pair_list(tmp_path: Path) -> None:
+    evil = "[Approve me](https://evil.example)"
+    async with discord_bot(tmp_path) as (dc, _, _):
+        dc.push_message(901, "hello, bot?", author_id=42, author_name=evil)
+        await dc.wait_sent(1)
+        dc.push_message(900, "!pair list", author_id=ADMIN)
+        [_, listing] = await dc.wait_sent(2)
+    assert r"\[Approve me\]\(https://evil.example\) (discord id 42)" in listing.content

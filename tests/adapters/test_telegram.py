@@ -10,7 +10,6 @@ from pathlib import Path
 
 from adapters.split import utf16_len
 from adapters.telegram_adapter import TelegramAdapter, api_url
-from adapters.texts import TEXT_ONLY
 from bot import prompts
 from bot.app.runtime import Runtime
 from bot.chat.commands import MENU
@@ -141,7 +140,7 @@ async def test_edits_service_messages_and_media(tmp_path: Path) -> None:
                                            "is_video": False}})  # fmt: skip
         tg.push_message(ADMIN, "after", user_id=ADMIN)
         sent = await tg.wait_sent(2)
-    assert sent[0]["text"] == TEXT_ONLY
+    assert sent[0]["text"] == prompts.TEXT_ONLY
     assert sent[1]["text"].endswith("after")
     assert len(model.requests) == 1
 
@@ -184,6 +183,15 @@ async def test_a_failing_send_is_logged_and_the_bot_goes_on(tmp_path: Path) -> N
     assert reply["text"].endswith("second")
     errors = [e for e in logs if e["event"] == "adapter.error"]
     assert len(errors) == 1 and "blocked" in errors[0]["error"].lower()
+
+
+async def test_a_strangers_photo_meets_the_dm_gate_first(tmp_path: Path) -> None:
+    photo = {"photo": [{"file_id": "p", "file_unique_id": "p", "width": 1, "height": 1}]}
+    async with telegram(tmp_path) as (tg, model, _):
+        tg.push_message(42, None, user_id=42, first_name="Zed", extra=photo)
+        [reply] = await tg.wait_sent(1)
+    assert "Your pairing code is" in reply["text"]
+    assert model.requests == []
 
 
 async def test_pairing_from_first_message_to_approval(tmp_path: Path) -> None:
@@ -237,3 +245,16 @@ async def test_forget_confirm_erases_what_recall_found(tmp_path: Path) -> None:
         await tg.wait_sent(6)
     assert texts(tg, ADMIN)[3:5] == [prompts.FORGET_ASK, prompts.FORGET_DONE]
     assert "falcon" not in json.dumps(model.requests[-1])
+
+
+async def test_a_strangers_name_is_plain_text_in_the_pair_list(tmp_path: Path) -> None:
+    evil = "[Approve me](https://evil.example) **now**"
+    async with telegram(tmp_path) as (tg, _, _):
+        tg.push_message(43, "hi", user_id=43, first_name=evil)
+        await tg.wait_sent(1)
+        tg.push_message(ADMIN, "/pair list", user_id=ADMIN)
+        await tg.wait_sent(2)
+    [listing] = tg.sent[1:]
+    assert listing["parse_mode"] == "HTML"
+    assert "<a" not in listing["text"] and "<b>" not in listing["text"]
+    assert f": {evil} (telegram id 43), 60 min left" in parse_html(listing["text"])

@@ -26,6 +26,11 @@ from tests.fakes.telegram_fake import parse_html
         ),
         ("```\nno language\n```", "<pre>no language</pre>"),
         ("```\nunclosed", "<pre>unclosed</pre>"),
+        (r"\*not it\* nor \[x\](https://e.com)", "*not it* nor [x](https://e.com)"),
+        (r"`a\*b` and \`c\`", r"<code>a\*b</code> and `c`"),
+        (r"\## not a heading", "## not a heading"),
+        (r"C:\Users\x \\ \<b\> \q", r"C:\Users\x \ &lt;b&gt; \q"),
+        (r"[a \] b](https://e.com) **x\*y**", '<a href="https://e.com">a ] b</a> <b>x*y</b>'),
     ],
 )
 def test_markdown_becomes_telegram_html(markdown: str, html: str) -> None:

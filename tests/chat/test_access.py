@@ -65,17 +65,64 @@ async def test_pairing_gives_one_code_per_person_and_approval_admits(db: Databas
     assert not (await gate.admit(dm("7", platform="discord"))).admitted  # per platform
 
 
-async def test_at_most_three_codes_wait_and_they_expire_after_an_hour(db: Database) -> None:
+async def test_a_full_pool_drops_the_oldest_code_and_codes_expire_after_an_hour(
+    db: Database,
+) -> None:
     clock = Clock()
     gate = access(db, clock=clock)
+    codes = []
     for user in range(MAX_PENDING):
-        code_of((await gate.admit(dm(str(user)))).reply)
-    busy = await gate.admit(dm("99"))
-    assert not busy.admitted and busy.reply == prompts.PAIRING_BUSY
+        codes.append(code_of((await gate.admit(dm(str(user)))).reply))
+        clock.now += 1
+    assert code_of((await gate.admit(dm("0"))).reply) == codes[0]  # asking again: same code
+    newcomer = code_of((await gate.admit(dm("newcomer"))).reply)  # the pool is full
+    waiting = [p.code for p in await gate.pending()]
+    assert len(waiting) == MAX_PENDING and waiting == [*codes[1:], newcomer]
+    assert await gate.approve(codes[0], "telegram:1") is None  # the oldest was dropped
+    assert (await gate.admit(dm("other", platform="discord"))).reply  # pools are per platform
+    assert len(await gate.pending()) == MAX_PENDING + 1
     clock.now += PAIRING_TTL_S + 1
     assert await gate.pending() == []
     late = code_of((await gate.admit(dm("99"))).reply)
     assert [p.code for p in await gate.pending()] == [late]
+
+
+async def test_deny_drops_a_waiting_code_and_a_new_ask_gets_a_new_one(db: Database) -> None:
+    gate = access(db)
+    code = code_of((await gate.admit(dm("7"))).reply)
+    denied = await gate.deny(code.lower(), "telegram:1")
+    assert denied is not None and (denied.user_id, denied.user_name) == ("7", "N7")
+    assert await gate.pending() == []
+    assert await gate.deny(code, "telegram:1") is None
+    assert await gate.approve(code, "telegram:1") is None
+    again = code_of((await gate.admit(dm("7"))).reply)
+    assert again != code
+
+
+async def test_revoke_gates_the_person_again_at_once(db: Database) -> None:
+    clock = Clock()
+    gate = access(db, clock=clock)
+    code = code_of((await gate.admit(dm("7"))).reply)
+    await gate.approve(code, "telegram:1")
+    assert (await gate.admit(dm("7"))).admitted  # the approved set is now cached
+    [approval] = await gate.approved()
+    assert (approval.platform, approval.user_id) == ("telegram", "7")
+    assert (approval.approved_at, approval.approved_by) == (clock.now, "telegram:1")
+    assert await gate.revoke("telegram", "7", "telegram:1")
+    assert not (await gate.admit(dm("7"))).admitted
+    assert await gate.approved() == []
+    assert not await gate.revoke("telegram", "7", "telegram:1")  # nothing left to revoke
+    assert not await access(db).revoke("discord", "7", "telegram:1")
+
+
+def test_the_config_alone_admits_admins_the_allowlist_and_everyone_when_open() -> None:
+    config = (
+        "admins: {telegram: [1]}\n"
+        "adapters: {telegram: {allowlist: [2]}, discord: {dm_policy: open}}"
+    )
+    gate = Access(None, parse_config(config, "t", {}))  # type: ignore[arg-type]
+    assert gate.configured("telegram", "1") and gate.configured("telegram", "2")
+    assert not gate.configured("telegram", "3") and gate.configured("discord", "3")
 
 
 async def test_an_expired_code_cannot_be_approved(db: Database) -> None:

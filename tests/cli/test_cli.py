@@ -275,6 +275,16 @@ def test_memory_import_names_the_bad_line(example: Path) -> None:
     assert scope.returncode == 1 and "--scope" in scope.stderr
 
 
+@pytest.mark.parametrize("scope", ["user:x:..", "user:x:.", "chat:x:a/b", "user:X:1", "user:x:"])
+def test_a_scope_that_names_no_single_wiki_is_refused(example: Path, scope: str) -> None:
+    others = example / "data" / "memory" / "wren" / "user" / "x" / "7"
+    others.mkdir(parents=True)
+    (others / "index.md").write_text("# Memory Index\n")
+    result = soulbot("memory", "forget", "wren", "--scope", scope, "--yes", cwd=example)
+    assert result.returncode == 1 and "--scope: expected shared" in result.stderr
+    assert (others / "index.md").exists()  # "user:x:.." once meant every wiki of user/x/
+
+
 def test_soul_rollback_and_epoch(example: Path) -> None:
     soul_md = example / "workspaces" / "twinkle" / "SOUL.md"
     original = soul_md.read_text()
@@ -293,3 +303,32 @@ def test_soul_rollback_and_epoch(example: Path) -> None:
     assert missing.returncode == 1 and "no backup of" in missing.stderr
     plain = soulbot("soul", "epoch", "wren", cwd=example)
     assert plain.returncode == 1 and "wren: SOUL.md has no regions" in plain.stderr
+
+
+def test_check_warns_about_links_out_of_a_soul_and_an_open_data_dir(example: Path) -> None:
+    outside = example / "outside"
+    (outside / "notes").mkdir(parents=True)
+    (outside / "secret.md").write_text("the launch code is 0000\n")
+    memory = example / "workspaces" / "wren" / "memory"
+    (memory / "concepts" / "secret.md").symlink_to(outside / "secret.md")
+    (memory / "entities").symlink_to(outside / "notes", target_is_directory=True)
+    (memory / "concepts" / "me.md").symlink_to(memory.parent / "SOUL.md")  # inside: fine
+    data = example / "data"
+    data.mkdir()
+    data.chmod(0o755)
+    result = soulbot("check", cwd=example)
+    assert result.returncode == 0, result.stdout + result.stderr
+    warnings = result.stdout.split("warnings:")[1].split("\n\n")[0].strip().splitlines()
+    assert [line.strip() for line in warnings] == [
+        f"workspaces/wren/memory/concepts/secret.md: a link to {outside / 'secret.md'}, outside "
+        "the soul folder: soulbot neither reads nor writes through it",
+        f"workspaces/wren/memory/entities: a link to {outside / 'notes'}, outside the soul "
+        "folder: soulbot neither reads nor writes through it",
+        "data: data_dir is open to group or others (mode 755); it holds private data: "
+        "chmod 700 data",
+    ]
+    assert "2 soul(s) loaded, no errors" in result.stdout
+    data.chmod(0o700)
+    (memory / "concepts" / "secret.md").unlink()
+    (memory / "entities").unlink()
+    assert "warnings:" not in soulbot("check", cwd=example).stdout

@@ -12,6 +12,7 @@ import yaml
 from pydantic import BaseModel, SecretStr, ValidationError
 
 from bot.config.load import load_config, parse_config
+from bot.config.notes import scope_notes
 from bot.config.schema import Config
 from bot.errors import ConfigError
 
@@ -607,3 +608,22 @@ def test_an_empty_model_name_speaks_our_language() -> None:
     assert f"{SOURCE}: model.name: expected a non-empty string, got ''" in error_of(
         "model: {name: ''}"
     )
+
+
+def test_check_notes_say_what_per_user_and_shared_mean_where() -> None:
+    config = parse_config(
+        "memory: {scope: shared}\n"
+        "bindings:\n"
+        "  - {platform: telegram, soul: w, memory: per-user}\n"
+        "  - {platform: console, soul: w, memory: shared}\n"
+        "  - {platform: discord, soul: w}\n",
+        "t",
+        {},
+    )
+    notes = scope_notes(config)
+    assert notes[0].startswith("memory.scope: memory shared: groups and channels share")
+    assert notes[1].startswith("bindings[0] (telegram): memory per-user: each person's own")
+    assert "in groups and channels it means the chat's own scope" in notes[1]
+    assert notes[2].startswith("bindings[1] (console): memory shared: the terminal shares")
+    assert len(notes) == 3
+    assert scope_notes(parse_config("", "t", {})) == []

@@ -28,7 +28,9 @@ are kept per name), ``POST /interactions/{id}/{token}/callback`` (204, or the
 callback object when discord.py asks ``with_response``; a second ack → 400/40060),
 ``POST /webhooks/{app}/{token}`` (a follow-up; needs an acked interaction; the
 message only with ``wait``), ``GET``/``PATCH /webhooks/{app}/{token}/messages/{id or
-@original}``. Anything else → 404 ``{"message": "404: Not Found", "code": 0}``.
+@original}``; the webhook routes answer 401/50027 once the interaction is 15 minutes
+old, as on Discord (``push_interaction(age_s=...)`` makes an old one; its callback is
+not checked). Anything else → 404 ``{"message": "404: Not Found", "code": 0}``.
 A scripted 429 carries ``retry_after`` in the body and a ``Via`` header: without
 ``Via`` discord.py takes a 429 for a Cloudflare ban and raises instead of retrying.
 discord.py retries 500/502/504 itself after 1 s, 3 s, ...: script those sparingly.
@@ -82,6 +84,7 @@ API_PREFIX = "/api/v10"
 DISCORD_EPOCH_MS = 1_420_070_400_000
 HEARTBEAT_INTERVAL_MS = 41250
 MAX_CONTENT = 2000
+INTERACTION_TTL_S = 15 * 60  # an interaction token's life (its follow-ups and edits)
 JOINED_AT = "2024-01-01T00:00:00+00:00"
 GUILD_MESSAGES, DIRECT_MESSAGES, MESSAGE_CONTENT = 1 << 9, 1 << 12, 1 << 15
 # @everyone in every fake guild: view, send, history, embeds, files, reactions,
@@ -158,6 +161,7 @@ class _Guild:
 class _Interaction:
     id: int
     channel_id: int
+    created: float  # time.time() of its creation (its id's timestamp)
     acked: bool = False
     original: JSON | None = None
 
@@ -464,17 +468,23 @@ class FakeDiscord(LoopbackServer):
         self._dispatch("GUILD_CREATE", self._guild_payload(guild), state_event=True)
 
     def add_thread(
-        self, thread_id: int, parent_id: int, guild_id: int, name: str = "thread"
+        self,
+        thread_id: int,
+        parent_id: int,
+        guild_id: int,
+        name: str = "thread",
+        private: bool = False,
     ) -> None:
-        """Add a public thread under a text channel: THREAD_CREATE to a connected client,
-        and part of every later GUILD_CREATE. Raises ValueError on an unknown guild/parent.
+        """Add a thread under a text channel (public, or private: type 12, which only
+        its members can see): THREAD_CREATE to a connected client, and part of every
+        later GUILD_CREATE. Raises ValueError on an unknown guild/parent.
         """
         guild = self._guild(guild_id)
         if parent_id not in guild.channels:
             raise ValueError(f"channel {parent_id} is not a text channel of guild {guild_id}")
         thread = {
             "id": str(thread_id),
-            "type": 11,
+            "type": 12 if private else 11,
             "guild_id": str(guild_id),
             "parent_id": str(parent_id),
             "owner_id": str(self._owner_id(guild)),
@@ -561,6 +571,7 @@ class FakeDiscord(LoopbackServer):
         channel_id: int,
         guild_id: int | None = None,
         user_name: str = "ann",
+        age_s: float = 0.0,
     ) -> str:
         """Dispatch an INTERACTION_CREATE for a slash command; return its token.
 
@@ -569,7 +580,9 @@ class FakeDiscord(LoopbackServer):
         subcommand (group) options as Discord does; with a plain name, ``options`` go
         in as given. Leaf options look like ``{"type": 3, "name": "what", "value":
         "x"}``. The command id and ``guild_id`` come from the commands registered
-        with PUT (guild commands first). Raises ValueError as ``push_message`` does.
+        with PUT (guild commands first). ``age_s`` backdates the interaction (its id,
+        so discord.py's ``is_expired`` agrees): past 15 minutes its follow-ups and
+        edits are refused. Raises ValueError as ``push_message`` does.
         """
         root, *subs = name.split()
         nested = options
@@ -588,7 +601,8 @@ class FakeDiscord(LoopbackServer):
             data["guild_id"] = command["guild_id"]
         user = self._user(user_id, user_name)
         self._users[user_id] = user
-        iid = self._next_id()
+        created = time.time() - age_s
+        iid = self._next_id() if not age_s else self._id_at(created)
         token = f"fake-interaction-token-{next(self._tokens)}"
         payload: JSON = {
             "id": str(iid),
@@ -622,7 +636,7 @@ class FakeDiscord(LoopbackServer):
             }
             payload["context"] = 0
             payload["authorizing_integration_owners"] = {"0": str(guild_id)}
-        self._interactions[token] = _Interaction(iid, channel_id)
+        self._interactions[token] = _Interaction(iid, channel_id, created)
         self._dispatch("INTERACTION_CREATE", payload)
         return token
 
@@ -654,6 +668,10 @@ class FakeDiscord(LoopbackServer):
         now = (int(time.time() * 1000) - DISCORD_EPOCH_MS) << 22
         self._last_id = max(self._last_id + 1, now)
         return self._last_id
+
+    def _id_at(self, when: float) -> int:
+        """A fresh snowflake whose timestamp is ``when`` (a time.time() value)."""
+        return ((int(when * 1000) - DISCORD_EPOCH_MS) << 22) | (next(self._tokens) & 0xFFF)
 
     @staticmethod
     def _user(user_id: int, name: str, *, bot: bool = False) -> JSON:
@@ -1143,9 +1161,13 @@ class FakeDiscord(LoopbackServer):
             return _error(403, "Missing Access", 50001)
         return guild_id
 
-    def _webhook_interaction(self, m: re.Match[str]) -> _Interaction | None:
-        """The interaction of a ``/webhooks/{app}/{token}`` path, or None if unknown."""
-        return self._interactions.get(m.group(2)) if int(m.group(1)) == self.app_id else None
+    def _webhook_interaction(self, m: re.Match[str]) -> _Interaction | web.Response | None:
+        """The interaction of a ``/webhooks/{app}/{token}`` path, None if unknown, or
+        the 401 Discord gives once its token has expired."""
+        it = self._interactions.get(m.group(2)) if int(m.group(1)) == self.app_id else None
+        if it is not None and time.time() >= it.created + INTERACTION_TTL_S:
+            return _error(401, "Invalid Webhook Token", 50027)
+        return it
 
     async def _callback(
         self, request: web.Request, m: re.Match[str], body: Any, files: Any
@@ -1194,6 +1216,8 @@ class FakeDiscord(LoopbackServer):
     ) -> web.Response:
         token = m.group(2)
         it = self._webhook_interaction(m)
+        if isinstance(it, web.Response):
+            return it
         if it is None or not it.acked:
             return _error(404, "Unknown Webhook", 10015)
         problem = self._check_content(body, files)
@@ -1208,10 +1232,10 @@ class FakeDiscord(LoopbackServer):
             return _response(204)
         return _response(200, msg)
 
-    def _reply_message(self, m: re.Match[str]) -> JSON | None:
+    def _reply_message(self, m: re.Match[str]) -> JSON | web.Response | None:
         it = self._webhook_interaction(m)
-        if it is None:
-            return None
+        if it is None or isinstance(it, web.Response):
+            return it
         if m.group(3) == "@original":
             return it.original
         return self._messages.get(int(m.group(3)))
@@ -1220,6 +1244,8 @@ class FakeDiscord(LoopbackServer):
         self, request: web.Request, m: re.Match[str], body: Any, files: Any
     ) -> web.Response:
         msg = self._reply_message(m)
+        if isinstance(msg, web.Response):
+            return msg
         if msg is None:
             return _error(404, "Unknown Message", 10008)
         return _response(200, msg)
@@ -1228,6 +1254,8 @@ class FakeDiscord(LoopbackServer):
         self, request: web.Request, m: re.Match[str], body: Any, files: tuple[str, ...]
     ) -> web.Response:
         msg = self._reply_message(m)
+        if isinstance(msg, web.Response):
+            return msg
         if msg is None:
             return _error(404, "Unknown Message", 10008)
         if not isinstance(body, dict):

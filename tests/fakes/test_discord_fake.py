@@ -320,3 +320,34 @@ async def test_app_command_defer_followup_edit_in_dm(fake: FakeDiscord, bot: Bot
         ("edit", token, "done None"),
     ]
     assert fake.interaction_replies[0].response_type == 5
+
+
+async def test_an_ephemeral_followup_is_recorded_and_an_old_token_is_refused(
+    fake: FakeDiscord, bot: Bot
+) -> None:
+    outcomes: list[tuple[bool, str]] = []
+    done = asyncio.Event()
+
+    async def handler(interaction: discord.Interaction, what: str | None) -> None:
+        await interaction.response.defer(ephemeral=True, thinking=True)
+        try:
+            await interaction.followup.send(f"only you see {what}", ephemeral=True)
+            outcomes.append((interaction.is_expired(), "sent"))
+        except discord.HTTPException as exc:
+            outcomes.append((interaction.is_expired(), f"{exc.status} {exc.code}"))
+        done.set()
+
+    bot.tree.add_command(soul_group(handler))
+    await bot.tree.sync()
+    fresh = fake.push_interaction("soul reload", [{"type": 3, "name": "what", "value": "x"}],
+                                  user_id=ANN, channel_id=CHANNEL, guild_id=GUILD)  # fmt: skip
+    await asyncio.wait_for(done.wait(), 5)
+    done.clear()
+    fake.push_interaction("soul reload", [], user_id=ANN, channel_id=CHANNEL, guild_id=GUILD,
+                          age_s=15 * 60 + 1)  # fmt: skip
+    await asyncio.wait_for(done.wait(), 5)
+    assert outcomes == [(False, "sent"), (True, "401 50027")]
+    [followup] = [r for r in fake.interaction_replies if r.kind == "followup"]
+    assert followup.token == fresh and followup.content == "only you see x"
+    assert followup.data["flags"] & 64  # ephemeral
+    assert fake.sent == []

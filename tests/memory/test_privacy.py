@@ -55,3 +55,37 @@ async def test_a_dm_fact_never_reaches_another_user(tmp_path: Path) -> None:
     for request in bob_requests:
         assert FACT not in json.dumps(request), "Alice's fact reached Bob's prompt"
     assert FACT in json.dumps(alice_request["messages"][-1])
+
+
+async def test_a_per_user_binding_never_brings_a_dm_into_a_group(tmp_path: Path) -> None:
+    pin = "ZEBRA42PURPLE"
+    extra = (
+        "bindings: [{platform: telegram, soul: lark, memory: per-user}]\n"
+        "adapters: {telegram: {dm_policy: open, groups: always}}\n"
+    )
+    async with (
+        FakeAnthropic(latency_s=0.3) as fake,
+        running(make_config(tmp_path, fake.url, extra), "telegram") as (runtime, platform),
+    ):
+        await platform.say(f"my bank pin is {pin}", user="alice", message_id="d1")
+        await platform.replies(1)
+        await runtime.memory.drain(5)
+        # In the group: Carol keeps the session busy, so Bob's question and Alice's
+        # hello share the next turn (Alice spoke last).
+        await platform.say("morning all", user="carol", chat="g", dm=False, message_id="g1")
+        await platform.say("what is the bank pin?", user="bob", chat="g", dm=False,
+                           message_id="g2")  # fmt: skip
+        await platform.say("hi everyone", user="alice", chat="g", dm=False, message_id="g3")
+        await platform.replies(3)
+        group_requests = fake.requests[1:]
+        scopes = await runtime.db.run(
+            lambda c: sorted(r[0] for r in c.execute("SELECT scope FROM memory_scopes"))
+        )
+        users = await runtime.db.run(
+            lambda c: sorted({r[0] for r in c.execute("SELECT user FROM usage")})
+        )
+    assert len(group_requests) == 2
+    for request in group_requests:
+        assert pin not in json.dumps(request), "Alice's DM reached the group's prompt"
+    assert scopes == ["chat:telegram:g", "user:telegram:alice"]
+    assert users == ["telegram:alice", "telegram:chat:g"]  # the group's turns are the group's

@@ -5,7 +5,10 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
+import pytest
+
 from bot import prompts
+from bot.errors import CompileFailed
 from bot.types import Route
 from tests.fakes.anthropic_fake import FakeAnthropic
 from tests.kit import make_config, running, user_texts
@@ -104,12 +107,80 @@ async def test_a_shared_compile_reaches_the_soul_prompt(tmp_path: Path) -> None:
     async with FakeAnthropic() as fake:
         config = make_config(tmp_path, fake.url, "memory: {scope: shared}\n")
         async with running(config) as (runtime, platform):
-            await platform.say("the lighthouse opens at dawn", user="ann")
+            # A group bound to the shared scope (a DM never is).
+            await platform.say("the lighthouse opens at dawn", user="ann", chat="g", dm=False)
             await platform.replies(1)
             await runtime.memory.drain(5)
             await runtime.memory.compile_all()
-            await platform.say("when does it open?", user="ann")
+            await platform.say("when does it open?", user="ann", chat="g", dm=False)
             await platform.replies(2)
     system = [b["text"] for b in fake.requests[-1]["system"]]
     index = [t for t in system if t.startswith("## Long-Term Memory (index)")]
     assert len(index) == 1 and "[[concepts/notes]]" in index[0]
+
+
+SHARED_ROUTE = Route(soul="lark", scope="shared", session="test:g", user="test:ann", is_dm=False)
+SECRET_PAGE = "---\nsummary: Secret\n---\nthe launch code is 0000\n"
+
+
+async def test_read_memory_page_reads_no_link_out_of_the_wiki(tmp_path: Path) -> None:
+    outside = tmp_path / "outside.md"
+    outside.write_text(SECRET_PAGE)
+    async with FakeAnthropic() as fake, running(make_config(tmp_path, fake.url)) as (runtime, _):
+        shared = tmp_path / "workspaces" / "lark" / "memory"
+        (shared / "concepts").mkdir()
+        (shared / "concepts" / "secret.md").symlink_to(outside)
+        bob = tmp_path / "data" / "memory" / "lark" / "user" / "test" / "bob"
+        (bob / "entities").mkdir(parents=True)
+        (bob / "entities" / "pin.md").write_text(SECRET_PAGE)
+        ann = tmp_path / "data" / "memory" / "lark" / "user" / "test" / "ann"
+        ann.mkdir(parents=True)
+        (ann / "entities").symlink_to(bob / "entities", target_is_directory=True)
+        for page_id in ("concepts/secret", "entities/pin"):
+            answer = await tool(runtime.memory, ANN, page_id)
+            assert answer["details"] == {"code": "PAGE_NOT_FOUND"}, page_id
+            assert "0000" not in json.dumps(answer)
+
+
+async def test_a_compile_writes_through_no_link_out_of_the_wiki(tmp_path: Path) -> None:
+    outside = tmp_path / "outside.md"
+    outside.write_text(SECRET_PAGE)
+    elsewhere = tmp_path / "elsewhere"
+    elsewhere.mkdir()
+    async with FakeAnthropic() as fake, running(make_config(tmp_path, fake.url)) as (runtime, _):
+        shared = tmp_path / "workspaces" / "lark" / "memory"
+        (shared / "concepts").mkdir()
+        (shared / "concepts" / "notes.md").symlink_to(outside)
+        ann = tmp_path / "data" / "memory" / "lark" / "user" / "test" / "ann"
+        ann.mkdir(parents=True)
+        (ann / "concepts").symlink_to(elsewhere, target_is_directory=True)
+        runtime.memory.record(SHARED_ROUTE, "user", "Ann", "the lighthouse opens at dawn")
+        runtime.memory.record(ANN, "user", "Ann", "Ann keeps bees on her roof")
+        await runtime.memory.drain(5)
+        results = {r.scope: r for r in await runtime.memory.compile_all()}
+    assert outside.read_text() == SECRET_PAGE
+    assert list(elsewhere.iterdir()) == []
+    for scope in ("shared", "user:test:ann"):
+        [conflict] = results[scope].conflicts
+        assert conflict.startswith("concepts/notes: ") and "leads out" in conflict
+        assert results[scope].pages == ()
+
+
+async def test_a_wiki_whose_meta_leads_out_fails_alone(tmp_path: Path) -> None:
+    outside = tmp_path / "outside"
+    outside.mkdir()
+    (outside / "index.json").write_text('{"watermark": 0}\n')
+    async with FakeAnthropic() as fake:
+        config = make_config(tmp_path, fake.url)
+        async with running(config) as (runtime, platform):
+            await platform.say("ann likes tea", user="ann")
+            await platform.say("bob likes coffee", user="bob")
+            await platform.replies(2)
+            await runtime.memory.drain(5)
+            bob = tmp_path / "data" / "memory" / "lark" / "user" / "test" / "bob"
+            bob.mkdir(parents=True)
+            (bob / ".meta").symlink_to(outside)
+            with pytest.raises(CompileFailed) as failed:
+                await runtime.memory.compile_all()
+    assert [r.scope for r in failed.value.results] == ["user:test:ann"]
+    assert len(failed.value.failures) == 1 and "user:test:bob" in failed.value.failures[0]

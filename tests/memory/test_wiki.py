@@ -6,6 +6,7 @@ import json
 import os
 import stat
 import time
+from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
@@ -214,10 +215,8 @@ def test_reads_and_writes_refuse_an_invalid_id(wiki: Wiki, tmp_path: Path, page_
     assert sorted(tmp_path.rglob("*")) == before
 
 
-def test_a_page_that_is_a_link_is_read_and_rewritten_at_its_target(
-    wiki: Wiki, root: Path, tmp_path: Path
-) -> None:
-    target = put(tmp_path, "shared/johnny.md", "---\nsummary: Shared notes\n---\nOld\n")
+def test_a_page_that_is_a_link_is_read_and_rewritten_at_its_target(wiki: Wiki, root: Path) -> None:
+    target = put(root, "shared/johnny.md", "---\nsummary: Shared notes\n---\nOld\n")
     (root / "entities").mkdir()
     link = root / "entities" / "johnny.md"
     link.symlink_to(target)
@@ -265,7 +264,7 @@ def test_a_folder_where_the_page_must_be_is_a_refused_path(wiki: Wiki, root: Pat
 
 def test_a_name_too_long_is_a_refused_path(wiki: Wiki, root: Path, tmp_path: Path) -> None:
     (root / "entities").mkdir()
-    (root / "entities" / "bob.md").symlink_to(tmp_path / ("b" * 300 + ".md"))
+    (root / "entities" / "bob.md").symlink_to(root / ("b" * 300 + ".md"))
     with pytest.raises(WikiPathRefused) as caught:
         wiki.write_page(Page.new("entities/bob"))
     assert caught.value.errno == errno.ENAMETOOLONG
@@ -318,8 +317,8 @@ def test_list_pages_takes_every_file_whose_path_makes_a_valid_id(
         put(root, rel, page)
     (root / "concepts" / "folder.md").mkdir()
     os.mkfifo(root / "concepts" / "pipe.md")
-    put(tmp_path, "shared/cities/lisbon.md", page)
-    (root / "shared").symlink_to(tmp_path / "shared", target_is_directory=True)
+    put(root, ".shared/cities/lisbon.md", page)
+    (root / "shared").symlink_to(root / ".shared", target_is_directory=True)
     (root / "concepts" / "loop").symlink_to(root, target_is_directory=True)
     (root / "concepts" / "dangling.md").symlink_to(tmp_path / "nowhere.md")
     ids = [p.id for p in wiki.list_pages()]
@@ -659,3 +658,36 @@ def test_stale_temp_files_of_a_killed_write_are_removed(tmp_path: Path) -> None:
     os.utime(page, (time.time() - 7200, time.time() - 7200))
     assert wiki.remove_stale_temps(older_than_s=3600) == 1
     assert not old.exists() and fresh.exists() and page.exists()
+
+
+# Modes
+
+
+@pytest.fixture
+def umask_022() -> Iterator[None]:
+    """The usual umask, under which a folder would be 0755 and a file 0644."""
+    old = os.umask(0o022)
+    yield
+    os.umask(old)
+
+
+def modes(top: Path) -> dict[str, int]:
+    found = {str(p.relative_to(top.parent)): p.lstat().st_mode for p in top.rglob("*")}
+    found[top.name] = top.lstat().st_mode
+    return {name: stat.S_IMODE(mode) for name, mode in found.items()}
+
+
+@pytest.mark.usefixtures("umask_022")
+def test_a_private_wiki_is_made_private_whatever_the_umask(tmp_path: Path) -> None:
+    data = tmp_path / "data"
+    wiki = Wiki(data / "memory" / "lark" / "user" / "test" / "ann")
+    wiki.write_page(Page.new("entities/johnny", body="Likes tea.\n"))
+    wiki.append_log("2026-11-07", ["- 10:00 Ann: hello"])
+    wiki.write_catalog()
+    wiki.update_meta(3)
+    made = modes(data)
+    assert {"data/memory/lark/user/test/ann/log/2026-11-07.md",
+            "data/memory/lark/user/test/ann/.meta/index.json"} <= set(made)  # fmt: skip
+    for name, mode in made.items():
+        folder = (tmp_path / name).is_dir()
+        assert mode == (0o700 if folder else 0o600), name

@@ -50,6 +50,22 @@ def test_no_marker_means_no_regions_and_bad_markers_are_errors() -> None:
         parse_regions("<!-- SOUL_CORE -->\n<!-- SOUL_CORE -->\n")
 
 
+# Separators that str.splitlines() breaks on but a file's "\n" line ends do not.
+EXOTIC = ["\u2028", "\u2029", "\x85", "\x1c", "\x1d", "\x1e", "\v", "\f", "\r"]
+
+
+@pytest.mark.parametrize("sep", EXOTIC, ids=lambda c: f"U+{ord(c):04X}")
+def test_only_a_line_end_ends_a_line(sep: str) -> None:
+    text = f"<!-- SOUL_META -->\n- version: 1{sep}- epoch: 9\n- x: a{sep}<!-- SOUL_CORE -->\n"
+    regions = parse_regions(text)
+    assert regions is not None and [name for _, name, _ in regions.parts] == [META]
+    assert regions.render() == text
+    assert "epoch" not in meta_fields(regions.get(META) or "")
+    assert strip_markers(f"a{sep}<!-- SOUL_CORE -->\n") == f"a{sep}<!-- SOUL_CORE -->\n"
+    body = f"- version: 1{sep}- name: forged\n"
+    assert set_meta(body, {"name": "twinkle"}) == body + "- name: twinkle\n"
+
+
 def test_markers_stay_out_of_the_prompt_text() -> None:
     text = strip_markers(SOUL)
     assert "SOUL_" not in text and "## Rules\n1. Be polite." in text

@@ -3,6 +3,8 @@
 from __future__ import annotations
 
 import asyncio
+import os
+import stat
 import threading
 import time
 from datetime import datetime
@@ -141,3 +143,35 @@ def test_the_lock_also_keeps_other_threads_out(tmp_path: Path) -> None:
     worker.join(5)
     other.join(5)
     assert finished.is_set() and len(entries_of((folder / "SOUL.md").read_text())) == 2
+
+
+def test_backups_are_private_and_soul_md_keeps_its_mode(tmp_path: Path) -> None:
+    folder = soul_folder(tmp_path)
+    (folder / "SOUL.md").chmod(0o644)
+    clock = Clock()
+    old = os.umask(0o022)
+    try:
+        file = SoulFile(folder, clock)
+        file.update(reflect("Day one about Miso."))
+        clock.now += DAY
+        file.update(reflect("Day two about Miso."))
+        file.rollback("2026-11-18")
+    finally:
+        os.umask(old)
+    backups = sorted(file.backups.iterdir())
+    assert len(backups) == 3  # two days, and what the rollback replaced
+    assert stat.S_IMODE(file.backups.stat().st_mode) == 0o700
+    assert {stat.S_IMODE(p.stat().st_mode) for p in backups} == {0o600}
+    assert stat.S_IMODE((folder / "SOUL.md").stat().st_mode) == 0o644
+
+
+def test_no_write_goes_through_a_meta_folder_that_links_out(tmp_path: Path) -> None:
+    folder = soul_folder(tmp_path)
+    outside = tmp_path / "outside"
+    outside.mkdir()
+    (folder / "memory").mkdir()
+    (folder / "memory" / ".meta").symlink_to(outside, target_is_directory=True)
+    with pytest.raises(OSError, match="leads out of the soul folder"):
+        SoulFile(folder).update(reflect("Day one about Miso."))
+    assert list(outside.iterdir()) == []
+    assert (folder / "SOUL.md").read_text() == SOUL

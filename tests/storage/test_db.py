@@ -3,7 +3,9 @@
 from __future__ import annotations
 
 import asyncio
+import os
 import sqlite3
+import stat
 from pathlib import Path
 
 import pytest
@@ -70,3 +72,20 @@ async def test_a_database_from_a_newer_soulbot_is_refused(tmp_path: Path) -> Non
     with pytest.raises(SoulbotError, match="written by a newer soulbot"):
         await database.open()
     await database.close()
+
+
+async def test_the_database_is_private_whatever_the_umask(tmp_path: Path) -> None:
+    data = tmp_path / "data"
+    old = os.umask(0o022)
+    try:
+        database = Database(data / "soulbot.db")
+        await database.open()
+        await database.run(lambda c: c.execute("INSERT INTO sessions VALUES ('s', 1)"))
+        names = sorted(p.name for p in data.iterdir())
+        modes = {p.name: stat.S_IMODE(p.stat().st_mode) for p in data.iterdir()}
+        await database.close()
+    finally:
+        os.umask(old)
+    assert names == ["soulbot.db", "soulbot.db-shm", "soulbot.db-wal"]
+    assert modes == dict.fromkeys(names, 0o600)
+    assert stat.S_IMODE(data.stat().st_mode) == 0o700

@@ -1,0 +1,45 @@
+"""The trace writer (bot/memory/traces.py): batches, and drops what belongs to a
+scope erased after it was said."""
+
+from __future__ import annotations
+
+import asyncio
+
+from bot.memory.store import NewTrace
+from bot.memory.traces import TraceWriter
+from tests.kit import capture_logs
+
+
+class SlowStore:
+    """A stand-in for TraceStore.add that holds each write until released."""
+
+    def __init__(self) -> None:
+        self.batches: list[list[str]] = []
+        self.release = asyncio.Event()
+        self.writing = asyncio.Event()
+
+    async def add(self, traces: list[NewTrace]) -> None:
+        self.writing.set()
+        await self.release.wait()
+        self.batches.append([t.text for t in traces])
+
+
+def trace(scope: str, text: str, at: float) -> NewTrace:
+    return NewTrace("lark", scope, "test:s", "user", "Ann", text, at)
+
+
+async def test_a_trace_of_an_erased_scope_is_dropped_and_logged() -> None:
+    store = SlowStore()
+    writer = TraceWriter(store)  # type: ignore[arg-type]
+    writer.add(trace("user:test:ann", "first", 1.0))
+    await asyncio.wait_for(store.writing.wait(), 5)  # "first" is being written
+    writer.add(trace("user:test:ann", "my pin is 1234", 2.0))
+    writer.add(trace("user:test:bob", "bob's words", 2.5))
+    with capture_logs() as logs:
+        writer.erase("lark", "user:test:ann", 5.0)
+        writer.add(trace("user:test:ann", "said after the erase", 6.0))
+        store.release.set()
+        assert await writer.drain(5) == 0
+    assert store.batches == [["first"], ["bob's words", "said after the erase"]]
+    [dropped] = [e for e in logs if e["event"] == "memory.write_dropped"]
+    assert dropped["traces"] == 1 and dropped["scopes"] == ["lark user:test:ann"]
