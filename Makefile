@@ -37,6 +37,7 @@ bench: $(VENV)/.installed-dev
 	-$(BIN)/python bench/cache.py
 	-$(BIN)/python bench/recall.py --data ../shared/data/locomo --budget 600
 	-$(BIN)/python bench/recall_scale.py
+	-$(BIN)/python bench/soak.py
 
 # The test suite's fake model on port 8765 (answers "echo: ..."), to try soulbot
 # without an API key: ANTHROPIC_BASE_URL=http://127.0.0.1:8765 ANTHROPIC_API_KEY=any make run

@@ -3,11 +3,17 @@
 A daemon thread reads stdin (with line editing when it is a terminal) and hands
 each line to the event loop, so a blocked read never holds up shutdown. At the
 end of input the adapter calls `on_eof` (the `chat` command quits then).
+
+Line editing (readline) puts the terminal in a mode of its own (no echo, no
+line buffering) while it waits for a line, and the process may end in that wait
+(Ctrl-C): the terminal's settings are saved at start and put back at stop and
+close, and at exit if neither ran, so the shell is given back as it was.
 """
 
 from __future__ import annotations
 
 import asyncio
+import atexit
 import contextlib
 import getpass
 import sys
@@ -15,10 +21,40 @@ import threading
 import uuid
 from collections.abc import Callable
 from contextlib import AbstractAsyncContextManager
-from typing import TextIO
+from typing import Any, TextIO
 
 from adapters.base import Deliver
 from bot.types import Inbound, Outbound
+
+
+class _Terminal:
+    """The settings of the terminal `stream` is on, saved to be put back; does
+    nothing where there is no terminal (or no termios)."""
+
+    def __init__(self, stream: TextIO) -> None:
+        self._fd = -1
+        self._saved: list[Any] | None = None
+        try:
+            import termios
+        except ImportError:
+            return
+        try:
+            self._fd = stream.fileno()
+            self._saved = termios.tcgetattr(self._fd)
+        except (termios.error, OSError, ValueError):  # not a terminal after all
+            return
+        atexit.register(self.restore)
+
+    def restore(self) -> None:
+        """Put the saved settings back (after any output still queued). Idempotent."""
+        saved, self._saved = self._saved, None
+        if saved is None:
+            return
+        atexit.unregister(self.restore)
+        import termios
+
+        with contextlib.suppress(termios.error, OSError):  # the terminal went away
+            termios.tcsetattr(self._fd, termios.TCSADRAIN, saved)
 
 
 def _local_user() -> str:
@@ -27,6 +63,9 @@ def _local_user() -> str:
         return getpass.getuser()
     except (KeyError, OSError):
         return "local"
+
+
+_QUIT = ("/quit", "/exit")
 
 
 class ConsoleAdapter:
@@ -54,6 +93,7 @@ class ConsoleAdapter:
         self._queue: asyncio.Queue[Inbound | None] = asyncio.Queue()
         self._pump_task: asyncio.Task[None] | None = None
         self._interactive = self._stdin.isatty() and self._stdout.isatty()
+        self._terminal: _Terminal | None = None
 
     def _prompt(self) -> str:
         return "you> " if self._interactive else ""
@@ -65,6 +105,7 @@ class ConsoleAdapter:
         self._loop = asyncio.get_running_loop()
         self._pump_task = self._loop.create_task(self._pump(), name="console-pump")
         if self._interactive:
+            self._terminal = _Terminal(self._stdin)
             with contextlib.suppress(ImportError):
                 import readline  # noqa: F401  (line editing for input())
             self._stdout.write(
@@ -85,8 +126,8 @@ class ConsoleAdapter:
                 raw = self._stdin.readline()
                 line = raw.rstrip("\n") if raw else None
             self._from_thread(line)
-            if line is None:
-                return
+            if line is None or line.strip() in _QUIT:
+                return  # no new prompt (readline would take the terminal again)
 
     def _from_thread(self, line: str | None) -> None:
         loop = self._loop
@@ -100,7 +141,7 @@ class ConsoleAdapter:
             return
         if line is not None and not line.strip():
             return
-        if line is None or line.strip() in ("/quit", "/exit"):
+        if line is None or line.strip() in _QUIT:
             self._stopped.set()
             if self._on_eof is not None:
                 self._on_eof()
@@ -126,8 +167,11 @@ class ConsoleAdapter:
             await self._deliver(inbound)
 
     async def stop(self) -> None:
-        """Stop reading; lines already read are still delivered."""
+        """Stop reading; lines already read are still delivered. The terminal is
+        given back as it was (replies are still printed)."""
         self._stopped.set()
+        if self._terminal is not None:
+            self._terminal.restore()
         if self._pump_task is not None:
             self._queue.put_nowait(None)
             await self._pump_task
@@ -145,3 +189,5 @@ class ConsoleAdapter:
 
     async def close(self) -> None:
         self._stopped.set()
+        if self._terminal is not None:
+            self._terminal.restore()

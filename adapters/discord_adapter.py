@@ -10,13 +10,23 @@ only attachments or stickers gets one line saying that only text is read (in a
 guild only when it mentions or replies to the bot).
 
 Replies are split at 2,000 characters; the first chunk replies to the message
-that started the turn. Replies never ping @everyone, @here or roles, whatever
-the model writes. The slash commands (`/soul ...`, `/pair ...`, `/reset`,
-`/forget`, `/help`) are app commands synced at start. Their answers, and any
-later report (a compile's), reach only the person who asked: an ephemeral
-follow-up while the interaction lives (Discord allows 15 minutes), a DM after;
-never the channel. A lost gateway connection is resumed or re-established by
-discord.py.
+that started the turn. discord.py waits out 429s and tries 500, 502, 504 and
+524 five times itself (1 s, 3 s, 5 s, ...); what it raises at once, a 503 or
+another 5xx, a lost connection (`aiohttp.ClientError`; its own retry of a reset
+connection knows only the BSD and Windows errno, not Linux's) or a timeout, is
+tried again here with backoff (adapters/retry.py); a chunk that still fails
+raises `SendFailed`, which says how many chunks were not delivered. Each chunk
+keeps one `nonce` across its tries, with `enforce_nonce` (discord.py sets it),
+so a message Discord made whose answer was lost is returned, not made twice.
+Replies never ping @everyone, @here or roles, whatever the model writes. The
+slash commands (`/soul ...`, `/pair ...`, `/reset`, `/forget`, `/help`) are app
+commands synced at start. Their answers, and any later report (a compile's),
+reach only the person who asked: an ephemeral follow-up while the interaction
+lives (Discord allows 15 minutes), a DM after; never the channel. One that has
+no answer after 10 minutes gets a line saying so. A lost gateway connection is
+resumed or re-established by discord.py. Messages and slash commands that come
+after the gateway's READY but before the start is done (the wait for the guilds)
+are held and delivered in order when it is, not dropped.
 
 `api_base_url` and `gateway_url` point discord.py elsewhere (a REST proxy, the
 tests' fake): discord.py has no option for it, so they are set on its
@@ -30,11 +40,13 @@ import asyncio
 import contextlib
 import dataclasses
 import re
-from collections.abc import Sequence
+import secrets
+from collections.abc import Awaitable, Callable, Sequence
 from contextlib import AbstractAsyncContextManager
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, TypeVar
 
+import aiohttp
 import discord
 import structlog
 import yarl
@@ -42,18 +54,23 @@ from discord import app_commands
 
 from adapters import texts
 from adapters.base import Deliver, repeating
+from adapters.retry import BACKOFF, Backoff, retried, send_chunks
 from adapters.split import split_message
 from bot.types import AdapterStartError, Inbound, Outbound
 
 log = structlog.get_logger(__name__)
 
+T = TypeVar("T")
+
 LIMIT = 2000
 TYPING_EVERY_S = 8.0  # Discord shows typing for 10 s
 READY_TIMEOUT_S = 30.0
+NO_ANSWER_AFTER_S = 600.0  # a slash command's "thinking..." ends by then (Discord allows 15 min)
 _ASKED = re.compile(r"interaction:(\d+):(\d+)")
 _SAFE_MENTIONS = discord.AllowedMentions(everyone=False, roles=False, users=False,
                                          replied_user=True)  # fmt: skip
 _MESSAGE_TYPES = (discord.MessageType.default, discord.MessageType.reply)
+_RETRIED_BY_DISCORD_PY = frozenset({500, 502, 504, 524})  # five tries already, in http.py
 
 
 @dataclass(frozen=True)
@@ -80,7 +97,7 @@ class _Held:
     """A slash command's interaction, kept for its follow-ups while it lives."""
 
     interaction: discord.Interaction
-    answered: bool = False
+    answered: asyncio.Event = dataclasses.field(default_factory=asyncio.Event)
 
 
 class DiscordAdapter:
@@ -97,8 +114,10 @@ class DiscordAdapter:
         api_base_url: str | None = None,
         gateway_url: str | None = None,
         guild_ready_timeout: float = 2.0,
+        backoff: Backoff = BACKOFF,
     ) -> None:
         self._token = token
+        self._backoff = backoff
         self._guild_ready_timeout = guild_ready_timeout
         self._prefix = command_prefix
         self._commands = commands
@@ -108,6 +127,10 @@ class DiscordAdapter:
         self._task: asyncio.Task[None] | None = None
         self._deliver: Deliver | None = None
         self._open = False
+        # Set when start() is done (or at stop): messages that come between the gateway's
+        # READY and then wait for it, in the order they came, instead of being dropped.
+        self._admitted = asyncio.Event()
+        self._held = 0
         self._interactions: dict[int, _Held] = {}  # by interaction id, until they expire
 
     # -- lifecycle ----------------------------------------------------------------------
@@ -139,6 +162,9 @@ class DiscordAdapter:
         self._task = asyncio.create_task(client.connect(reconnect=True), name="discord-gateway")
         await self._wait_ready(client)
         self._open = True
+        self._admitted.set()
+        if self._held:
+            log.info("discord.held_delivered", events=self._held)
         try:
             synced = await tree.sync()
             log.info("discord.commands_synced", commands=[c.name for c in synced])
@@ -166,10 +192,14 @@ class DiscordAdapter:
 
     async def stop(self) -> None:
         self._open = False
+        self._admitted.set()  # anything still held is dropped: the intake is over
 
     async def close(self) -> None:
         self._open = False
+        self._admitted.set()
         client, self._client = self._client, None
+        for held in self._interactions.values():
+            held.answered.set()  # the commands still waiting for an answer end
         if client is not None:
             await client.close()
         if self._task is not None:
@@ -178,11 +208,19 @@ class DiscordAdapter:
 
     # -- inbound ------------------------------------------------------------------------
 
+    async def _admit(self) -> bool:
+        """Wait until start() is done (an event from before then is held, not
+        dropped; waiters resume in the order they came); False once stopped."""
+        if not self._admitted.is_set():
+            self._held += 1
+            await self._admitted.wait()
+        return self._open
+
     async def on_message(self, message: discord.Message) -> None:
-        client = self._client
-        if not self._open or client is None or self._deliver is None or client.user is None:
+        if message.author.bot or message.type not in _MESSAGE_TYPES or not await self._admit():
             return
-        if message.author.bot or message.type not in _MESSAGE_TYPES:
+        client = self._client
+        if client is None or self._deliver is None or client.user is None:
             return
         try:
             inbound = self._inbound(message, client.user)
@@ -293,9 +331,11 @@ class DiscordAdapter:
     async def _run(
         self, interaction: discord.Interaction, words: str, arg: str | None = None
     ) -> None:
-        if self._deliver is None or not self._open:
+        if self._deliver is None or (self._admitted.is_set() and not self._open):
             return
         await interaction.response.defer(ephemeral=True, thinking=True)
+        if not await self._admit():
+            return
         self._interactions = {
             key: held for key, held in self._interactions.items()
             if not held.interaction.is_expired()
@@ -313,12 +353,15 @@ class DiscordAdapter:
             user_name=interaction.user.display_name,
             text=f"/{words}" + (f" {arg}" if arg else ""),
             is_dm=interaction.guild_id is None,
+            mentions_bot=True,  # addressed to the bot: a failure gets the router's one line
             message_id=str(_Asked(interaction.id, interaction.user.id)),
             thread_id=str(interaction.channel_id) if thread else None,
             guild_id=str(interaction.guild_id) if interaction.guild_id else None,
         )
-        await self._deliver(inbound)
-        if not held.answered:  # no answer came: say so
+        await self._deliver(inbound)  # taken: the answer comes through send()
+        with contextlib.suppress(TimeoutError):
+            await asyncio.wait_for(held.answered.wait(), NO_ANSWER_AFTER_S)
+        if not held.answered.is_set() and self._client is not None:  # none came: say so
             await interaction.followup.send(texts.NO_ANSWER, ephemeral=True)
 
     # -- outbound -----------------------------------------------------------------------
@@ -345,9 +388,14 @@ class DiscordAdapter:
             reference = discord.MessageReference(
                 message_id=int(message.reply_to), channel_id=channel.id, fail_if_not_exists=False
             )
-        for chunk in chunks:
-            await channel.send(chunk, reference=reference)
+
+        async def send_one(chunk: str) -> None:
+            nonlocal reference
+            nonce = secrets.randbits(63)  # the same for each try of this chunk
+            await self._retried(lambda: channel.send(chunk, reference=reference, nonce=nonce))
             reference = None
+
+        await send_chunks(chunks, send_one)
 
     async def _answer_privately(
         self, client: discord.Client, asked: _Asked, chunks: list[str]
@@ -356,12 +404,29 @@ class DiscordAdapter:
         follow-ups while the interaction lives, else their DM."""
         held = self._interactions.get(asked.interaction_id)
         if held is not None:
-            held.answered = True
+            held.answered.set()
             if not held.interaction.is_expired():
-                for chunk in chunks:
-                    await held.interaction.followup.send(chunk, ephemeral=True)
+                followup = held.interaction.followup
+                await send_chunks(chunks, lambda chunk: self._retried(
+                    lambda: followup.send(chunk, ephemeral=True)
+                ))  # fmt: skip
                 return
         log.info("discord.interaction_expired", user_id=str(asked.user_id))
-        dm = await client.create_dm(discord.Object(asked.user_id))
-        for chunk in chunks:
-            await dm.send(chunk)
+        dm = await self._retried(lambda: client.create_dm(discord.Object(asked.user_id)))
+
+        async def send_one(chunk: str) -> None:
+            nonce = secrets.randbits(63)
+            await self._retried(lambda: dm.send(chunk, nonce=nonce))
+
+        await send_chunks(chunks, send_one)
+
+    async def _retried(self, call: Callable[[], Awaitable[T]]) -> T:
+        return await retried(call, transient=_transient, backoff=self._backoff, adapter=self.name)
+
+
+def _transient(error: BaseException) -> bool:
+    """Worth another try: a 5xx that discord.py did not already try five times,
+    a lost connection, a timeout."""
+    if isinstance(error, discord.DiscordServerError):
+        return error.status not in _RETRIED_BY_DISCORD_PY
+    return isinstance(error, aiohttp.ClientError | TimeoutError)

@@ -13,9 +13,18 @@ the bot).
 Replies are split at 4,096 UTF-16 code units, formatted as Telegram HTML, and
 sent again as plain text when Telegram refuses the entities; the first chunk
 replies to the message that started the turn. `RetryAfter` (flood control) is
-waited out by PTB's AIORateLimiter, which also keeps under Telegram's rates.
+waited out by PTB's AIORateLimiter, which also keeps under Telegram's rates. A
+chunk that meets a network error (`NetworkError`, `TimedOut`: a lost
+connection, a timeout, a 5xx; not `BadRequest`) is tried again with backoff
+(adapters/retry.py); one that still fails raises `SendFailed`, which says how
+many chunks were not delivered. A chunk whose answer was lost after Telegram
+took it may arrive twice: the Bot API has no idempotency key.
 `typing` sends the typing action every 4.5 s while a turn runs (Telegram shows
 it for 5 s). The command menu is set with `setMyCommands` on start.
+
+Polling errors are one line each (`adapter.error`, `stage: polling`) rather than
+PTB's traceback per retry; 409 `Conflict` (another process polls with this
+token) is logged once, with what to do, until an update comes through again.
 """
 
 from __future__ import annotations
@@ -23,17 +32,18 @@ from __future__ import annotations
 import contextlib
 import os
 import re
-from collections.abc import Sequence
+from collections.abc import Awaitable, Callable, Sequence
 from contextlib import AbstractAsyncContextManager
 from typing import Any
 
 import structlog
 from telegram import BotCommand, Message, MessageEntity, ReplyParameters, Update
 from telegram.constants import ChatAction, ChatType, ParseMode
-from telegram.error import BadRequest, InvalidToken, TelegramError
+from telegram.error import BadRequest, Conflict, InvalidToken, NetworkError, TelegramError
 from telegram.ext import AIORateLimiter, Application, ApplicationBuilder, TypeHandler
 
 from adapters.base import Deliver, repeating
+from adapters.retry import BACKOFF, Backoff, retried, send_chunks
 from adapters.split import split_message, utf16_len
 from adapters.telegram_format import to_html
 from bot.types import AdapterStartError, Inbound, Outbound
@@ -47,6 +57,11 @@ os.environ.setdefault("PTB_TIMEDELTA", "1")
 LIMIT = 4096
 TYPING_EVERY_S = 4.5
 DEFAULT_BASE_URL = "https://api.telegram.org/bot"
+ANOTHER_POLLER = (
+    "another process polls with this token (a second soulbot, or another program using "
+    "this bot): Telegram gives each update to one of them only; stop the other, or give "
+    "this bot a token of its own (BotFather's /token)"
+)
 _MEDIA = ("photo", "voice", "sticker", "video", "video_note", "audio", "document", "animation")
 
 
@@ -70,16 +85,19 @@ class TelegramAdapter:
         base_url: str | None = None,
         commands: Sequence[tuple[str, str]] = (),
         poll_timeout_s: int = 10,
+        backoff: Backoff = BACKOFF,
     ) -> None:
         self._token = token
         self._base_url = api_url(base_url)
         self._commands = commands
         self._poll_timeout_s = poll_timeout_s
+        self._backoff = backoff
         self._app: Application[Any, Any, Any, Any, Any, Any] | None = None
         self._deliver: Deliver | None = None
         self._username = ""
         self._bot_id = 0
         self._polling = False
+        self._conflicted = False  # a 409 was logged; again only after an update came through
 
     async def start(self, deliver: Deliver) -> None:
         app = (
@@ -110,7 +128,8 @@ class TelegramAdapter:
                 log.warning("adapter.error", adapter=self.name, stage="set_my_commands",
                             error=str(exc))  # fmt: skip
         assert app.updater is not None  # built by ApplicationBuilder
-        await app.updater.start_polling(timeout=self._poll_timeout_s, allowed_updates=["message"])
+        await app.updater.start_polling(timeout=self._poll_timeout_s, allowed_updates=["message"],
+                                        error_callback=self._poll_failed)  # fmt: skip
         self._polling = True
         log.info("telegram.ready", username=self._username)
 
@@ -131,9 +150,23 @@ class TelegramAdapter:
             await app.stop()
         await app.shutdown()
 
+    def _poll_failed(self, error: TelegramError) -> None:
+        """PTB's polling loop calls this for each failed getUpdates, then polls
+        again (after 1 s, growing to 30 s): one line per failure instead of its
+        traceback, and one for a run of 409 Conflicts (another poller)."""
+        if isinstance(error, Conflict):
+            if not self._conflicted:
+                self._conflicted = True
+                log.error("adapter.error", adapter=self.name, stage="polling",
+                          reason=ANOTHER_POLLER, error=f"Conflict: {error}")  # fmt: skip
+            return
+        log.warning("adapter.error", adapter=self.name, stage="polling",
+                    error=f"{type(error).__name__}: {error}")  # fmt: skip
+
     # -- inbound ------------------------------------------------------------------------
 
     async def _on_update(self, update: Update, _context: object) -> None:
+        self._conflicted = False  # polls come through again
         message = update.message
         if message is None or self._deliver is None or message.from_user is None:
             return
@@ -225,26 +258,44 @@ class TelegramAdapter:
         )
 
     async def send(self, message: Outbound) -> None:
+        """Send the chunks in order, each tried again after network errors; raises
+        SendFailed (how many chunks were not delivered) when one still fails."""
         if self._app is None:
             raise RuntimeError("the Telegram adapter is not started")
         bot = self._app.bot
+        chat = int(message.chat_id)
         thread = int(message.thread_id) if message.thread_id else None
         reply_to = message.reply_to
-        for chunk in split_message(message.text, LIMIT, utf16_len):
+
+        async def send_one(chunk: str) -> None:
+            nonlocal reply_to
             replying = (
                 ReplyParameters(int(reply_to), allow_sending_without_reply=True)
                 if reply_to and reply_to.isdigit()
                 else None
             )
             try:
-                await bot.send_message(
-                    int(message.chat_id), to_html(chunk), parse_mode=ParseMode.HTML,
-                    message_thread_id=thread, reply_parameters=replying,
-                )  # fmt: skip
+                await self._retried(lambda: bot.send_message(
+                    chat, to_html(chunk), parse_mode=ParseMode.HTML, message_thread_id=thread,
+                    reply_parameters=replying,
+                ))  # fmt: skip
             except BadRequest as exc:
                 if "entit" not in str(exc).lower() and "tag" not in str(exc).lower():
                     raise
                 log.info("telegram.plain_fallback", error=str(exc))
-                await bot.send_message(int(message.chat_id), chunk, message_thread_id=thread,
-                                       reply_parameters=replying)  # fmt: skip
+                await self._retried(lambda: bot.send_message(
+                    chat, chunk, message_thread_id=thread, reply_parameters=replying
+                ))  # fmt: skip
             reply_to = None
+
+        await send_chunks(split_message(message.text, LIMIT, utf16_len), send_one)
+
+    async def _retried(self, call: Callable[[], Awaitable[Message]]) -> Message:
+        return await retried(call, transient=_transient, backoff=self._backoff, adapter=self.name)
+
+
+def _transient(error: BaseException) -> bool:
+    """A network error worth another try: a lost connection, a timeout, a 5xx
+    (PTB raises NetworkError for those, TimedOut for timeouts); BadRequest is
+    a NetworkError in PTB's tree too, but trying it again changes nothing."""
+    return isinstance(error, NetworkError) and not isinstance(error, BadRequest)

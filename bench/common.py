@@ -1,4 +1,4 @@
-"""What both benchmarks share: a soul folder with a long persona, a config for a
+"""What the benchmarks share: a soul folder with a long persona, a config for a
 temporary data dir and the fake server, a structlog tap, and the output line."""
 
 from __future__ import annotations
@@ -184,16 +184,32 @@ def message(turn: int, who: int = 0) -> str:
     return f"{MESSAGES[(turn + who) % len(MESSAGES)]} ({turn + 1})"
 
 
-def write_soul(workspaces: Path) -> None:
-    """A soul folder `marlow` with SOUL.md (front matter and a long body) and STYLE.md."""
+# SOUL.md's regions around the body: a soul with a heartbeat (it reflects when a
+# conversation ends; any conversation is long enough).
+HEARTBEAT_HEAD = (
+    "# SOUL.md\n\n<!-- SOUL_META -->\n- version: 1.0.0\n- min_conversation_tokens: 1\n\n"
+    "<!-- SOUL_CORE -->\n"
+)
+HEARTBEAT_TAIL = (
+    "\n<!-- SOUL_MEMORY -->\n## Memory\n\n<!-- SOUL_AUTOBIOGRAPHY -->\n## Autobiography\n"
+)
+
+
+def write_soul(workspaces: Path, heartbeat: bool = False) -> None:
+    """A soul folder `marlow` with SOUL.md (front matter and a long body) and
+    STYLE.md; with `heartbeat`, SOUL.md has regions."""
     folder = workspaces / "marlow"
     folder.mkdir(parents=True)
-    (folder / "SOUL.md").write_text(SOUL_FRONT + SOUL_BODY, encoding="utf-8")
+    body = HEARTBEAT_HEAD + SOUL_BODY + HEARTBEAT_TAIL if heartbeat else SOUL_BODY
+    (folder / "SOUL.md").write_text(SOUL_FRONT + body, encoding="utf-8")
     (folder / "STYLE.md").write_text(STYLE, encoding="utf-8")
 
 
-def make_config(root: Path, url: str, max_concurrency: int = 8) -> Config:
-    """A config in `root`: data_dir and workspaces there, the fake as the model, no budgets."""
+def make_config(
+    root: Path, url: str, max_concurrency: int = 8, extra: dict[str, Any] | None = None
+) -> Config:
+    """A config in `root`: data_dir and workspaces there, the fake as the model, no
+    budgets; `extra` adds top-level sections."""
     data: dict[str, Any] = {
         "workspaces": str(root / "workspaces"),
         "data_dir": str(root / "data"),
@@ -205,6 +221,7 @@ def make_config(root: Path, url: str, max_concurrency: int = 8) -> Config:
             "max_concurrency": max_concurrency,
         },
         "budget": {"daily_tokens_per_soul": None, "daily_tokens_per_user": None},
+        **(extra or {}),
     }
     return parse_config(json.dumps(data), "bench", {})  # JSON is YAML
 

@@ -14,6 +14,8 @@
     ├── ModelError           a model call that failed, after the SDK's retries
     │   ├── ModelUnavailable   timeouts, connection errors, 5xx, 529, 429: worth another try
     │   └── ModelRejected      a 4xx our request caused: another try gets the same answer
+    ├── DataDirInUse         another daemon serves from the same data_dir
+    ├── StorageError         data_dir or the database cannot be used: which path, why, what to do
     └── AdapterStartError    an adapter could not connect (raised at the adapter seam)
 
 Every message says what failed and where, and never carries a secret value.
@@ -23,6 +25,7 @@ Library errors are translated at the boundary (`raise Ours(...) from exc`).
 from __future__ import annotations
 
 import errno
+from pathlib import Path
 from typing import Any
 
 
@@ -60,7 +63,7 @@ class InvalidKeyError(SoulbotError, ValueError):
 class BudgetExceeded(SoulbotError):
     """A daily token budget refuses a model call; the call is not made.
 
-    `kind` is "soul" or "user"; `limit` and `used` are today's tokens.
+    `kind` is "soul", "user", "admin" or "background"; `limit` and `used` are today's tokens.
     """
 
     def __init__(self, kind: str, who: str, limit: int, used: int) -> None:
@@ -149,6 +152,29 @@ class CompileFailed(SoulbotError):
         super().__init__(f"{len(failures)} wiki(s) failed to compile: " + "; ".join(failures))
         self.results = results
         self.failures = failures
+
+
+class StorageError(SoulbotError):
+    """data_dir or the database in it cannot be used (an operator's fault: a
+    corrupt, locked or read-only database, a data_dir that is missing and
+    cannot be made, cannot be written, or is a file). `path` names the file or
+    folder; the message says why and what to do. `soulbot run` exits 2 on it."""
+
+    def __init__(self, path: Path, reason: str) -> None:
+        super().__init__(f"{path}: {reason}")
+        self.path = path
+
+
+class DataDirInUse(SoulbotError):
+    """Another soulbot daemon holds `data_dir`; `pid` is its process id (as it
+    wrote it, or "unknown")."""
+
+    def __init__(self, data_dir: object, pid: str) -> None:
+        super().__init__(
+            f"{data_dir} is in use by another soulbot (pid {pid}): stop it first, or give "
+            "this one a data_dir of its own"
+        )
+        self.pid = pid
 
 
 class AdapterStartError(SoulbotError):

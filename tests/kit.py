@@ -129,6 +129,7 @@ async def running(
     try:
         yield runtime, platform
     finally:
+        await runtime.router.wait(10)
         await runtime.sessions.wait(10)
         await runtime.close()
 
@@ -170,6 +171,7 @@ async def serving(config: Config, adapters: list[Adapter]) -> AsyncIterator[Runt
         yield runtime
     finally:
         await runtime.stop_adapters()
+        await runtime.router.wait(10)
         await runtime.sessions.wait(10)
         await runtime.close()
 

@@ -207,7 +207,9 @@ async def test_no_secret_reaches_anyone_who_could_not_read_it(tmp_path: Path) ->
         # The binding the example config had: per-user must not open a DM in a group.
         "bindings: [{platform: telegram, soul: lark, memory: per-user}]\n"
         "memory: {history_token_budget: 2000}\n"
-        "budget: {daily_tokens_per_user: null, daily_tokens_per_soul: null}\n"
+        "limits: {messages_per_minute: null}\n"
+        "budget: {daily_tokens_per_user: null, daily_tokens_per_soul: null,"
+        " daily_tokens_per_admin: null, daily_tokens_background: null}\n"
         "heartbeat: {idle_minutes: 300}\n"
     )
     all_places = places()
@@ -256,6 +258,7 @@ async def _run(runtime: Runtime, fake: FakeAnthropic, platforms: dict[str, Recor
         await asyncio.gather(*(
             _converse(platforms[p.platform], p, lines_for(p), ids) for p in all_places
         ))  # fmt: skip
+        await runtime.router.wait(30)
         await runtime.sessions.wait(30)
         await runtime.memory.drain(10)
 
@@ -280,6 +283,7 @@ async def _run(runtime: Runtime, fake: FakeAnthropic, platforms: dict[str, Recor
                     user, f"quick, the secret is {checker.secret(place)}", f"m{next(ids)}"
                 )
             )
+    await runtime.router.wait(30)  # the router takes messages at once, then stores them
     await runtime.sessions.wait(30)
     await runtime.memory.drain(10)
     # The compile, one wiki at a time: its requests are that wiki's.

@@ -3,16 +3,18 @@
 It owns the whole order. Start: the adapters, the reflector's idle sweep, the
 nightly scheduler (the memory compile), the health file. Signal handlers only
 set flags (uvicorn's pattern). The first SIGTERM/SIGINT starts the graceful
-shutdown (DESIGN §7): adapters stop taking messages; up to
+shutdown (DESIGN §7), all of it within `shutdown.deadline_s`: adapters stop
+taking messages; the messages already taken are stored; up to
 `memory.compile.shutdown_wait_s` for the turns in flight (replies still go
 out), then for their memory writes; whatever is left is logged as
-`shutdown.pending` (turns, writes) and the turns cancelled; the shutdown tasks
-run (`heartbeat`: reflections on the open conversations, so a private scope's
+`shutdown.pending` (turns, writes) and the turns cancelled; a nightly run and
+`/soul compile` runs in progress are waited for; the shutdown tasks run
+(`heartbeat`: reflections on the open conversations, so a private scope's
 reflection lands in its wiki before `compile`: the memory compile); the health
-file goes, the scheduler stops, the runtime closes (bot/app/runtime.py); exit 0.
+file goes, the runtime closes (bot/app/runtime.py); exit 0. A task the
+deadline cuts short is cancelled and logged as `shutdown.cut_short`.
 A second signal cuts the wait and the tasks short: the store still closes
-cleanly, and the exit code is 1. The memory writes of the turns (traces) are
-waited for within the same deadline, before the shutdown tasks.
+cleanly, and the exit code is 1.
 """
 
 from __future__ import annotations
@@ -110,7 +112,7 @@ class Daemon:
             if health is not None:
                 health.cancel()
                 await asyncio.gather(health, return_exceptions=True)
-            self._scheduler.stop()
+            await self._scheduler.stop(0.0)
             await runtime.close()
             for signum in (signal.SIGTERM, signal.SIGINT):
                 loop.remove_signal_handler(signum)
@@ -128,26 +130,41 @@ class Daemon:
 
     async def _shutdown(self) -> int:
         runtime = self._runtime
+        loop = asyncio.get_running_loop()
+        end = loop.time() + runtime.config.shutdown.deadline_s
+
+        def left(limit: float = float("inf")) -> float:
+            return max(0.0, min(end - loop.time(), limit))
+
         await runtime.stop_adapters()
-        wait_s = runtime.config.memory.compile.shutdown_wait_s
-        deadline = asyncio.get_running_loop().time() + wait_s
-        if not await self._or_forced(runtime.sessions.wait(wait_s)):
+        turns_end = loop.time() + left(runtime.config.memory.compile.shutdown_wait_s)
+        # Messages taken before the stop are stored (or answered) first.
+        if not await self._or_forced(runtime.router.wait(turns_end - loop.time())):
+            return 1
+        if not await self._or_forced(runtime.sessions.wait(max(0.0, turns_end - loop.time()))):
             await runtime.sessions.cancel()
             return 1
         turns = len(runtime.sessions.in_flight())
         if turns:
             await runtime.sessions.cancel()
-        left = max(0.0, deadline - asyncio.get_running_loop().time())
-        if not await self._or_forced(runtime.memory.drain(left)):
+        if not await self._or_forced(runtime.memory.drain(max(0.0, turns_end - loop.time()))):
             return 1
         writes = runtime.memory.pending_writes()
         if turns or writes:
             # What ends after this is not folded into the wiki by the compile below.
             log.warning("shutdown.pending", turns=turns, writes=writes)
+        # Background work already running ends before the shutdown tasks start.
+        if not await self._or_forced(self._scheduler.stop(left())):
+            return 1
+        if not await self._or_forced(runtime.router.commands.wait(left())):
+            return 1
         for name, task in self.shutdown_tasks:
             try:
-                if not await self._or_forced(task()):
+                if not await self._or_forced(asyncio.wait_for(task(), left())):
                     return 1
+            except TimeoutError:
+                log.warning("shutdown.cut_short", task=name,
+                            deadline_s=runtime.config.shutdown.deadline_s)  # fmt: skip
             except Exception as exc:
                 log.exception("shutdown.task_failed", task=name, error_class=type(exc).__name__)
             else:

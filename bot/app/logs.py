@@ -3,9 +3,11 @@
 Every line carries `event`, `level` and an ISO-8601 UTC `timestamp`. Values of
 keys that look like secrets are replaced by `[redacted]`, and so is any known
 secret value (the configured tokens and keys) found inside any other string,
-exception text included. The standard library's logging (discord.py,
-python-telegram-bot, httpx) and Python warnings go through the same renderer,
-so stderr holds nothing but log lines.
+exception text included, in every form it may take there: as registered or
+without the whitespace around it, and URL-encoded (either case of hex digits).
+The standard library's logging (discord.py, python-telegram-bot, httpx) and
+Python warnings go through the same renderer, so stderr holds nothing but log
+lines.
 
 Event names are dotted and stable; the ones soulbot emits:
 
@@ -16,6 +18,8 @@ Event names are dotted and stable; the ones soulbot emits:
 from __future__ import annotations
 
 import logging
+import re
+import string
 import sys
 from collections.abc import Iterable, MutableMapping
 from typing import Any, Literal, TextIO
@@ -27,20 +31,39 @@ from bot.config.validation import SECRET_KEY
 LogFormat = Literal["json", "console"]
 _CHATTY = ("httpx", "httpx2", "httpcore", "apscheduler")
 REDACTED = "[redacted]"
+# Characters a URL carries as they are (RFC 3986's unreserved set); any other may
+# come percent-encoded.
+_UNRESERVED = frozenset(string.ascii_letters + string.digits + "-._~")
+
+
+def _secret_pattern(secret: str) -> str:
+    """A regex matching `secret` as written or with any of its characters
+    URL-encoded (`%3A` or `%3a`; a space also as `+`)."""
+    parts = []
+    for char in secret:
+        if char in _UNRESERVED:
+            parts.append(re.escape(char))
+            continue
+        encoded = "".join(f"%{byte:02X}" for byte in char.encode("utf-8", "surrogatepass"))
+        forms = [re.escape(char), f"(?i:{encoded})"] + (["\\+"] if char == " " else [])
+        parts.append(f"(?:{'|'.join(forms)})")
+    return "".join(parts)
 
 
 class SecretRedactor:
     """A structlog processor that hides secret keys and known secret values."""
 
     def __init__(self, secrets: Iterable[str] = ()) -> None:
-        # Short values would redact ordinary words; real tokens are long.
-        self._secrets = sorted({s for s in secrets if len(s) >= 8}, key=len, reverse=True)
+        # Without the whitespace around it, a secret is found with it too (the
+        # whitespace stays, the secret goes). Short values would redact ordinary
+        # words; real tokens are long.
+        stripped = sorted({s.strip() for s in secrets if len(s.strip()) >= 8}, key=len)
+        patterns = [_secret_pattern(s) for s in reversed(stripped)]  # the longest first
+        self._secrets = re.compile("|".join(patterns)) if patterns else None
 
     def _scrub(self, value: Any) -> Any:
         if isinstance(value, str):
-            for secret in self._secrets:
-                value = value.replace(secret, REDACTED)
-            return value
+            return self._secrets.sub(REDACTED, value) if self._secrets else value
         if isinstance(value, dict):
             return {k: self._field(str(k), v) for k, v in value.items()}
         if isinstance(value, list | tuple):

@@ -16,6 +16,7 @@ from adapters.base import Adapter
 from bot.chat.access import Access
 from bot.chat.commands import Commands
 from bot.chat.history import HistoryStore
+from bot.chat.limits import RateLimit
 from bot.chat.reflect import Reflector
 from bot.chat.router import Router
 from bot.chat.sessions import SessionManager, SessionParts
@@ -100,12 +101,15 @@ class Runtime:
             db = Database(config.data_dir / DB_NAME)
             await db.open()
             stack.push_async_callback(db.close)
-            ledger = Ledger(db, prices=config.model.prices, budget=config.budget)
+            ledger = Ledger(
+                db, prices=config.model.prices, budget=config.budget, admins=config.admins
+            )
             model = ModelClient(config.model, ledger)
             stack.push_async_callback(model.close)
             store = TraceStore(db)
             memory = Memory(config.data_dir, registry, store, Compiler(store, model),
                             config.memory.recall_token_budget)  # fmt: skip
+            stack.push_async_callback(memory.close)
             by_name = {adapter.name: adapter for adapter in adapters}
 
             async def send(message: Outbound) -> None:
@@ -121,6 +125,7 @@ class Runtime:
             sessions = SessionManager(SessionParts(
                 history, agent, send, typing, config.memory.history_token_budget, memory,
                 reflector.turn_done, reflector.forget,
+                RateLimit(per) if (per := config.limits.messages_per_minute) else None,
             ))  # fmt: skip
             access = Access(db, config)
             commands = Commands(registry=registry, sessions=sessions, memory=memory,

@@ -10,6 +10,7 @@ not made up.
 
 from __future__ import annotations
 
+import asyncio
 from collections.abc import Awaitable, Callable
 from typing import Any
 
@@ -34,6 +35,7 @@ class Scheduler:
         self._trigger = trigger
         self._tasks: list[tuple[str, Task]] = []
         self._scheduler: AsyncIOScheduler | None = None
+        self._running: asyncio.Task[None] | None = None
 
     def add_nightly(self, name: str, task: Task) -> None:
         self._tasks.append((name, task))
@@ -53,7 +55,7 @@ class Scheduler:
             raise RuntimeError("Scheduler.start() was already called")
         self._scheduler = AsyncIOScheduler()
         self._scheduler.add_job(
-            self.run_nightly,
+            self._fire,
             self._trigger,
             id="nightly",
             misfire_grace_time=3600,
@@ -65,7 +67,25 @@ class Scheduler:
             "scheduler.started", next_run=str(self._scheduler.get_job("nightly").next_run_time)
         )
 
-    def stop(self) -> None:
-        """Stop firing; a run in progress is left to the caller. Idempotent."""
+    async def _fire(self) -> None:
+        """The job: the nightly run as a task of our own, which `stop` awaits."""
+        if self._running is not None and not self._running.done():
+            return  # the last run is still going (max_instances is 1 as well)
+        self._running = asyncio.create_task(self.run_nightly(), name="nightly")
+        await asyncio.shield(self._running)
+
+    async def stop(self, seconds: float) -> bool:
+        """Stop firing, and wait up to `seconds` for a run in progress; True
+        when none is left running (one cut short is cancelled). Idempotent."""
         if self._scheduler is not None and self._scheduler.running:
             self._scheduler.shutdown(wait=False)
+        running = self._running
+        if running is None or running.done():
+            return True
+        await asyncio.wait({running}, timeout=seconds)
+        if running.done():
+            return True
+        running.cancel()
+        await asyncio.gather(running, return_exceptions=True)
+        log.warning("shutdown.cut_short", task="nightly", after_s=seconds)
+        return False

@@ -167,6 +167,13 @@ class Commands:
             "pair": self._cmd_pair,
         }
 
+    async def wait(self, seconds: float) -> int:
+        """Wait up to `seconds` for the `/soul compile` runs started here (the
+        daemon's shutdown); returns how many still run."""
+        if self._background:
+            await asyncio.wait(set(self._background), timeout=seconds)
+        return len(self._background)
+
     def knows(self, text: str) -> bool:
         """Whether `text` starts with one of the commands."""
         return parse(text)[0] in self._handlers
@@ -288,7 +295,7 @@ class Commands:
             known = ", ".join(s.id for s in self._registry.all())
             return f"No soul with id '{plain(name)}' is loaded (loaded: {known})."
         souls = [name] if name else None
-        task = asyncio.create_task(self._compile_and_report(inbound, souls))
+        task = asyncio.create_task(self._compile_and_report(inbound, souls), name="soul-compile")
         self._background.add(task)
         task.add_done_callback(self._background.discard)
         return prompts.COMPILE_STARTED.format(souls=name or "every soul")

@@ -9,12 +9,23 @@ from __future__ import annotations
 
 import sqlite3
 import time
+from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Literal
 
 from bot.storage.db import Database
 
 Role = Literal["user", "assistant"]
+
+# A delivered id is kept this long for dedupe (a platform redelivers within hours:
+# Telegram keeps an unconfirmed update for 24 h), then pruned.
+SEEN_WINDOW_S = 7 * 24 * 3600.0
+# Every this many delivered ids, the transaction that records one also prunes
+# the ids past the window (the first one after a start does too).
+PRUNE_EVERY = 1000
+# The condition of the partial index history_live (bot/storage/db.py): a query
+# that names it reads only live rows, never the compacted ones behind them.
+LIVE = "kind IN ('message', 'summary')"
 
 
 @dataclass(frozen=True)
@@ -48,8 +59,13 @@ def count_tokens(text: str) -> int:
     return max(1, len(text) // 4)
 
 
-def _mark_seen(conn: sqlite3.Connection, session: str, message_id: str, ts: float) -> bool:
-    """Record a delivered message id; False when it was recorded before."""
+def _mark_seen(
+    conn: sqlite3.Connection, session: str, message_id: str, ts: float, prune: bool
+) -> bool:
+    """Record a delivered message id (call in a transaction); False when it
+    was recorded before. With `prune`, the ids past their window go first."""
+    if prune:
+        conn.execute("DELETE FROM seen_messages WHERE ts < ?", (ts - SEEN_WINDOW_S,))
     cursor = conn.execute(
         "INSERT OR IGNORE INTO seen_messages (session, message_id, ts) VALUES (?, ?, ?)",
         (session, message_id, ts),
@@ -58,10 +74,21 @@ def _mark_seen(conn: sqlite3.Connection, session: str, message_id: str, ts: floa
 
 
 class HistoryStore:
-    """History rows and delivered message ids, on the shared database."""
+    """History rows and delivered message ids (kept for `SEEN_WINDOW_S`), on
+    the shared database."""
 
-    def __init__(self, db: Database) -> None:
+    def __init__(self, db: Database, clock: Callable[[], float] = time.time) -> None:
         self._db = db
+        self._clock = clock
+        self._until_prune = 0
+
+    def _prune_due(self) -> bool:
+        """Whether the id recorded now prunes the old ones (every `PRUNE_EVERY`)."""
+        if self._until_prune > 0:
+            self._until_prune -= 1
+            return False
+        self._until_prune = PRUNE_EVERY - 1
+        return True
 
     async def load(self, session: str) -> Snapshot:
         def query(conn: sqlite3.Connection) -> Snapshot:
@@ -71,8 +98,7 @@ class HistoryStore:
             generation = row[0] if row else 0
             rows = conn.execute(
                 "SELECT id, role, kind, content, tokens, reply_to, ts FROM history "
-                "WHERE session = ? AND generation = ? AND kind IN ('message', 'summary') "
-                "ORDER BY id",
+                f"WHERE session = ? AND generation = ? AND {LIVE} ORDER BY id",
                 (session, generation),
             ).fetchall()
             summary = next((r[3] for r in reversed(rows) if r[2] == "summary"), None)
@@ -86,7 +112,7 @@ class HistoryStore:
         self, session: str, generation: int, role: Role, text: str, reply_to: int | None = None
     ) -> Entry:
         tokens = count_tokens(text)
-        ts = time.time()
+        ts = self._clock()
 
         def insert(conn: sqlite3.Connection) -> int:
             cursor = conn.execute(
@@ -105,12 +131,13 @@ class HistoryStore:
         was delivered to `session` before: then None. One round trip to the
         database for both."""
         tokens = count_tokens(text)
-        ts = time.time()
+        ts = self._clock()
+        prune = bool(message_id) and self._prune_due()
 
         def insert(conn: sqlite3.Connection) -> int | None:
             with conn:
                 conn.execute("BEGIN")
-                if message_id and not _mark_seen(conn, session, message_id, ts):
+                if message_id and not _mark_seen(conn, session, message_id, ts, prune):
                     return None
                 cursor = conn.execute(
                     "INSERT INTO history (session, generation, role, kind, content, tokens, "
@@ -126,6 +153,7 @@ class HistoryStore:
         self, session: str, generation: int, entry_ids: list[int], summary: str
     ) -> None:
         """Mark `entry_ids` compacted and make `summary` the live summary, at once."""
+        ts = self._clock()
 
         def update(conn: sqlite3.Connection) -> None:
             with conn:
@@ -136,13 +164,13 @@ class HistoryStore:
                 )
                 conn.execute(
                     "UPDATE history SET kind = 'old_summary' "
-                    "WHERE session = ? AND generation = ? AND kind = 'summary'",
+                    f"WHERE session = ? AND generation = ? AND {LIVE} AND kind = 'summary'",
                     (session, generation),
                 )
                 conn.execute(
                     "INSERT INTO history (session, generation, role, kind, content, tokens, ts) "
                     "VALUES (?, ?, 'user', 'summary', ?, ?, ?)",
-                    (session, generation, summary, count_tokens(summary), time.time()),
+                    (session, generation, summary, count_tokens(summary), ts),
                 )
 
         await self._db.run(update)
@@ -178,5 +206,11 @@ class HistoryStore:
 
     async def first_delivery(self, session: str, message_id: str) -> bool:
         """Record a platform message id; False when it was delivered before."""
+        ts, prune = self._clock(), self._prune_due()
 
-        return await self._db.run(lambda conn: _mark_seen(conn, session, message_id, time.time()))
+        def insert(conn: sqlite3.Connection) -> bool:
+            with conn:
+                conn.execute("BEGIN")
+                return _mark_seen(conn, session, message_id, ts, prune)
+
+        return await self._db.run(insert)

@@ -23,7 +23,9 @@ of its own in its parent's scope. A turn in a group is charged to the chat
 
 from __future__ import annotations
 
+import asyncio
 import re
+from collections import deque
 from dataclasses import replace
 
 import structlog
@@ -33,6 +35,7 @@ from bot.chat.access import Access
 from bot.chat.commands import Commands
 from bot.chat.sessions import Send, SessionManager, reply_to, send_safely
 from bot.config.schema import Binding, Config, GroupRule
+from bot.errors import InvalidKeyError
 from bot.types import Inbound, Route, Scope, SessionKey
 
 log = structlog.get_logger(__name__)
@@ -42,16 +45,35 @@ CONSOLE = "console"
 # A longer message is cut (the platforms' own caps are 4,096 characters on
 # Telegram and 4,000 on Discord): one paste must not eat a day's budget.
 MAX_MESSAGE_CHARS = 8000
-_CONTROL = re.compile(r"[\x00-\x08\x0b-\x1f\x7f]")
+# Every Cc character (C0, DEL, C1) but tab and newline, and the bidi embeddings,
+# overrides and isolates, which reorder what follows them. Joiners (U+200D) and
+# variation selectors stay: emoji are built of them.
+_CONTROL = re.compile(r"[\x00-\x08\x0b-\x1f\x7f-\x9f\u202a-\u202e\u2066-\u2069]")
+_SURROGATE = re.compile(r"[\ud800-\udfff]")
+
+
+def _valid(text: str) -> str:
+    """`text` with every lone surrogate (no UTF-8 can encode it) replaced by
+    U+FFFD; a pair that came as two code points becomes the one it encodes."""
+    if _SURROGATE.search(text) is None:
+        return text
+    return text.encode("utf-16-le", "surrogatepass").decode("utf-16-le", "replace")
 
 
 def clean_text(text: str) -> str:
-    """The text without control characters (tabs and newlines stay), stripped,
-    and cut at MAX_MESSAGE_CHARS with a note saying so."""
-    text = _CONTROL.sub("", text).strip()
+    """The text with bad code points replaced (U+FFFD), without control
+    characters (tabs and newlines stay) and bidi controls, stripped, and cut at
+    MAX_MESSAGE_CHARS with a note saying so."""
+    text = _CONTROL.sub("", _valid(text)).strip()
     if len(text) > MAX_MESSAGE_CHARS:
         text = text[:MAX_MESSAGE_CHARS] + prompts.MESSAGE_CUT.format(chars=len(text))
     return text
+
+
+def clean_name(name: str) -> str:
+    """A display name as `clean_text` cleans a text, on one line: its line
+    breaks and other runs of white space are one space."""
+    return " ".join(_CONTROL.sub("", _valid(name)).split())
 
 
 def session_key(inbound: Inbound) -> str:
@@ -86,6 +108,8 @@ class Router:
         access: Access,
         commands: Commands,
     ) -> None:
+        self._queues: dict[str, deque[Inbound]] = {}
+        self._workers: dict[str, asyncio.Task[None]] = {}
         self._config = config
         self._default_soul = default_soul
         self._sessions = sessions
@@ -139,8 +163,43 @@ class Router:
         return "always"
 
     async def handle(self, inbound: Inbound) -> None:
-        """Gate and route one message; never raises (failures are logged)."""
+        """Take one message and return at once: messages are handled in a task
+        per chat, so chats go on concurrently and each chat in order, and no
+        platform's update loop waits on a turn or a command. Never raises."""
+        try:
+            key = session_key(inbound)
+        except InvalidKeyError:
+            key = f"{inbound.platform}:?"  # refused by `route`, with one line, in turn
+        queue = self._queues.setdefault(key, deque())
+        queue.append(inbound)
+        if key not in self._workers:
+            self._workers[key] = asyncio.create_task(self._work(key, queue), name=f"chat:{key}")
+
+    async def _work(self, key: str, queue: deque[Inbound]) -> None:
+        try:
+            while queue:
+                await self._handle_one(queue.popleft())
+        finally:
+            del self._workers[key]
+            if not queue:
+                self._queues.pop(key, None)
+
+    @property
+    def commands(self) -> Commands:
+        return self._commands
+
+    async def wait(self, seconds: float) -> int:
+        """Wait up to `seconds` for the messages taken so far to be handled
+        (stored, or answered); returns how many chats are still at it."""
+        if self._workers:
+            await asyncio.wait(list(self._workers.values()), timeout=seconds)
+        return len(self._workers)
+
+    async def _handle_one(self, inbound: Inbound) -> None:
+        """Gate and route one message; never raises (a failure is logged, and a
+        message addressed to the bot is answered with one honest line)."""
         text = clean_text(inbound.text)
+        inbound = replace(inbound, text=text, user_name=clean_name(inbound.user_name))
         if not text and not inbound.media:
             return
         try:
@@ -171,3 +230,5 @@ class Router:
             await self._sessions.deliver(route, replace(inbound, text=text), rendered)
         except Exception as exc:  # the dispatch boundary: one line, the loop lives on
             log.exception("router.failed", platform=inbound.platform, error=str(exc))
+            if inbound.is_dm or inbound.mentions_bot or inbound.reply_to_bot:
+                await send_safely(self._send, reply_to(inbound, prompts.APOLOGY))

@@ -12,8 +12,8 @@ from __future__ import annotations
 
 import asyncio
 import time
-from collections.abc import Awaitable, Callable
-from contextlib import AbstractAsyncContextManager, AsyncExitStack
+from collections.abc import AsyncIterator, Awaitable, Callable
+from contextlib import AbstractAsyncContextManager, AsyncExitStack, asynccontextmanager
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
@@ -21,7 +21,8 @@ import structlog
 from structlog.contextvars import bound_contextvars
 
 from bot import prompts
-from bot.chat.history import Entry, HistoryStore, Snapshot
+from bot.chat.history import Entry, HistoryStore, Snapshot, count_tokens
+from bot.chat.limits import RateLimit
 from bot.chat.turn import Agent
 from bot.errors import BudgetExceeded, ModelError, ModelRejected
 from bot.types import SHARED, Inbound, Outbound, Route
@@ -54,20 +55,20 @@ async def send_safely(send: Send, message: Outbound) -> None:
 def _compaction_cut(entries: list[Entry], budget: int, foldable: int) -> int:
     """How many of the oldest entries to fold so about half the budget remains:
     at most the first `foldable` (what comes after waits for its turn), ending
-    before a user entry (the kept history starts with one); 0 for none."""
-    total = sum(e.tokens for e in entries)
-    if total <= budget:
+    before a user entry (the kept history starts with one) or with all of them,
+    so an exchange larger than the budget is folded too; 0 for none."""
+    if sum(e.tokens for e in entries) <= budget:
         return 0
-    target = total - budget // 2
-    folded = 0
+    target = sum(e.tokens for e in entries) - budget // 2
+    folded, cut = 0, foldable
     for i, entry in enumerate(entries[:foldable]):
         folded += entry.tokens
-        if folded >= target or i == foldable - 1:
+        if folded >= target:
             cut = i + 1
-            while cut < foldable and entries[cut].role != "user":
-                cut += 1
-            return cut if cut < len(entries) and entries[cut].role == "user" else 0
-    return 0
+            break
+    while cut < foldable and entries[cut].role != "user":
+        cut += 1
+    return cut
 
 
 @dataclass(frozen=True)
@@ -84,6 +85,7 @@ class SessionParts:
     memory: Memory | None = None
     on_turn: Callable[[Route], None] | None = None
     on_forget: Callable[[list[str]], Awaitable[None]] | None = None
+    rate: RateLimit | None = None
 
 
 class Session:
@@ -102,6 +104,9 @@ class Session:
         self._latest: Inbound | None = None
         self._received: dict[int, float] = {}
         self._task: asyncio.Task[None] | None = None
+        self._deferred: asyncio.TimerHandle | None = None  # a start the rate limit put off
+        self._unsaved: list[Entry] = []  # replies sent whose store failed, oldest first
+        self._provisional = 0  # their ids: negative, never a row's
         self.last_active = time.monotonic()
 
     @property
@@ -126,9 +131,32 @@ class Session:
         self._latest = inbound
         if self._parts.memory is not None:
             self._parts.memory.record(self.route, "user", inbound.user_name, inbound.text)
+        wait, tell = 0.0, False
+        if self._parts.rate is not None and inbound.platform != "console":
+            wait, tell = self._parts.rate.admit(f"{inbound.platform}:{inbound.user_id}")
+        if tell:
+            log.info("limits.rate", user_id=inbound.user_id, wait_s=round(wait, 1))
+            await send_safely(self._parts.send, reply_to(inbound, prompts.SLOW_DOWN))
+        if wait:  # stored; answered by the turn running now, or when there is room
+            if not self.busy and self._deferred is None:
+                self._deferred = asyncio.get_running_loop().call_later(wait, self._start)
+        else:
+            self._start()
+        return True
+
+    def _start(self) -> None:
+        """Start the worker unless it runs (a deferred start ends here too)."""
+        if self._deferred is not None:
+            self._deferred.cancel()
+            self._deferred = None
         if not self.busy:
             self._task = asyncio.create_task(self._work(), name=f"session:{self.route.session}")
-        return True
+
+    def stop_deferred(self) -> None:
+        """Forget a start the rate limit put off (the session is going away)."""
+        if self._deferred is not None:
+            self._deferred.cancel()
+            self._deferred = None
 
     async def reset(self) -> None:
         """Answer what is pending, then start a new, empty history."""
@@ -136,6 +164,7 @@ class Session:
             await asyncio.gather(self._task, return_exceptions=True)
         self._generation = await self._parts.store.reset(self.route.session)
         self._entries, self._summary, self._breakpoint = [], None, None
+        self._unsaved = []
         self._attempted = 0
 
     async def _work(self) -> None:
@@ -144,15 +173,21 @@ class Session:
             if not new or self._latest is None:
                 return
             self._attempted = new[-1].id
+            target = self._latest
             with bound_contextvars(soul=self.route.soul, session=self.route.session):
                 try:
-                    await self._turn(new, self._latest)
-                    await self._compact()
-                except Exception:  # the dispatch boundary: log, never kill the loop
+                    await self._turn(new, target)
+                except Exception:  # the dispatch boundary: log, answer, never kill the loop
                     log.exception("session.error")
+                    await send_safely(self._parts.send, reply_to(target, prompts.APOLOGY))
+                try:
+                    await self._compact()
+                except Exception as exc:  # the answer is out; the history waits for the next try
+                    log.exception("history.compact_failed", error=str(exc))
             self.last_active = time.monotonic()
 
     async def _turn(self, new: list[Entry], target: Inbound) -> None:
+        await self._store_unsaved()
         route, generation = self.route, self._generation
         fresh = {e.id for e in new}
         history = [e for e in self._entries if e.id not in fresh]
@@ -161,10 +196,40 @@ class Session:
             text = await self._answer(route, generation, new, history, target, started)
         for entry in new:
             self._received.pop(entry.id, None)
-        if not text:
-            log.warning("turn.empty", messages=len(new))
-            return
         await send_safely(self._parts.send, reply_to(target, text))
+
+    async def _store_reply(self, generation: int, text: str, reply_to: int) -> Entry:
+        """Store the model's reply; when the store fails (a full disk, a lock
+        timeout), a provisional entry keeps it in this session's history, it is
+        still sent, and it is stored at the start of the next turn."""
+        try:
+            return await self._parts.store.append(
+                self.route.session, generation, "assistant", text, reply_to=reply_to
+            )
+        except Exception as exc:
+            log.error("history.write_failed", error_class=type(exc).__name__, error=str(exc))
+            self._provisional -= 1
+            entry = Entry(self._provisional, "assistant", text, count_tokens(text), reply_to,
+                          time.time())  # fmt: skip
+            self._unsaved.append(entry)
+            return entry
+
+    async def _store_unsaved(self) -> None:
+        """Store the replies a failed write left provisional, in order; stop at
+        the first that still fails (the next turn tries again)."""
+        while self._unsaved:
+            entry = self._unsaved[0]
+            try:
+                stored = await self._parts.store.append(
+                    self.route.session, self._generation, "assistant", entry.text,
+                    reply_to=entry.reply_to,
+                )  # fmt: skip
+            except Exception as exc:
+                log.warning("history.write_failed", error_class=type(exc).__name__,
+                            error=str(exc), unsaved=len(self._unsaved))  # fmt: skip
+                return
+            self._unsaved.pop(0)
+            self._entries = [stored if e is entry else e for e in self._entries]
 
     async def _answer(
         self,
@@ -200,16 +265,19 @@ class Session:
             self._breakpoint = prompt.breakpoint_id
             text = reply.text
             if text and generation == self._generation:
-                entry = await self._parts.store.append(
-                    route.session, generation, "assistant", text, reply_to=new[-1].id
-                )
-                self._entries.append(entry)
+                self._entries.append(await self._store_reply(generation, text, new[-1].id))
                 # Messages that came during the turn go after the reply to their elders.
                 self._entries.sort(key=lambda e: e.order)
                 if self._parts.memory is not None:
                     self._parts.memory.record(route, "assistant", "", text)
                 if self._parts.on_turn is not None:
                     self._parts.on_turn(route)
+            if reply.cut:  # the answer ended at max_tokens: say so rather than stop mid-word
+                log.warning("turn.cut", output_tokens=reply.usage.output_tokens)
+                text += prompts.ANSWER_CUT
+            if not text:
+                log.warning("turn.empty")
+                text = prompts.EMPTY_ANSWER
             first = self._received.get(new[0].id, started)
             log.info(
                 "turn.completed",
@@ -254,7 +322,8 @@ class SessionManager:
         self._parts = parts
         self._idle_s = idle_s
         self._sessions: dict[str, Session] = {}
-        self._locks: dict[str, asyncio.Lock] = {}
+        # A session's lock and how many hold or wait for it; kept only while some do.
+        self._locks: dict[str, tuple[asyncio.Lock, int]] = {}
         self._last_sweep = time.monotonic()
 
     def __len__(self) -> int:
@@ -270,11 +339,22 @@ class SessionManager:
         session.route = route  # a binding may have changed on reload
         return session
 
-    def _lock(self, key: str) -> asyncio.Lock:
-        lock = self._locks.get(key)
-        if lock is None:
-            lock = self._locks[key] = asyncio.Lock()
-        return lock
+    @asynccontextmanager
+    async def _lock(self, key: str) -> AsyncIterator[None]:
+        """Hold the lock of session `key` (`async with`). The lock lives while
+        someone holds or waits for it, so sessions gone (evicted, forgotten,
+        never seen again) leave none behind."""
+        lock, users = self._locks.get(key) or (asyncio.Lock(), 0)
+        self._locks[key] = (lock, users + 1)
+        try:
+            async with lock:
+                yield
+        finally:
+            lock, users = self._locks[key]
+            if users == 1:
+                del self._locks[key]
+            else:
+                self._locks[key] = (lock, users - 1)
 
     async def first_delivery(self, session: str, message_id: str) -> bool:
         """Record a platform message id of `session` (an empty id always passes);
@@ -304,6 +384,8 @@ class SessionManager:
         tasks = []
         for key in sessions:
             live = self._sessions.pop(key, None)
+            if live is not None:
+                live.stop_deferred()
             if live is not None and live.task is not None and not live.task.done():
                 live.task.cancel()
                 tasks.append(live.task)
@@ -343,16 +425,18 @@ class SessionManager:
             self.evict_idle()
 
     def evict_idle(self, idle_s: float | None = None) -> int:
-        """Drop sessions with no turn running and no message for `idle_s`
-        (default: the manager's); they come back from SQLite. Returns the count."""
+        """Drop sessions with no turn running, no one holding or waiting for
+        their lock, and no message for `idle_s` (default: the manager's); they
+        come back from SQLite. Returns the count."""
         limit = self._idle_s if idle_s is None else idle_s
         now = time.monotonic()
-        idle = [k for k, s in self._sessions.items() if not s.busy and now - s.last_active >= limit]
+        idle = [
+            k
+            for k, s in self._sessions.items()
+            if not s.busy and k not in self._locks and now - s.last_active >= limit
+        ]
         for key in idle:
             del self._sessions[key]
-            lock = self._locks.get(key)
-            if lock is not None and not lock.locked():
-                del self._locks[key]
         if idle:
             log.debug("sessions.evicted", count=len(idle))
         return len(idle)

@@ -7,7 +7,7 @@ import os
 import sys
 from collections.abc import Callable
 from pathlib import Path
-from typing import Any, TypeVar
+from typing import Any, NoReturn, TypeVar
 
 import click
 import structlog
@@ -22,6 +22,9 @@ log = structlog.get_logger(__name__)
 
 F = TypeVar("F", bound=Callable[..., Any])
 DEFAULT_CONFIG = Path("soulbot.yaml")
+# The exit code of a fault only the operator can fix (no credentials, a data_dir or a
+# database soulbot cannot use): the systemd unit does not restart on it.
+OPERATOR_FAULT = 2
 
 
 def common_options(func: F) -> F:
@@ -72,7 +75,7 @@ def setup(
 
 
 def load_registry(config: Config) -> tuple[SoulRegistry, ReloadReport]:
-    registry = SoulRegistry(config.workspaces)
+    registry = SoulRegistry(config.workspaces, config.souls.max_prompt_tokens)
     try:
         report = registry.reload_all()
     except SoulbotError as exc:
@@ -94,7 +97,7 @@ def reference_errors(config: Config, registry: SoulRegistry) -> list[str]:
     ]
 
 
-def fail(message: str, code: int = 1) -> None:
+def fail(message: str, code: int = 1) -> NoReturn:
     """Print `error: message` on stderr and exit with `code`."""
     click.echo(f"error: {message}", err=True)
-    raise SystemExit(code)
+    raise SystemExit(code) from None

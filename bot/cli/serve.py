@@ -11,10 +11,11 @@ import click
 import structlog
 
 from adapters.base import Adapter
-from bot.cli.common import common_options, load_registry, setup
+from bot.cli.common import OPERATOR_FAULT, common_options, fail, load_registry, setup
 from bot.config.schema import Config, ConsoleConfig, DiscordConfig, TelegramConfig
-from bot.errors import SoulbotError
+from bot.errors import SoulbotError, StorageError
 from bot.soul.registry import SoulRegistry
+from bot.storage.db import prepare_data_dir
 
 log = structlog.get_logger(__name__)
 
@@ -58,6 +59,7 @@ def console_enabled(config: Config) -> bool:
 async def _serve(config: Config, registry: SoulRegistry) -> int:
     # The runtime pulls in the model SDK (a second to import): only run and chat need it.
     from bot.app.daemon import Daemon
+    from bot.app.owner import own_data_dir
     from bot.app.runtime import Runtime, pick_default_soul, settle_gc
 
     stop: list[Callable[[], None]] = []
@@ -68,12 +70,13 @@ async def _serve(config: Config, registry: SoulRegistry) -> int:
         raise SoulbotError(
             "no adapter is enabled: set a platform token or adapters.console.enabled"
         )
-    runtime = await Runtime.open(config, registry, adapters)
-    settle_gc()
-    daemon = Daemon(runtime)
-    # The end of console input stops the daemon when the console is its only adapter.
-    stop.append(daemon.request_stop if len(adapters) == 1 else lambda: None)
-    return await daemon.serve()
+    with own_data_dir(config.data_dir):
+        runtime = await Runtime.open(config, registry, adapters)
+        settle_gc()
+        daemon = Daemon(runtime)
+        # The end of console input stops the daemon when the console is its only adapter.
+        stop.append(daemon.request_stop if len(adapters) == 1 else lambda: None)
+        return await daemon.serve()
 
 
 def _start(config: Config, registry: SoulRegistry) -> None:
@@ -87,7 +90,10 @@ def _start(config: Config, registry: SoulRegistry) -> None:
         click.echo(f"error: {problem}", err=True)
         raise SystemExit(2)
     try:
+        prepare_data_dir(config.data_dir)
         code = asyncio.run(_serve(config, registry))
+    except StorageError as exc:  # the operator's to fix: a restart fails the same way
+        fail(str(exc), OPERATOR_FAULT)
     except SoulbotError as exc:
         click.echo(f"error: {exc}", err=True)
         raise SystemExit(1) from None

@@ -68,15 +68,19 @@ def _links_out(soul: Soul) -> list[str]:
 
 
 def _open_data_dir(config: Config) -> list[str]:
-    """A line when data_dir exists and its group or others have any access to it
-    (even search alone reaches a file of an older soulbot that is not private)."""
+    """A line when data_dir exists and is not a folder, or its group or others
+    have any access to it (even search alone reaches a file of an older soulbot
+    that is not private)."""
+    path = config.data_dir
     try:
-        mode = stat.S_IMODE(config.data_dir.stat().st_mode)
-    except FileNotFoundError:
+        info = path.stat()
+    except (FileNotFoundError, NotADirectoryError):
         return []
+    if not stat.S_ISDIR(info.st_mode):
+        return [f"{path}: data_dir is not a folder: `soulbot run` stops at once (exit 2)"]
+    mode = stat.S_IMODE(info.st_mode)
     if not mode & 0o077:
         return []
-    path = config.data_dir
     return [
         f"{path}: data_dir is open to group or others (mode {mode:o}); it holds private "
         f"data: chmod 700 {path}"

@@ -7,7 +7,8 @@ from pathlib import Path
 
 import click
 
-from bot.cli.common import common_options, setup
+from bot.cli.common import OPERATOR_FAULT, common_options, fail, setup
+from bot.errors import StorageError
 from bot.model.usage import usage_table
 from bot.storage.db import DB_NAME, connect
 
@@ -35,7 +36,10 @@ def usage(days: int, by: str, config_path: Path | None, log_format: str | None) 
     if not path.is_file():
         click.echo(f"No usage recorded yet ({path} does not exist).")
         return
-    conn = connect(path)
+    try:
+        conn = connect(path)
+    except StorageError as exc:
+        fail(str(exc), OPERATOR_FAULT)
     try:
         click.echo(usage_table(conn, days=days, by=by, now=time.time()))
     finally:

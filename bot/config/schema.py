@@ -19,6 +19,7 @@ from pydantic import (
     ConfigDict,
     Field,
     SecretStr,
+    ValidationInfo,
     field_validator,
     model_validator,
 )
@@ -43,6 +44,17 @@ def _check_url(value: str | None) -> str | None:
     if value is not None and not re.match(r"^https?://[^\s/]+", value):
         raise ValueError("expected an http:// or https:// URL")
     return value
+
+
+def _strip(value: Any) -> Any:
+    return value.strip() if isinstance(value, str) else value
+
+
+# A key or token without the whitespace an env file or a paste leaves around it: sent
+# with it, it fails; logged without it, the redactor would not know it.
+Secret = Annotated[SecretStr, BeforeValidator(_strip)]
+# The default of `souls.max_prompt_tokens`, for the soul registry built without a config.
+MAX_PROMPT_TOKENS = 20_000
 
 
 class Price(_Section):
@@ -73,7 +85,7 @@ class ModelConfig(_Section):
     """The model provider; only `anthropic` for now."""
     name: str = Field("claude-sonnet-4-6", min_length=1)
     """The model name, a current Claude model."""
-    api_key: SecretStr = SecretStr("")
+    api_key: Secret = SecretStr("")
     """The API key (default: `$ANTHROPIC_API_KEY`). `run` and `chat` need it or a `base_url`."""
     base_url: str | None = None
     """A proxy, gateway or compatible local server (default: `$ANTHROPIC_BASE_URL`)."""
@@ -91,9 +103,25 @@ class ModelConfig(_Section):
     prices: dict[str, Price] = {}
     """US dollars per million tokens by model name or name prefix (`{input, output}`, optional
     `cache_write`, `cache_read`); adds to or overrides the built-in table."""
+    fallback: str | None = None
+    """A model that answers when `name` is still overloaded, rate-limited, failing or timing out
+    after its retries: the same request is sent to it once, without retries (`llm.fallback`),
+    and ledgered under its name; `null`: none."""
+    fallback_base_url: str | None = None
+    """Where `fallback` is served, when not at `base_url` (another gateway or region; the same
+    `api_key`); empty: `base_url`."""
 
-    _blank_url = field_validator("base_url", mode="before")(_empty_is_none)
-    _url = field_validator("base_url")(_check_url)
+    _blank = field_validator("base_url", "fallback", "fallback_base_url", mode="before")(
+        _empty_is_none
+    )
+    _url = field_validator("base_url", "fallback_base_url")(_check_url)
+
+    @field_validator("fallback_base_url")
+    @classmethod
+    def _fallback_named(cls, value: str | None, info: ValidationInfo) -> str | None:
+        if value is not None and info.data.get("fallback") is None:
+            raise ValueError("expected `model.fallback` too (the model to ask there)")
+        return value
 
     @field_validator("prices")
     @classmethod
@@ -167,9 +195,29 @@ class BudgetConfig(_Section):
     """Daily token budgets (`budget:`); null means no limit."""
 
     daily_tokens_per_soul: int | None = Field(2_000_000, ge=0)
-    """Tokens a soul may spend per UTC day (every kind of token counts); `null`: no limit."""
+    """Tokens a soul may spend per UTC day on chat turns (every kind of token counts; admins'
+    turns and background work have budgets of their own and do not count here); `null`: no
+    limit."""
     daily_tokens_per_user: int | None = Field(200_000, ge=0)
-    """Tokens one user may cost per UTC day; `null`: no limit."""
+    """Tokens one user (a DM's person, or a group chat) may cost per UTC day in chat turns;
+    `null`: no limit."""
+    daily_tokens_per_admin: int | None = Field(500_000, ge=0)
+    """Tokens one admin may spend per UTC day in turns of their own DMs and the terminal chat,
+    which no soul or user budget refuses (a group's turns are the group's, whoever speaks);
+    `null`: no limit."""
+    daily_tokens_background: int | None = Field(1_000_000, ge=0)
+    """Tokens the background work of every soul together may spend per UTC day: the memory
+    compile, the heartbeat and history compaction; it counts against no chat budget; `null`:
+    no limit."""
+
+
+class SoulsConfig(_Section):
+    """The soul files (`souls:`)."""
+
+    max_prompt_tokens: int = Field(MAX_PROMPT_TOKENS, ge=100)
+    """The largest system prompt a soul may have, in tokens (estimated at 4 characters a token;
+    the memory index aside): a soul whose SOUL.md and STYLE.md are over it is refused, with its
+    size. No soul file over 16 bytes a token of it (320 KB by default) is read at all."""
 
 
 class AdminsConfig(_Section):
@@ -199,7 +247,7 @@ class ConsoleConfig(_Section):
 class DiscordConfig(_Section):
     """The Discord adapter (`adapters.discord:`); on when `token` is set."""
 
-    token: SecretStr = SecretStr("")
+    token: Secret = SecretStr("")
     """The bot token (Developer Portal, Bot page); the adapter is on when it is set."""
     guilds: GroupRule = "mention"
     """In server channels: `mention` (answer when mentioned or replied to) or `always`."""
@@ -227,7 +275,7 @@ class DiscordConfig(_Section):
 class TelegramConfig(_Section):
     """The Telegram adapter (`adapters.telegram:`); on when `token` is set."""
 
-    token: SecretStr = SecretStr("")
+    token: Secret = SecretStr("")
     """The bot token from @BotFather; the adapter is on when it is set."""
     groups: GroupRule = "mention"
     """In groups: `mention` (an @mention, a reply to the bot, or `/command@bot`) or `always`."""
@@ -274,6 +322,23 @@ class Binding(_Section):
     here."""
 
 
+class LimitsConfig(_Section):
+    """Limits on how fast people may write (`limits:`)."""
+
+    messages_per_minute: int | None = Field(20, ge=1)
+    """Messages one person may send a minute before theirs wait for the next turn of their chat
+    (they are told once); `null`: no limit. The terminal is never limited."""
+
+
+class ShutdownConfig(_Section):
+    """The graceful stop (`shutdown:`)."""
+
+    deadline_s: float = Field(150.0, gt=0)
+    """Seconds the whole graceful stop may take (turns, memory writes, reflections, the compile);
+    what is cut short is logged (`shutdown.cut_short`). Keep it under the supervisor's stop timeout
+    (180 s in deploy/soulbot.service and deploy/compose.yaml)."""
+
+
 class Config(_Section):
     """The whole of soulbot.yaml."""
 
@@ -294,10 +359,16 @@ class Config(_Section):
     """Daily token budgets; a call that would pass one is not made."""
     heartbeat: HeartbeatConfig = HeartbeatConfig()
     """The heartbeat of souls whose SOUL.md has regions."""
+    souls: SoulsConfig = SoulsConfig()
+    """The soul files: how large a soul's prompt may be."""
     admins: AdminsConfig = AdminsConfig()
     """Platform user ids allowed to run admin commands."""
     adapters: AdaptersConfig = AdaptersConfig()
     """The platforms."""
+    limits: LimitsConfig = LimitsConfig()
+    """How fast people may write."""
+    shutdown: ShutdownConfig = ShutdownConfig()
+    """The graceful stop."""
     bindings: tuple[Binding, ...] = ()
     """Which soul answers where, and with which memory scope; the first match wins, `default_soul`
     otherwise."""

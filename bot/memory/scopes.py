@@ -13,11 +13,16 @@ import time
 from collections.abc import Callable
 from pathlib import Path
 
+from cachetools import TTLCache
+
 from bot.memory.wiki import Wiki
 from bot.soul.registry import SoulRegistry
 from bot.types import SHARED, Route, Scope
 
 INDEX_TTL_S = 60.0
+# Indexes kept at most (the least recently used goes first): a long uptime meets
+# more scopes than it needs to hold.
+INDEX_CACHE_SIZE = 10_000
 
 
 def scope_folder(data_dir: Path, soul: str, scope: str) -> Path:
@@ -30,12 +35,21 @@ class Scopes:
     """The wikis of every soul and scope, and each private scope's index."""
 
     def __init__(
-        self, data_dir: Path, registry: SoulRegistry, clock: Callable[[], float] = time.time
+        self,
+        data_dir: Path,
+        registry: SoulRegistry,
+        clock: Callable[[], float] = time.time,
+        cache_size: int = INDEX_CACHE_SIZE,
     ) -> None:
         self._data_dir = data_dir
         self._registry = registry
-        self._clock = clock
-        self._indexes: dict[tuple[str, str], tuple[float, str | None]] = {}
+        self._indexes: TTLCache[tuple[str, str], str | None] = TTLCache(
+            maxsize=cache_size, ttl=INDEX_TTL_S, timer=clock
+        )
+
+    def __len__(self) -> int:
+        """How many scope indexes are cached (at most the cache size)."""
+        return len(self._indexes)
 
     def folder(self, soul: str, scope: str) -> Path:
         """The folder of a private scope's wiki (see `scope_folder`)."""
@@ -53,19 +67,20 @@ class Scopes:
         soul's own blocks), or None when it lists nothing yet. Read once, then
         kept until `changed` is called for it (a compile, a forget, a self
         note), or `INDEX_TTL_S` (a compile run by another process), whichever
-        comes first."""
+        comes first; at most `cache_size` indexes are kept."""
         if route.scope == SHARED:
             return None
         key = (route.soul, route.scope)
-        cached = self._indexes.get(key)
-        if cached is not None and self._clock() - cached[0] < INDEX_TTL_S:
-            return cached[1]
+        try:
+            return self._indexes[key]
+        except KeyError:  # never read, expired or pushed out
+            pass
         wiki = self.wiki(route.soul, route.scope)
         text = await asyncio.to_thread(wiki.catalog_text) if wiki else None
         if not text or not text.strip().removeprefix("# Memory Index").strip():
             text = None
-        self._indexes[key] = (self._clock(), text.strip() if text else None)
-        return self._indexes[key][1]
+        index = self._indexes[key] = text.strip() if text else None
+        return index
 
     def changed(self, soul: str, scope: str) -> None:
         """Forget the cached index of a wiki that was just written."""

@@ -9,15 +9,18 @@ A turn reads its own scope and the shared wiki, nothing else.
 from __future__ import annotations
 
 import asyncio
+import contextlib
+import hashlib
 import shutil
 import time
-from collections.abc import Awaitable, Callable, Sequence
+from collections.abc import Awaitable, Callable, Iterator, Sequence
 from dataclasses import replace
 from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any, TypeVar
 
 import structlog
+from filelock import FileLock, Timeout
 
 from bot import prompts
 from bot.errors import CompileFailed, SoulbotError
@@ -39,6 +42,12 @@ T = TypeVar("T")
 
 SELF_PAGE = "self"
 _FACTS_HEADING = "\n## Facts\n"
+
+
+def compile_lock_path(data_dir: Path, soul: str, scope: str) -> Path:
+    """The file whose flock says a process is compiling this wiki."""
+    key = hashlib.sha256(f"{soul}\0{scope}".encode()).hexdigest()[:32]
+    return data_dir / "locks" / f"compile-{key}.lock"
 
 
 def _whole(value: object) -> int:
@@ -63,6 +72,7 @@ class Memory:
         self._compiler = compiler
         self._recall_budget = recall_budget
         self._clock = clock
+        self._data_dir = data_dir
         self._scopes = Scopes(data_dir, registry, clock)
         self._writer = TraceWriter(store)
         self._locks: dict[tuple[str, str], asyncio.Lock] = {}
@@ -95,6 +105,10 @@ class Memory:
     async def drain(self, seconds: float) -> int:
         """Wait up to `seconds` for the trace writes; returns how many remain."""
         return await self._writer.drain(seconds)
+
+    async def close(self) -> None:
+        """Stop the trace writer (`drain` first). Idempotent."""
+        await self._writer.close()
 
     # -- a turn's memory ----------------------------------------------------------------
 
@@ -188,13 +202,21 @@ class Memory:
         return status
 
     async def compile_one(self, soul: str, scope: str) -> CompileResult:
-        """Compile one wiki. Raises what stopped it (see Compiler.compile)."""
+        """Compile one wiki, one compile at a time: a compile of it in this
+        process is waited for (it leaves nothing new to fold), one in another
+        process is left to finish (`wiki.compile_busy`, nothing compiled here).
+        Raises what stopped it (see Compiler.compile)."""
         wiki = self.wiki(soul, scope)
         if wiki is None:
             raise SoulbotError(f"no soul with id '{soul}' is loaded")
         try:
             async with self._lock(soul, scope):
-                result = await self._compiler.compile(soul, scope, wiki)
+                with self._process_lock(soul, scope) as held:
+                    if not held:
+                        log.info("wiki.compile_busy", soul=soul, scope=scope,
+                                 reason="another process is compiling this wiki")  # fmt: skip
+                        return CompileResult(soul, scope, (), 0, (), 0.0)
+                    result = await self._compiler.compile(soul, scope, wiki)
         finally:
             self._scopes.changed(soul, scope)
         if scope == SHARED and result.traces:
@@ -242,6 +264,23 @@ class Memory:
         self._scopes.changed(route.soul, route.scope)
         log.info("memory.forgotten", soul=route.soul, scope=route.scope, traces=erased)
         return erased
+
+    @contextlib.contextmanager
+    def _process_lock(self, soul: str, scope: str) -> Iterator[bool]:
+        """The wiki's lock across processes (`data_dir/locks/`, an flock the
+        kernel drops when its process dies); yields whether it was taken."""
+        path = compile_lock_path(self._data_dir, soul, scope)
+        path.parent.mkdir(mode=0o700, parents=True, exist_ok=True)
+        lock = FileLock(path, mode=0o600, thread_local=False)
+        try:
+            lock.acquire(timeout=0)  # one flock(2) call: it never waits
+        except Timeout:
+            yield False
+            return
+        try:
+            yield True
+        finally:
+            lock.release()
 
     def _lock(self, soul: str, scope: str) -> asyncio.Lock:
         """The lock of one wiki: its compile, its self notes and its erasure

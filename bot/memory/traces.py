@@ -2,7 +2,8 @@
 
 Traces queued while a write is in flight go together in the next one (one
 transaction for many turns under load); a failed batch is logged as
-`memory.write_failed`. Shutdown `drain`s the writer before the compile. A
+`memory.write_failed` and tried again (the traces wait in line, never
+dropped). Shutdown `drain`s the writer before the compile. A
 trace of a scope erased after it was made is dropped (`memory.write_dropped`).
 """
 
@@ -16,6 +17,9 @@ import structlog
 from bot.memory.store import NewTrace, TraceStore
 
 log = structlog.get_logger(__name__)
+
+RETRY_FIRST_S = 0.5
+RETRY_MAX_S = 30.0
 
 
 class TraceWriter:
@@ -57,6 +61,7 @@ class TraceWriter:
         return kept
 
     async def _write_queued(self) -> None:
+        failures = 0
         while self._queued:
             batch, self._queued = self._keep(self._queued), []
             if not batch:
@@ -65,9 +70,18 @@ class TraceWriter:
             try:
                 await self._store.add(batch)
             except Exception as exc:
+                # Never dropped: the batch goes back first in line, and is tried
+                # again after a pause that doubles up to RETRY_MAX_S.
+                failures += 1
+                self._queued = batch + self._queued
+                delay = min(RETRY_MAX_S, RETRY_FIRST_S * 2 ** (failures - 1))
                 scopes = sorted({f"{t.soul} {t.scope}" for t in batch})
                 log.error("memory.write_failed", traces=len(batch), scopes=scopes[:10],
-                          error_class=type(exc).__name__, error=str(exc))  # fmt: skip
+                          error_class=type(exc).__name__, error=str(exc),
+                          retry_in_s=delay)  # fmt: skip
+                await asyncio.sleep(delay)
+            else:
+                failures = 0
             finally:
                 self._in_flight = 0
 
@@ -80,3 +94,10 @@ class TraceWriter:
         if self._writer is not None and not self._writer.done():
             await asyncio.wait({self._writer}, timeout=seconds)
         return self.pending()
+
+    async def close(self) -> None:
+        """Stop the writer (what it still holds stays unwritten: `drain` first).
+        Idempotent."""
+        if self._writer is not None and not self._writer.done():
+            self._writer.cancel()
+            await asyncio.gather(self._writer, return_exceptions=True)

@@ -5,6 +5,8 @@ bounded by `model.max_concurrency` across sessions, and recorded in the ledger
 (one row and one `llm.usage` line per call). The SDK retries 429, 529, 5xx and
 timeouts `model.max_retries` times; what still fails is raised as
 ModelUnavailable, and a request the API refuses (another 4xx) as ModelRejected.
+A ModelUnavailable call is sent once more to `model.fallback` when one is set
+(`llm.fallback`), and ledgered under the fallback's name.
 """
 
 from __future__ import annotations
@@ -31,13 +33,15 @@ log = structlog.get_logger(__name__)
 class Reply:
     """The text that ends a turn, the summed usage of its calls, how long the
     requests took (`model_ms`) and waited for a `max_concurrency` slot
-    (`queue_ms`), in milliseconds across every round."""
+    (`queue_ms`), in milliseconds across every round; `cut` when the answer
+    ended at `max_tokens` (stop reason `max_tokens`)."""
 
     text: str
     usage: Usage
     calls: int
     model_ms: float
     queue_ms: float
+    cut: bool = False
 
 
 def _add(a: Usage, b: Usage) -> Usage:
@@ -64,21 +68,37 @@ def estimate_request_tokens(*parts: Any) -> int:
     return sum(len(json.dumps(p, ensure_ascii=False)) for p in parts) // 4
 
 
+def _sdk_client(
+    config: ModelConfig, base_url: str | None, max_retries: int
+) -> anthropic.AsyncAnthropic:
+    return anthropic.AsyncAnthropic(
+        api_key=config.api_key.get_secret_value() or "no-key",
+        base_url=base_url,
+        timeout=config.timeout_s,
+        max_retries=max_retries,
+        # aiohttp's connection pool: httpx's checks every idle connection with
+        # two system calls per request, most of the daemon's CPU under load.
+        http_client=anthropic.DefaultAioHttpClient(),
+    )
+
+
 class ModelClient:
-    """One AsyncAnthropic client shared by every session. Close it once."""
+    """One AsyncAnthropic client shared by every session (two when the
+    fallback is served at another base URL). Close it once."""
 
     def __init__(self, config: ModelConfig, ledger: Ledger) -> None:
         self._config = config
         self._ledger = ledger
         self._semaphore = asyncio.Semaphore(config.max_concurrency)
-        self._client = anthropic.AsyncAnthropic(
-            api_key=config.api_key.get_secret_value() or "no-key",
-            base_url=config.base_url,
-            timeout=config.timeout_s,
-            max_retries=config.max_retries,
-            # aiohttp's connection pool: httpx's checks every idle connection with
-            # two system calls per request, most of the daemon's CPU under load.
-            http_client=anthropic.DefaultAioHttpClient(),
+        self._client = _sdk_client(config, config.base_url, config.max_retries)
+        # The fallback is asked once: no retries of its own.
+        self._own_fallback_client = (
+            _sdk_client(config, config.fallback_base_url, 0)
+            if config.fallback_base_url not in (None, config.base_url)
+            else None
+        )
+        self._fallback_client = self._own_fallback_client or self._client.with_options(
+            max_retries=0
         )
 
     @property
@@ -86,26 +106,69 @@ class ModelClient:
         return self._config.name
 
     async def close(self) -> None:
-        await self._client.close()
+        try:
+            await self._client.close()
+        finally:
+            if self._own_fallback_client is not None:
+                await self._own_fallback_client.close()
 
     async def _call(
         self, ctx: CallContext, request: dict[str, Any], timing: list[float]
     ) -> anthropic.types.Message:
-        """One request; adds (queued s, model s) to `timing`."""
+        """One request, and the same request to `model.fallback` when the
+        primary is unavailable (ModelUnavailable) after its retries; adds
+        (queued s, model s) to `timing`. The budget is checked once, for both.
+
+        Raises BudgetExceeded; ModelRejected; ModelUnavailable (the primary's,
+        when the fallback fails too, or there is none)."""
         if self._ledger.enforces_limits:
             estimate = estimate_request_tokens(request) + self._config.max_tokens
             await self._ledger.check(ctx, estimate)
+        model = self.model
+        try:
+            message = await self._send(self._client, request, timing)
+        except ModelUnavailable as primary:
+            if self._config.fallback is None:
+                raise
+            model = self._config.fallback
+            message = await self._fall_back(ctx, {**request, "model": model}, timing, primary)
+        await self._ledger.record(ctx, message.model or model, _usage(message))
+        return message
+
+    async def _fall_back(
+        self,
+        ctx: CallContext,
+        request: dict[str, Any],
+        timing: list[float],
+        primary: ModelUnavailable,
+    ) -> anthropic.types.Message:
+        """`request` (for the fallback model) sent once, after `primary` failed;
+        both failures are logged as warnings (the caller logs the turn's end).
+        Raises `primary` when the fallback fails too."""
+        fallback = request["model"]
+        log.warning("llm.fallback", model=self.model, fallback=fallback,
+                    error_class=primary.error_class, source=ctx.source)  # fmt: skip
+        try:
+            return await self._send(self._fallback_client, request, timing)
+        except ModelError as failed:
+            log.warning("llm.fallback_failed", model=self.model, fallback=fallback,
+                        error_class=failed.error_class, source=ctx.source)  # fmt: skip
+            raise primary from failed
+
+    async def _send(
+        self, client: anthropic.AsyncAnthropic, request: dict[str, Any], timing: list[float]
+    ) -> anthropic.types.Message:
+        """One request through `client`, in a `max_concurrency` slot. Raises ModelError."""
         queued = time.perf_counter()
         async with self._semaphore:
             started = time.perf_counter()
             try:
-                message: anthropic.types.Message = await self._client.messages.create(**request)
+                message: anthropic.types.Message = await client.messages.create(**request)
             except anthropic.APIError as exc:
                 raise _translate(exc) from exc
             finally:
                 timing[0] += started - queued
                 timing[1] += time.perf_counter() - started
-        await self._ledger.record(ctx, message.model or self.model, _usage(message))
         return message
 
     async def use_tool(
@@ -163,7 +226,8 @@ class ModelClient:
             calls = [b for b in message.content if b.type == "tool_use"]
             if message.stop_reason != "tool_use" or not calls:
                 text = "".join(b.text for b in message.content if b.type == "text").strip()
-                return Reply(text, total, round_no, timing[1] * 1000, timing[0] * 1000)
+                cut = message.stop_reason == "max_tokens"
+                return Reply(text, total, round_no, timing[1] * 1000, timing[0] * 1000, cut)
             content = [b.model_dump(mode="json", exclude_none=True) for b in message.content]
             convo.append({"role": "assistant", "content": content})
             results = [await _run_tool(by_name, call) for call in calls]

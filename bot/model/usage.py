@@ -2,7 +2,14 @@
 
 Every model call is one row in the `usage` table (`bot.storage.db`) and one `llm.usage`
 log line. `Ledger.check` refuses a call, before it is made, when it would take
-a soul or a user past its daily token budget. Days are UTC days.
+its budget past today's limit. Days are UTC days. A call counts against one
+family of budgets, by who it is for and its source:
+
+- background work (`compile`, `heartbeat`, `compact`): the background budget,
+  every soul's together;
+- a turn of an admin (a DM's `user` in `admins.<platform>`, or the terminal
+  chat): that admin's own budget;
+- any other turn: its soul's budget and its user's (in a group, the group's).
 
 Budgets count tokens, not dollars: every token the model processed (input,
 output, cache writes and cache reads) counts once. The cost in US dollars comes
@@ -20,13 +27,27 @@ from typing import Literal
 
 import structlog
 
-from bot.config.schema import BudgetConfig, Price
+from bot.config.schema import AdminsConfig, BudgetConfig, Price
 from bot.errors import BudgetExceeded
 from bot.storage.db import Database
 
 log = structlog.get_logger(__name__)
 
 Source = Literal["turn", "compile", "heartbeat", "compact"]
+Family = Literal["chat", "background"]
+BudgetKind = Literal["soul", "user", "admin", "background"]
+
+BACKGROUND: tuple[Source, ...] = ("compile", "heartbeat", "compact")
+"""The sources of background work: a budget of their own, a line apart in the report."""
+EVERY_SOUL = "every soul"
+"""Who the background budget is for (in `budget.refused` and BudgetExceeded)."""
+# The terminal chat is the operator's own, an admin's as for the commands (bot/chat/access.py).
+_CONSOLE = "console:"
+
+
+def family(source: str) -> Family:
+    """`background` for the sources of background work, else `chat`."""
+    return "background" if source in BACKGROUND else "chat"
 
 
 def _price(input_usd: float, output_usd: float) -> Price:
@@ -119,7 +140,8 @@ class Usage:
 @dataclass(frozen=True)
 class CallContext:
     """Who a model call is made for. `user` is "" for a call made for no user
-    (a compile, say); such a call counts against the soul's budget only."""
+    (a compile, say). Whether the call is an admin's the Ledger decides from
+    `user` and the config's admins; `source` says whether it is background work."""
 
     soul: str
     scope: str  # "shared", "user:telegram:42", ...
@@ -130,12 +152,11 @@ class CallContext:
 
 @dataclass(frozen=True)
 class _Today:
-    """Today's token totals per soul and per user. Only the database thread
+    """Today's token totals per budget, `(kind, who)`. Only the database thread
     writes to them, so a read and a write never race."""
 
     day: str
-    souls: dict[str, int]
-    users: dict[str, int]
+    totals: dict[tuple[BudgetKind, str], int]
 
 
 _INSERT = """
@@ -146,11 +167,11 @@ VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)
 _TOKENS = "input_tokens + output_tokens + cache_creation_input_tokens + cache_read_input_tokens"
 
 
-def _sums(conn: sqlite3.Connection, column: Literal["soul", "user"], day: str) -> dict[str, int]:
-    rows = conn.execute(
-        f"SELECT {column}, SUM({_TOKENS}) FROM usage WHERE day = ? GROUP BY {column}", (day,)
+def _admins(config: AdminsConfig) -> frozenset[str]:
+    """The `user` of each admin's DM turns, `platform:id`."""
+    return frozenset(
+        f"{platform}:{user_id}" for platform, ids in config.model_dump().items() for user_id in ids
     )
-    return {who: int(total) for who, total in rows}
 
 
 class Ledger:
@@ -159,7 +180,8 @@ class Ledger:
     `check` reads today's totals from memory: they are loaded from the table on
     the first check of a UTC day (so they survive a restart), then kept up to
     date by `record`. Calls recorded by another process sharing the database
-    are seen from the next day on, or after a restart.
+    are seen from the next day on, or after a restart. `admins` (the config's
+    `admins:`) say whose DM turns count against an admin's budget.
     """
 
     def __init__(
@@ -168,11 +190,18 @@ class Ledger:
         *,
         prices: Mapping[str, Price] = {},
         budget: BudgetConfig,
+        admins: AdminsConfig | None = None,
         clock: Callable[[], float] = time.time,
     ) -> None:
         self._db = db
         self._prices = dict(prices)
-        self._budget = budget
+        self._admins = _admins(admins) if admins is not None else frozenset()
+        self._limits: dict[BudgetKind, int | None] = {
+            "soul": budget.daily_tokens_per_soul,
+            "user": budget.daily_tokens_per_user,
+            "admin": budget.daily_tokens_per_admin,
+            "background": budget.daily_tokens_background,
+        }
         self._clock = clock
         self._today: _Today | None = None
         self._unpriced: set[str] = set()
@@ -213,39 +242,47 @@ class Ledger:
             today = self._today
             # Totals of another day are left alone: a later load reads the row.
             if today is not None and today.day == day:
-                today.souls[ctx.soul] = today.souls.get(ctx.soul, 0) + usage.total
-                today.users[ctx.user] = today.users.get(ctx.user, 0) + usage.total
+                for key in self._charged(ctx.soul, ctx.user, ctx.source):
+                    today.totals[key] = today.totals.get(key, 0) + usage.total
 
         await self._db.run(write)
         log.info("llm.usage", **fields)
         return cost
 
+    def _charged(self, soul: str, user: str, source: str) -> list[tuple[BudgetKind, str]]:
+        """The budgets a call counts against, in the order they are checked."""
+        if family(source) == "background":
+            return [("background", EVERY_SOUL)]
+        if user in self._admins or user.startswith(_CONSOLE):
+            return [("admin", user)]
+        return [("soul", soul), ("user", user)] if user else [("soul", soul)]
+
     @property
     def enforces_limits(self) -> bool:
         """Whether any daily budget is set (else `check` never refuses)."""
-        budget = self._budget
-        return budget.daily_tokens_per_soul is not None or budget.daily_tokens_per_user is not None
+        return any(limit is not None for limit in self._limits.values())
 
     async def check(self, ctx: CallContext, estimated_tokens: int) -> None:
         """Refuse a model call that would cross today's budget; call it before the call.
 
-        Raises BudgetExceeded ("soul", then "user") when today's total plus
-        `estimated_tokens` is over the limit, after logging `budget.refused`.
-        A limit of None is never checked; the user limit is skipped when
-        `ctx.user` is "". Raises RuntimeError when the database is closed.
+        Background work is checked against the background budget only; an
+        admin's turn against that admin's budget only; any other turn against
+        its soul's, then its user's (skipped when `ctx.user` is ""). Raises
+        BudgetExceeded (kind "background", "admin", "soul" or "user") when
+        today's total plus `estimated_tokens` is over the limit, after logging
+        `budget.refused`. A limit of None is never checked. Raises RuntimeError
+        when the database is closed.
         """
-        soul_limit = self._budget.daily_tokens_per_soul
-        user_limit = self._budget.daily_tokens_per_user if ctx.user else None
-        if soul_limit is None and user_limit is None:
+        charged = [
+            (kind, who, limit)
+            for kind, who in self._charged(ctx.soul, ctx.user, ctx.source)
+            if (limit := self._limits[kind]) is not None
+        ]
+        if not charged:
             return
         today = await self._totals()
-        for kind, who, limit, totals in (
-            ("soul", ctx.soul, soul_limit, today.souls),
-            ("user", ctx.user, user_limit, today.users),
-        ):
-            if limit is None:
-                continue
-            used = totals.get(who, 0)
+        for kind, who, limit in charged:
+            used = today.totals.get((kind, who), 0)
             if used + estimated_tokens > limit:
                 log.warning(
                     "budget.refused",
@@ -269,10 +306,20 @@ class Ledger:
 
     def _load(self, conn: sqlite3.Connection, day: str) -> _Today:
         """On the database thread: the totals of `day`, from the table unless
-        a concurrent check has just loaded them."""
+        a concurrent check has just loaded them. The rows are charged as
+        `record` charges them, with today's admins."""
         today = self._today
         if today is None or today.day != day:
-            today = _Today(day, _sums(conn, "soul", day), _sums(conn, "user", day))
+            rows = conn.execute(
+                f"SELECT soul, user, source, SUM({_TOKENS}) FROM usage WHERE day = ?"
+                " GROUP BY soul, user, source",
+                (day,),
+            )
+            totals: dict[tuple[BudgetKind, str], int] = {}
+            for soul, user, source, tokens in rows:
+                for key in self._charged(soul, user, source):
+                    totals[key] = totals.get(key, 0) + int(tokens)
+            today = _Today(day, totals)
             self._today = today
         return today
 
@@ -289,6 +336,15 @@ def day_totals(conn: sqlite3.Connection, now: float) -> tuple[int, float]:
 
 
 _GROUPS = ("soul", "source", "day", "model")
+_FAMILY = (
+    f"CASE WHEN source IN ({', '.join(repr(s) for s in BACKGROUND)})"
+    " THEN 'background' ELSE 'chat' END"
+)
+_FAMILIES: tuple[Family, ...] = ("chat", "background")
+_SUMS = (
+    "COUNT(*), SUM(input_tokens), SUM(output_tokens), SUM(cache_creation_input_tokens),"
+    " SUM(cache_read_input_tokens), SUM(cost_usd)"
+)
 _HEADER = ("calls", "input", "output", "cache write", "cache read", "cache hit", "cost USD")
 
 
@@ -301,9 +357,11 @@ def _cells(
 
 
 def usage_table(conn: sqlite3.Connection, *, days: int, by: str, now: float) -> str:
-    """The `soulbot usage` report: calls, tokens, cache hit share and cost per
-    soul, source, day or model over the last `days` UTC days (today included),
-    with a TOTAL row. The cache hit share is cache reads over all input tokens.
+    """The `soulbot usage` and `/soul usage` report: calls, tokens, cache hit
+    share and cost per soul, source, day or model over the last `days` UTC days
+    (today included), with a TOTAL row and, under it, the TOTAL's `chat` and
+    `background` rows (`BACKGROUND` sources; each family has budgets of its
+    own). The cache hit share is cache reads over all input tokens.
 
     Raises ValueError for an unknown `by` or a `days` below 1.
     """
@@ -315,9 +373,8 @@ def usage_table(conn: sqlite3.Connection, *, days: int, by: str, now: float) -> 
     first, last = (today - timedelta(days=days - 1)).isoformat(), today.isoformat()
     order = "grp" if by == "day" else "SUM(cost_usd) DESC, grp"
     rows = conn.execute(
-        f"SELECT {by} AS grp, COUNT(*), SUM(input_tokens), SUM(output_tokens),"
-        " SUM(cache_creation_input_tokens), SUM(cache_read_input_tokens), SUM(cost_usd)"
-        f" FROM usage WHERE day BETWEEN ? AND ? GROUP BY grp ORDER BY {order}",
+        f"SELECT {by} AS grp, {_SUMS} FROM usage WHERE day BETWEEN ? AND ?"
+        f" GROUP BY grp ORDER BY {order}",
         (first, last),
     ).fetchall()
     span = f"{first} to {last} UTC" if days > 1 else f"{last} UTC"
@@ -326,7 +383,15 @@ def usage_table(conn: sqlite3.Connection, *, days: int, by: str, now: float) -> 
     body = [_cells(*row) for row in rows]
     sums = [sum(row[i] for row in rows) for i in range(1, 7)]
     total = _cells("TOTAL", *sums)
-    table = [[by, *_HEADER], *body, total]
+    families = {
+        fam: sums
+        for fam, *sums in conn.execute(
+            f"SELECT {_FAMILY} AS fam, {_SUMS} FROM usage WHERE day BETWEEN ? AND ? GROUP BY fam",
+            (first, last),
+        )
+    }
+    split = [_cells(f"  {fam}", *families.get(fam, (0, 0, 0, 0, 0, 0.0))) for fam in _FAMILIES]
+    table = [[by, *_HEADER], *body, total, *split]
     widths = [max(len(line[i]) for line in table) for i in range(len(table[0]))]
 
     def render(line: list[str]) -> str:
@@ -336,5 +401,6 @@ def usage_table(conn: sqlite3.Connection, *, days: int, by: str, now: float) -> 
         )
 
     rule = "  ".join("-" * w for w in widths)
-    lines = [render(table[0]), rule, *(render(line) for line in body), rule, render(total)]
+    lines = [render(table[0]), rule, *(render(line) for line in body), rule]
+    lines += [render(line) for line in (total, *split)]
     return f"Usage by {by}, {span}\n" + "\n".join(lines)

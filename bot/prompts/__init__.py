@@ -8,6 +8,15 @@ APOLOGY = "I can't answer right now, please try again in a moment."
 MODEL_REJECTED = (
     "I can't answer that: my model service refused the request. The admin can see why in the log."
 )
+# A person past `limits.messages_per_minute` (once a minute; their messages wait).
+SLOW_DOWN = (
+    "You're writing faster than I can answer: I've kept every message and will answer "
+    "them together in a moment."
+)
+
+# A model answer with no text, and the end of one cut at max_tokens.
+EMPTY_ANSWER = "I have no words for that one, sorry. Could you say it another way?"
+ANSWER_CUT = "\n\n[... my answer was cut off here: ask me to go on]"
 DAILY_LIMIT = "I've reached my daily limit for today. Let's talk again tomorrow."
 
 # The per-turn line at the head of the newest user message (never cached).

@@ -4,18 +4,20 @@ Reads SOUL.md (required), STYLE.md, IDENTITY.md, AGENTS.md and memory/index.md
 (optional) through no link; starts memory/ (migrating a legacy MEMORY.md) when
 it is missing; validates the front matter; derives the soul id. Warnings (a
 skipped file, a `---js` block, unknown fields) are kept on the Soul and logged
-as `soul.warning`.
+as `soul.warning`. A file over the byte limit is refused before it is read.
 """
 
 from __future__ import annotations
 
 import hashlib
 import os
+import stat
 from dataclasses import dataclass
 from pathlib import Path
 
 import structlog
 
+from bot.config.schema import MAX_PROMPT_TOKENS
 from bot.errors import RegionError, SoulLoadError
 from bot.soul import files
 from bot.soul.frontmatter import split_front_matter
@@ -31,6 +33,12 @@ from bot.soul.regions import (
 from bot.storage.files import read_text
 
 log = structlog.get_logger(__name__)
+
+# The byte limit of a soul file, per token of `souls.max_prompt_tokens`: tokens are
+# estimated at 4 characters, and a character is at most 4 bytes in UTF-8, so no file
+# within the token limit is over 16 bytes a token. The byte limit never refuses what
+# the token limit would take, and 100 MB is never read (320 KB by default).
+BYTES_PER_TOKEN = 16
 
 
 @dataclass(frozen=True)
@@ -110,13 +118,34 @@ def heartbeat_params(text: str, source: str) -> HeartbeatParams | None:
         raise SoulLoadError(f"{source}: {exc}") from None
 
 
-def load_soul(folder: Path) -> Soul:
-    """Load the soul in `folder`. Raises SoulLoadError naming the file and field."""
+def _refuse_large(dir_fd: int, name: str, where: Path, max_bytes: int) -> None:
+    """Raise SoulLoadError when the regular file `name` is over `max_bytes`;
+    anything else (absent, a link, unreadable) is left to `read_text`."""
+    try:
+        info = os.stat(name, dir_fd=dir_fd, follow_symlinks=False)
+    except OSError:
+        return
+    if stat.S_ISREG(info.st_mode) and info.st_size > max_bytes:
+        raise SoulLoadError(
+            f"{where}: {info.st_size:,} bytes, over the {max_bytes:,}-byte limit of a soul file "
+            f"({BYTES_PER_TOKEN} bytes a token of souls.max_prompt_tokens); it was not read"
+        )
+
+
+def _read(dir_fd: int, name: str, where: Path, warnings: list[str], max_bytes: int) -> str | None:
+    _refuse_large(dir_fd, name, where, max_bytes)
+    return read_text(dir_fd, name, where, warnings)
+
+
+def load_soul(folder: Path, max_file_bytes: int = MAX_PROMPT_TOKENS * BYTES_PER_TOKEN) -> Soul:
+    """Load the soul in `folder`; SOUL.md, STYLE.md, IDENTITY.md and AGENTS.md
+    over `max_file_bytes` are refused unread. Raises SoulLoadError naming the
+    file and field."""
     warnings: list[str] = []
     dir_fd = files.open_folder(folder)
     try:
         soul_md = folder / "SOUL.md"
-        text = read_text(dir_fd, "SOUL.md", soul_md, warnings)
+        text = _read(dir_fd, "SOUL.md", soul_md, warnings, max_file_bytes)
         if text is None:
             reasons = "; ".join(warnings)
             raise SoulLoadError(
@@ -127,7 +156,7 @@ def load_soul(folder: Path) -> Soul:
         found = ["SOUL.md"]
         companions: dict[str, str | None] = {}
         for name in ("STYLE.md", "IDENTITY.md", "AGENTS.md"):
-            companions[name] = read_text(dir_fd, name, folder / name, warnings)
+            companions[name] = _read(dir_fd, name, folder / name, warnings, max_file_bytes)
             if companions[name] is not None:
                 found.append(name)
         files.ensure_memory(dir_fd, folder, warnings)

@@ -1,19 +1,26 @@
 """Every soul under the workspaces folder, reloadable one by one or all at once.
 
-A soul that fails to load logs one `soul.load_failed` line (`path`, `error`)
-and every other soul still loads. A reload swaps the new set in one assignment,
-and a soul whose new version fails keeps its previous good version live.
+A soul that fails to load in any way (a RecursionError included, or a prompt
+over `souls.max_prompt_tokens`) logs one `soul.load_failed` line (`path`,
+`error`), and every other soul still loads. A reload swaps the new set in one
+assignment, and a soul whose new version fails keeps its previous good version
+live.
+Reloads run one at a time (from any thread), so a reload that read the files
+before another never swaps its older souls in after it.
 """
 
 from __future__ import annotations
 
+import threading
 from dataclasses import dataclass, field
 from pathlib import Path
 
 import structlog
 
+from bot.config.schema import MAX_PROMPT_TOKENS
 from bot.errors import SoulbotError, SoulLoadError
-from bot.soul.loader import Soul, load_soul
+from bot.soul.loader import BYTES_PER_TOKEN, Soul, load_soul
+from bot.soul.prompt import estimate_tokens, system_blocks
 
 log = structlog.get_logger(__name__)
 
@@ -46,7 +53,10 @@ class SoulRegistry:
     worker thread when an event loop must not stall."""
 
     workspaces: Path
+    max_prompt_tokens: int = MAX_PROMPT_TOKENS
     _souls: dict[str, Soul] = field(default_factory=dict)
+    # Held by a reload from its first read to its swap; `get` and `all` never wait.
+    _reloading: threading.Lock = field(default_factory=threading.Lock, repr=False, compare=False)
 
     def get(self, soul_id: str) -> Soul | None:
         return self._souls.get(soul_id)
@@ -65,10 +75,16 @@ class SoulRegistry:
 
     def _load(self, folder: Path, claimed: dict[str, Path]) -> Soul | LoadFailure:
         try:
-            soul = load_soul(folder)
-        except SoulLoadError as exc:
-            log.error("soul.load_failed", path=str(folder), error=str(exc))
-            return LoadFailure(folder, str(exc))
+            soul = load_soul(folder, self.max_prompt_tokens * BYTES_PER_TOKEN)
+            self._check_size(soul)
+        except Exception as exc:  # whatever fails, fails for this soul alone
+            error = (
+                str(exc)
+                if isinstance(exc, SoulLoadError)
+                else (f"{folder}: the soul failed to load: {type(exc).__name__}: {exc}")
+            )
+            log.error("soul.load_failed", path=str(folder), error=error)
+            return LoadFailure(folder, error)
         other = claimed.get(soul.id)
         if other is not None and other != folder:
             error = f"{folder}: soul id '{soul.id}' is already used by {other}"
@@ -78,8 +94,35 @@ class SoulRegistry:
         log.info("soul.loaded", soul=soul.id, path=str(folder), files=list(soul.files))
         return soul
 
+    def _check_size(self, soul: Soul) -> None:
+        """Raise SoulLoadError when the soul's system prompt, its memory index
+        aside (the bot writes that one, and it grows with the wiki), is over
+        `max_prompt_tokens`."""
+        blocks = [b for b in system_blocks(soul) if b.kind != "memory_index"]
+        tokens = sum(estimate_tokens(b.text) for b in blocks)
+        if tokens > self.max_prompt_tokens:
+            raise SoulLoadError(
+                f"{soul.folder / 'SOUL.md'}: the soul's prompt is about {tokens:,} tokens, over "
+                f"souls.max_prompt_tokens ({self.max_prompt_tokens:,}): shorten SOUL.md or "
+                "STYLE.md, or raise the key"
+            )
+
     def reload_all(self) -> ReloadReport:
-        """Load every soul folder again and swap the result in at once."""
+        """Load every soul folder again and swap the result in at once (after
+        any reload running now)."""
+        with self._reloading:
+            return self._reload_all()
+
+    def reload(self, name: str) -> ReloadReport:
+        """Reload one soul, named by its id or its folder name (after any
+        reload running now).
+
+        Raises SoulbotError when no soul and no folder has that name.
+        """
+        with self._reloading:
+            return self._reload(name)
+
+    def _reload_all(self) -> ReloadReport:
         fresh: dict[str, Soul] = {}
         claimed: dict[str, Path] = {}
         loaded: list[Soul] = []
@@ -101,11 +144,7 @@ class SoulRegistry:
         self._souls = fresh
         return ReloadReport(tuple(loaded), tuple(failed), removed)
 
-    def reload(self, name: str) -> ReloadReport:
-        """Reload one soul, named by its id or its folder name.
-
-        Raises SoulbotError when no soul and no folder has that name.
-        """
+    def _reload(self, name: str) -> ReloadReport:
         current = self._souls.get(name)
         folder = current.folder if current else self.workspaces / name
         if current is None and not (folder.is_dir() or folder.is_symlink()):

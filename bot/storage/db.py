@@ -4,13 +4,16 @@ Every query runs on a single worker thread that owns the connection, so the
 event loop never waits on the disk and SQLite sees one writer. Each component
 keeps its own tables; `SCHEMA` creates them all. A new file is made 0600 in a
 folder made 0700, whatever the umask; SQLite gives its -wal and -shm files the
-database file's mode.
+database file's mode. A data_dir or a database soulbot cannot use (an
+operator's fault) is a StorageError naming the path and what to do.
 """
 
 from __future__ import annotations
 
 import asyncio
 import contextlib
+import errno
+import os
 import queue
 import sqlite3
 import threading
@@ -19,14 +22,18 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, TypeVar
 
-from bot.errors import SoulbotError
+from bot.errors import SoulbotError, StorageError
 from bot.storage.files import PRIVATE_FOLDER, create_private, make_folders
 
 T = TypeVar("T")
 
 DB_NAME = "soulbot.db"
-# Bump with a migration step in `connect` whenever SCHEMA changes a table.
-SCHEMA_VERSION = 1
+# Bump whenever SCHEMA changes. `connect` brings an older file up to date: SCHEMA's
+# IF NOT EXISTS statements add what is new (tables, indexes); a changed table needs a
+# migration step of its own in `connect`.
+# 2: the indexes history_live (the rows a session loads: compacted ones are not even
+#    visited) and seen_messages_ts (the prune of delivered ids past their window).
+SCHEMA_VERSION = 2
 
 SCHEMA = """
 CREATE TABLE IF NOT EXISTS usage (
@@ -59,6 +66,8 @@ CREATE TABLE IF NOT EXISTS history (
     ts REAL NOT NULL
 );
 CREATE INDEX IF NOT EXISTS history_session ON history (session, generation, id);
+CREATE INDEX IF NOT EXISTS history_live ON history (session, generation, id)
+    WHERE kind IN ('message', 'summary');
 CREATE TABLE IF NOT EXISTS sessions (
     session TEXT PRIMARY KEY,
     generation INTEGER NOT NULL
@@ -69,6 +78,7 @@ CREATE TABLE IF NOT EXISTS seen_messages (
     ts REAL NOT NULL,
     PRIMARY KEY (session, message_id)
 );
+CREATE INDEX IF NOT EXISTS seen_messages_ts ON seen_messages (ts);
 CREATE TABLE IF NOT EXISTS paired_users (
     platform TEXT NOT NULL,
     user_id TEXT NOT NULL,
@@ -116,13 +126,78 @@ CREATE VIRTUAL TABLE IF NOT EXISTS memory_fts USING fts5(
 """
 
 
+# SQLite's primary result codes (the low byte of an extended one).
+_BUSY, _LOCKED, _READONLY, _CORRUPT, _FULL, _CANTOPEN, _NOTADB = 5, 6, 8, 11, 13, 14, 26
+
+
+def _os_problem(exc: OSError) -> str:
+    if exc.errno in (errno.EEXIST, errno.ENOTDIR):
+        return "a file is where a folder must be: data_dir must be a folder, or a path to make one"
+    if exc.errno in (errno.EACCES, errno.EPERM, errno.EROFS):
+        return (
+            f"cannot be written ({exc.strerror}): data_dir must be a folder this user may "
+            "create and write"
+        )
+    return f"cannot be made or written: {exc.strerror}"
+
+
+def _sqlite_problem(exc: sqlite3.Error) -> str:
+    code = getattr(exc, "sqlite_errorcode", 0) & 0xFF
+    if code in (_NOTADB, _CORRUPT):
+        return (
+            "not a SQLite database, or a damaged one: move it aside (soulbot then starts "
+            "an empty one) or put a backup in its place"
+        )
+    if code in (_BUSY, _LOCKED):
+        return (
+            "locked by another process for over 5 s (another soulbot, a sqlite3 shell?): "
+            "stop it and start again"
+        )
+    if code == _READONLY:
+        return (
+            "read-only: soulbot must write the file and its folder (the -wal and -shm "
+            "files go beside it)"
+        )
+    if code == _FULL:
+        return "the disk is full"
+    if code == _CANTOPEN:
+        return f"cannot be opened ({exc}): data_dir must be a folder this user may write"
+    return f"cannot be used: {exc}"
+
+
+def prepare_data_dir(folder: Path) -> None:
+    """Make the folder `folder` (data_dir) when it is missing (PRIVATE_FOLDER,
+    and the folders above it) and check that this process may write in it.
+    Raises StorageError naming the folder."""
+    try:
+        make_folders(folder, PRIVATE_FOLDER)
+    except OSError as exc:
+        raise StorageError(Path(exc.filename or folder), _os_problem(exc)) from exc
+    if not os.access(folder, os.W_OK | os.X_OK):
+        raise StorageError(
+            folder, "cannot be written: data_dir must be a folder this user may create and write"
+        )
+
+
 def connect(path: Path) -> sqlite3.Connection:
     """A connection to the database at `path` (created when missing, private:
     see the module's docstring), in WAL mode, schema in place. Raises
-    SoulbotError for a database written by a newer soulbot, OSError when the
-    file or its folder cannot be made."""
-    make_folders(path.parent, PRIVATE_FOLDER)
-    create_private(path)
+    StorageError naming the path and what to do when data_dir cannot be made
+    or written, or the file is not a database, is damaged, read-only, or
+    locked past the busy timeout; SoulbotError for a database written by a
+    newer soulbot."""
+    prepare_data_dir(path.parent)
+    try:
+        create_private(path)
+    except OSError as exc:
+        raise StorageError(path.parent, _os_problem(exc)) from exc
+    try:
+        return _open(path)
+    except sqlite3.Error as exc:
+        raise StorageError(path, _sqlite_problem(exc)) from exc
+
+
+def _open(path: Path) -> sqlite3.Connection:
     conn = sqlite3.connect(path, check_same_thread=False, isolation_level=None)
     version = conn.execute("PRAGMA user_version").fetchone()[0]
     if version > SCHEMA_VERSION:
@@ -156,14 +231,19 @@ class Database:
         self._opened = False
 
     async def open(self) -> None:
-        """Open the database. Raises RuntimeError when called twice, SoulbotError
-        for a database of a newer soulbot."""
+        """Open the database. Raises RuntimeError when called twice, StorageError
+        when it cannot be made or used (see `connect`), SoulbotError for a
+        database of a newer soulbot; the thread is stopped again then."""
         if self._opened:
             raise RuntimeError("Database.open() was already called")
         self._opened = True
         self._thread = threading.Thread(target=self._serve, name="soulbot-db", daemon=True)
         self._thread.start()
-        await self._submit(lambda conn: None)  # connects, or raises why it cannot
+        try:
+            await self._submit(lambda conn: None)  # connects, or raises why it cannot
+        except BaseException:
+            await self.close()
+            raise
         self._ready = True
 
     def _serve(self) -> None:

@@ -12,18 +12,21 @@ import discord
 import pytest
 
 from adapters.discord_adapter import DiscordAdapter
+from adapters.retry import Backoff
 from adapters.telegram_adapter import TelegramAdapter
 from bot import prompts
 from bot.app.runtime import Runtime
 from bot.chat.commands import MENU
+from bot.config.schema import Config
 from tests.fakes.anthropic_fake import FakeAnthropic
 from tests.fakes.discord_fake import FakeDiscord, InteractionReply
 from tests.fakes.telegram_fake import FakeTelegram
-from tests.kit import capture_logs, make_config, serving, user_texts
+from tests.kit import capture_logs, make_config, serving, user_texts, wait_until
 
 ADMIN = 11
 GUILD, CHANNEL, THREAD, PRIVATE = 500, 510, 520, 530
 BOT = 7000
+FAST = Backoff(first_s=0.01, max_s=0.02)  # tries again at once, in tests
 
 
 @pytest.fixture(autouse=True)
@@ -37,7 +40,12 @@ def _restore_discord_urls(monkeypatch: pytest.MonkeyPatch) -> None:
 def adapter_for(fake: FakeDiscord, token: str | None = None) -> DiscordAdapter:
     return DiscordAdapter(token or "TEST.DISCORD.TOKEN", commands=MENU,
                           api_base_url=fake.api_base_url, gateway_url=fake.gateway_url,
-                          guild_ready_timeout=0.05)  # fmt: skip
+                          guild_ready_timeout=0.05, backoff=FAST)  # fmt: skip
+
+
+def roomy(config: Config) -> Config:
+    """`config` with room for long answers (the fake model cuts at `max_tokens`)."""
+    return config.model_copy(update={"model": config.model.model_copy(update={"max_tokens": 8192})})
 
 
 @asynccontextmanager
@@ -47,7 +55,9 @@ async def discord_bot(
     async with FakeDiscord() as dc, FakeAnthropic() as model:
         dc.add_guild(GUILD, channels=[CHANNEL], members=[(ADMIN, "ann"), (12, "bob")])
         dc.add_thread(THREAD, CHANNEL, GUILD)
-        config = make_config(tmp_path, model.url, f"admins: {{discord: [{ADMIN}]}}\n" + extra)
+        config = roomy(
+            make_config(tmp_path, model.url, f"admins: {{discord: [{ADMIN}]}}\n" + extra)
+        )
         async with serving(config, [adapter_for(dc)]) as runtime:
             yield dc, model, runtime
 
@@ -60,6 +70,25 @@ async def test_a_dm_gets_an_answer_with_typing(tmp_path: Path) -> None:
     assert reply.channel_id == 900 and 900 in dc.typing
     assert user_texts(model.requests[0])[-1] == "hello in private"
     assert reply.body["allowed_mentions"]["parse"] == []  # never @everyone or roles
+
+
+async def test_a_dm_right_after_ready_is_answered_once(tmp_path: Path) -> None:
+    async with FakeDiscord() as dc, FakeAnthropic() as model:
+        dc.add_guild(GUILD, channels=[CHANNEL], members=[(ADMIN, "ann")])
+        # Pushed before the client connects, the fake sends it right after READY and the
+        # GUILD_CREATE: while discord.py still waits for guilds and nothing is synced.
+        early = dc.push_message(900, "are you up yet?", author_id=ADMIN)
+        asked = dc.push_interaction("help", [], user_id=ADMIN, channel_id=900)
+        config = make_config(tmp_path, model.url, f"admins: {{discord: [{ADMIN}]}}\n")
+        async with serving(config, [adapter_for(dc)]):
+            [reply] = await dc.wait_sent(1)
+            dc.push_message(900, "and now?", author_id=ADMIN)
+            await dc.wait_sent(2)
+            await dc.wait_for(lambda f: len(followups(f, asked)) == 1, what="the help")
+    assert reply.reply_to == early and reply.content.endswith("are you up yet?")
+    assert [user_texts(r)[-1] for r in model.requests] == ["are you up yet?", "and now?"]
+    assert len(dc.sent) == 2
+    assert (followups(dc, asked)[0].content or "").startswith(prompts.HELP[:20])
 
 
 async def test_guild_messages_need_a_mention_or_a_reply(tmp_path: Path) -> None:
@@ -183,6 +212,25 @@ async def test_a_dropped_gateway_is_resumed_and_the_next_message_answered_once(
     assert len(dc.sent) == 2
 
 
+async def test_a_1006_during_a_burst_loses_nothing_and_answers_nothing_twice(
+    tmp_path: Path,
+) -> None:
+    extra = "adapters: {discord: {dm_policy: open}}\n"
+    async with discord_bot(tmp_path, extra) as (dc, model, _):
+        people = range(100, 120)  # 20 people, one DM each: one answer per message
+        for n, person in enumerate(people):
+            if n == 10:
+                await dc.wait_sent(3)  # some answered, some in flight, some not yet read
+                dc.drop_connection()  # close code 1006 mid-burst; discord.py RESUMEs
+            dc.push_message(person + 1000, f"message {n}", author_id=person)
+        sent = await dc.wait_sent(20)
+        await dc.wait_for(lambda f: f.resume_count >= 1 and f.connected, what="the resume")
+    assert sorted(s.channel_id for s in sent) == [person + 1000 for person in people]
+    asked = sorted(user_texts(r)[-1] for r in model.requests)
+    assert asked == sorted(f"message {n}" for n in range(20))
+    assert len(dc.sent) == 20  # nothing twice, after the wait for the last reply too
+
+
 async def test_the_same_message_twice_and_a_failing_send(tmp_path: Path) -> None:
     with capture_logs() as logs:
         async with discord_bot(tmp_path) as (dc, model, runtime):
@@ -205,6 +253,42 @@ async def test_the_same_message_twice_and_a_failing_send(tmp_path: Path) -> None
     assert [user_texts(r)[-1] for r in model.requests] == ["first", "second"]
     errors = [e for e in logs if e["event"] == "adapter.error"]
     assert len(errors) == 1 and "Missing Permissions" in errors[0]["error"]
+
+
+def three_parts() -> str:
+    """An answer of three chunks, one per part."""
+    return "\n\n".join(f"Part {name}. " + "words " * 250 for name in "ABC")
+
+
+async def test_a_lost_answer_or_a_503_mid_reply_is_retried_and_nothing_arrives_twice(
+    tmp_path: Path,
+) -> None:
+    with capture_logs() as logs:
+        async with discord_bot(tmp_path) as (dc, model, _):
+            model.script_text(three_parts())
+            dc.drop_next("POST", r"^/channels/900/messages$", after=True)  # made, answer lost
+            dc.fail_next("POST", r"^/channels/900/messages$", 503)  # then a 503
+            dc.push_message(900, "tell me in three parts", author_id=ADMIN)
+            sent = await dc.wait_sent(3)
+            posts = [r for r in dc.requests if r.path == "/channels/900/messages"]
+    assert [s.content[:7] for s in dc.sent] == ["Part A.", "Part B.", "Part C."]
+    assert len(posts) == 5 and posts[0].json["nonce"] == posts[2].json["nonce"]
+    assert sent[0].reply_to is not None and sent[1].reply_to is None
+    assert [e for e in logs if e["event"] == "adapter.error"] == []
+    assert len([e for e in logs if e["event"] == "adapter.send_retry"]) == 2
+
+
+async def test_a_reply_that_still_fails_says_what_was_not_delivered(tmp_path: Path) -> None:
+    with capture_logs() as logs:
+        async with discord_bot(tmp_path) as (dc, model, _):
+            model.script_text(three_parts())
+            dc.fail_next("POST", r"^/channels/900/messages$", 503, times=20)
+            dc.push_message(900, "tell me in three parts", author_id=ADMIN)
+            await wait_until(lambda: any(e["event"] == "adapter.error" for e in logs))
+            posts = [r for r in dc.requests if r.path == "/channels/900/messages"]
+    assert dc.sent == [] and len(posts) == 4  # tries
+    [error] = [e for e in logs if e["event"] == "adapter.error"]
+    assert "3 of 3 chunks not delivered: DiscordServerError: 503" in error["error"]
 
 
 async def test_a_bad_token_is_logged_and_the_other_platform_serves(tmp_path: Path) -> None:

@@ -4,21 +4,32 @@ the real runtime against the model fake."""
 from __future__ import annotations
 
 import json
-from collections.abc import AsyncIterator
+from collections.abc import AsyncIterator, Callable
 from contextlib import asynccontextmanager
 from pathlib import Path
+from typing import Any
 
+import pytest
+
+from adapters.retry import Backoff
 from adapters.split import utf16_len
 from adapters.telegram_adapter import TelegramAdapter, api_url
 from bot import prompts
 from bot.app.runtime import Runtime
 from bot.chat.commands import MENU
+from bot.config.schema import Config
 from tests.fakes.anthropic_fake import FakeAnthropic
-from tests.fakes.telegram_fake import FakeTelegram, parse_html
+from tests.fakes.telegram_fake import DROPPED, FakeTelegram, parse_html
 from tests.kit import capture_logs, make_config, serving, user_texts, wait_until
 
 ADMIN = 1
 GROUP = -100
+FAST = Backoff(first_s=0.01, max_s=0.02)  # tries again at once, in tests
+
+
+def roomy(config: Config) -> Config:
+    """`config` with room for long answers (the fake model cuts at `max_tokens`)."""
+    return config.model_copy(update={"model": config.model.model_copy(update={"max_tokens": 8192})})
 
 
 @asynccontextmanager
@@ -26,8 +37,10 @@ async def telegram(
     tmp_path: Path, extra: str = "", **fake_options: bool
 ) -> AsyncIterator[tuple[FakeTelegram, FakeAnthropic, Runtime]]:
     async with FakeTelegram(**fake_options) as tg, FakeAnthropic() as model:  # type: ignore[arg-type]
-        config = make_config(tmp_path, model.url, f"admins: {{telegram: [{ADMIN}]}}\n" + extra)
-        adapter = TelegramAdapter(tg.token, tg.base_url, MENU, poll_timeout_s=1)
+        config = roomy(
+            make_config(tmp_path, model.url, f"admins: {{telegram: [{ADMIN}]}}\n" + extra)
+        )
+        adapter = TelegramAdapter(tg.token, tg.base_url, MENU, poll_timeout_s=1, backoff=FAST)
         async with serving(config, [adapter]) as runtime:
             yield tg, model, runtime
 
@@ -183,6 +196,68 @@ async def test_a_failing_send_is_logged_and_the_bot_goes_on(tmp_path: Path) -> N
     assert reply["text"].endswith("second")
     errors = [e for e in logs if e["event"] == "adapter.error"]
     assert len(errors) == 1 and "blocked" in errors[0]["error"].lower()
+    assert len([c for c in tg.calls_of("sendMessage") if c.status == 403]) == 1  # not retried
+
+
+def three_parts() -> str:
+    """An answer of three chunks, one per part (each part near Telegram's limit)."""
+    return "\n\n".join(f"Part {name}. " + "words " * 600 for name in "ABC")
+
+
+def part(name: str) -> Callable[[dict[str, Any]], bool]:
+    return lambda params: str(params.get("text", "")).startswith(f"Part {name}.")
+
+
+async def test_a_transient_error_mid_reply_is_retried_and_every_chunk_arrives(
+    tmp_path: Path,
+) -> None:
+    with capture_logs() as logs:
+        async with telegram(tmp_path) as (tg, model, _):
+            model.script_text(three_parts())
+            tg.fail_next("sendMessage", 502, "Bad Gateway", when=part("B"))
+            tg.drop_next("sendMessage", when=part("C"))
+            tg.push_message(ADMIN, "tell me in three parts", user_id=ADMIN)
+            sent = await tg.wait_sent(3)
+    assert [m["text"][:7] for m in sent] == ["Part A.", "Part B.", "Part C."]
+    assert [c.status for c in tg.calls_of("sendMessage")] == [200, 502, 200, DROPPED, 200]
+    assert [e for e in logs if e["event"] == "adapter.error"] == []
+    assert [e["attempt"] for e in logs if e["event"] == "adapter.send_retry"] == [1, 1]
+
+
+async def test_a_chunk_that_still_fails_says_what_was_not_delivered(tmp_path: Path) -> None:
+    with capture_logs() as logs:
+        async with telegram(tmp_path) as (tg, model, _):
+            model.script_text(three_parts())
+            tg.fail_next("sendMessage", 503, "Service Unavailable", times=20, when=part("B"))
+            tg.push_message(ADMIN, "tell me in three parts", user_id=ADMIN)
+            await wait_until(lambda: any(e["event"] == "adapter.error" for e in logs))
+    assert [m["text"][:7] for m in tg.sent] == ["Part A."]
+    assert len([c for c in tg.calls_of("sendMessage") if c.status == 503]) == 4  # tries
+    [error] = [e for e in logs if e["event"] == "adapter.error"]
+    assert "2 of 3 chunks not delivered" in error["error"]
+    assert "Service Unavailable" in error["error"]
+
+
+async def test_another_poller_is_one_clear_line_and_polling_goes_on(
+    tmp_path: Path, caplog: pytest.LogCaptureFixture
+) -> None:
+    with capture_logs() as logs:
+        async with FakeTelegram() as tg, FakeAnthropic() as model:
+            tg.conflict_next_polls(2)  # another process polls with this token, then stops
+            config = make_config(tmp_path, model.url, f"admins: {{telegram: [{ADMIN}]}}\n")
+            adapter = TelegramAdapter(tg.token, tg.base_url, MENU, poll_timeout_s=1)
+            async with serving(config, [adapter]):
+                await tg.wait_for(
+                    lambda f: [c.status for c in f.calls_of("getUpdates")][:3] == [409, 409, 200],
+                    what="two conflicts, then a poll of ours",
+                )
+                tg.push_message(ADMIN, "still there?", user_id=ADMIN)
+                [reply] = await tg.wait_sent(1)
+    assert reply["text"].endswith("still there?")
+    [error] = [e for e in logs if e["event"] == "adapter.error"]
+    assert error["stage"] == "polling" and "Conflict" in error["error"]
+    assert "another process polls with this token" in error["reason"]
+    assert [r for r in caplog.records if r.name.startswith("telegram") and r.exc_info] == []
 
 
 async def test_a_strangers_photo_meets_the_dm_gate_first(tmp_path: Path) -> None:

@@ -219,3 +219,25 @@ def test_run_refuses_to_start_without_a_soul(tmp_path: Path) -> None:
         for line in result.stderr.splitlines()
         if line.startswith("{")
     )
+
+
+@pytest.mark.timeout(60)
+def test_a_second_daemon_on_the_same_data_dir_stops_with_one_line(
+    tmp_path: Path, fake: FakeProcess, daemons: list[Daemon]
+) -> None:
+    first = start(tmp_path, fake, daemons)
+    env = {k: v for k, v in os.environ.items() if not k.startswith(("SOULBOT_", "ANTHROPIC_"))}
+    env |= {"ANTHROPIC_BASE_URL": fake.url, "ANTHROPIC_API_KEY": "test-key"}
+    second = subprocess.run(
+        [sys.executable, "-m", "bot", "run", "--log-format", "json"], cwd=tmp_path, env=env,
+        stdin=subprocess.DEVNULL, capture_output=True, text=True, timeout=30, check=False,
+    )  # fmt: skip
+    assert second.returncode == 1
+    errors = [line for line in second.stderr.splitlines() if line.startswith("error:")]
+    assert errors == [
+        f"error: data is in use by another soulbot (pid {first.proc.pid}): stop it first, "
+        "or give this one a data_dir of its own"
+    ]
+    assert (tmp_path / "data" / "health.json").exists()  # the first one's, left alone
+    first.say("still mine?")
+    assert first.read_reply().startswith("Wren> echo: ")

@@ -50,9 +50,11 @@ def no_daemon_left() -> Iterator[None]:
 
 
 def drill_folder(tmp_path: Path, config: str = "") -> Path:
-    """`tmp_path` with a copy of the workspaces and a soulbot.yaml (wren, no retries)."""
+    """`tmp_path` with a copy of the workspaces and a soulbot.yaml (wren, no retries
+    unless `config` has a `model:` of its own)."""
     shutil.copytree(REPO / "workspaces", tmp_path / "workspaces")
-    (tmp_path / "soulbot.yaml").write_text("default_soul: wren\nmodel: {max_retries: 0}\n" + config)
+    model = "" if "model:" in config else "model: {max_retries: 0}\n"
+    (tmp_path / "soulbot.yaml").write_text("default_soul: wren\n" + model + config)
     return tmp_path
 
 
@@ -425,7 +427,12 @@ MAX_FILE = 4 * 2**20  # RLIMIT_FSIZE of the daemon: the database stays far below
 HUGE_PAGE = "x" * (MAX_FILE + 4 * 2**20)
 # The fake counts a page of megabytes as millions of output tokens, past a soul's
 # default daily budget: without budgets, the next turns are not refused for it.
-NO_BUDGET = "budget: {daily_tokens_per_soul: null, daily_tokens_per_user: null}\n"
+NO_BUDGET = (
+    "budget: {daily_tokens_per_soul: null, daily_tokens_per_user: null,"
+    " daily_tokens_per_admin: null, daily_tokens_background: null}\n"
+)
+# The fake ends an answer at max_tokens as the API does: room for a page past MAX_FILE.
+BIG_ANSWERS = "model: {max_retries: 0, max_tokens: 4000000}\n"
 
 
 def huge_pages(body: dict[str, Any]) -> Reply | None:
@@ -447,7 +454,7 @@ async def disk_full_compile(bot: Bot, model: FakeAnthropic) -> str:
 
 
 async def test_a_full_disk_stops_the_compile_and_the_bot_answers_on(tmp_path: Path) -> None:
-    cwd = drill_folder(tmp_path, NO_BUDGET)
+    cwd = drill_folder(tmp_path, NO_BUDGET + BIG_ANSWERS)
     scope = console_scope()
     wiki = cwd.joinpath("data", "memory", "wren", *scope.split(":"))
     db = cwd / "data" / "soulbot.db"
@@ -480,7 +487,7 @@ async def test_a_full_disk_stops_the_compile_and_the_bot_answers_on(tmp_path: Pa
 
 
 async def test_a_failed_compile_is_reported_as_failed(tmp_path: Path) -> None:
-    cwd = drill_folder(tmp_path, NO_BUDGET)
+    cwd = drill_folder(tmp_path, NO_BUDGET + BIG_ANSWERS)
     async with FakeAnthropic() as model, running(cwd, drill_env(model), MAX_FILE) as bot:
         report = await disk_full_compile(bot, model)
     assert report.startswith("The compile failed for 1 wiki(s); their traces wait"), report

@@ -9,12 +9,14 @@ import warnings
 from collections.abc import Iterator
 from datetime import datetime, timedelta
 from typing import Any
+from urllib.parse import quote
 
 import pytest
 import structlog
 from _pytest.logging import LogCaptureHandler
 
 from bot.app.logs import REDACTED, configure_logging, default_format
+from bot.config.load import parse_config
 
 SECRET = "123456789:AAH-telegram-SECRET-token-xyz"
 API_KEY = "sk-ant-api03-VERYsecretKEY-0123456789"
@@ -167,6 +169,25 @@ def test_a_registered_secret_in_the_event_name_is_redacted() -> None:
     structlog.get_logger().info(f"GET http://x/bot{SECRET}/getUpdates")
 
     assert only_line(stream)["event"] == f"GET http://x/bot{REDACTED}/getUpdates"
+
+
+def test_a_token_with_an_env_files_newline_is_redacted_at_debug_level() -> None:
+    config = parse_config(
+        'adapters: {telegram: {token: "${TELEGRAM_TOKEN}"}}',
+        "soulbot.yaml",
+        {"TELEGRAM_TOKEN": SECRET + " \n"},
+    )
+    stream = setup(secrets=tuple(config.secrets()))
+    token = config.adapters.telegram.token.get_secret_value()
+    structlog.get_logger().debug("http.request", url=f"https://api.telegram.org/bot{token}/getMe")
+    logging.getLogger("httpx").debug("POST %s", f"https://x/?t={quote(token, safe='')}")
+
+    assert token == SECRET
+    assert SECRET not in stream.getvalue()
+    assert quote(SECRET, safe="") not in stream.getvalue()
+    assert [line["url"] for line in json_lines(stream)[:1]] == [
+        f"https://api.telegram.org/bot{REDACTED}/getMe"
+    ]
 
 
 def test_short_registered_values_are_not_redacted() -> None:

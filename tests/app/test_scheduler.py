@@ -33,7 +33,7 @@ async def test_tasks_run_on_the_trigger_and_a_failure_is_logged() -> None:
             async with asyncio.timeout(10):
                 await twice.wait()
         finally:
-            scheduler.stop()
+            await scheduler.stop(1.0)
     assert ran == ["compile", "compile"]  # it fired again after a failure
     failed = [e for e in logs if e["event"] == "scheduler.task_failed"]
     assert len(failed) >= 2 and failed[0]["task"] == "broken"
@@ -45,8 +45,36 @@ async def test_start_twice_is_refused_and_stop_is_idempotent() -> None:
     scheduler.start()
     with pytest.raises(RuntimeError):
         scheduler.start()
-    scheduler.stop()
-    scheduler.stop()
+    assert await scheduler.stop(1.0)
+    assert await scheduler.stop(1.0)
+
+
+@pytest.mark.timeout(15)
+async def test_stop_waits_for_a_run_in_progress_and_cuts_one_past_its_time() -> None:
+    started, finished = asyncio.Event(), asyncio.Event()
+
+    async def compile_wiki() -> None:
+        started.set()
+        await asyncio.sleep(0.3)
+        finished.set()
+
+    scheduler = Scheduler(CronTrigger(second="*", timezone="UTC"))
+    scheduler.add_nightly("compile", compile_wiki)
+    scheduler.start()
+    await asyncio.wait_for(started.wait(), 5)
+    assert await scheduler.stop(5.0)
+    assert finished.is_set()  # the run was waited for, not left behind
+
+    hung = Scheduler(CronTrigger(second="*", timezone="UTC"))
+    hung.add_nightly("compile", lambda: asyncio.sleep(60))
+    started.clear()
+    with capture_logs() as logs:
+        hung.start()
+        await asyncio.sleep(0)
+        while hung._running is None:  # noqa: ASYNC110 (no event to wait on from outside)
+            await asyncio.sleep(0.01)
+        assert not await hung.stop(0.1)
+    assert [e["task"] for e in logs if e["event"] == "shutdown.cut_short"] == ["nightly"]
 
 
 def test_the_nightly_trigger_keeps_its_time_zone() -> None:

@@ -53,3 +53,27 @@ async def test_turns_then_shutdown_tasks_then_the_store(tmp_path: Path) -> None:
     ]  # the daemon's own tasks first, then those added here
     assert events.index(("turn.completed", None)) < events.index(("shutdown.task_failed", "broken"))
     assert events[-1] == ("daemon.stopped", None)
+
+
+async def test_one_deadline_for_the_whole_shutdown(tmp_path: Path) -> None:
+    async with FakeAnthropic() as fake:
+        config = make_config(tmp_path, fake.url, "shutdown: {deadline_s: 0.5}\n")
+        registry = SoulRegistry(config.workspaces)
+        registry.reload_all()
+        platform = RecordingPlatform()
+        runtime = await Runtime.open(config, registry, [platform])
+        daemon = Daemon(runtime, Scheduler(CronTrigger(hour=3, timezone="UTC")))
+
+        async def hangs() -> None:
+            await asyncio.sleep(60)
+
+        daemon.shutdown_tasks = [("hangs", hangs), ("compile", daemon.shutdown_tasks[1][1])]
+        serving = asyncio.create_task(daemon.serve())
+        await wait_until(lambda: platform.started)
+        with capture_logs() as logs:
+            daemon.request_stop()
+            code = await asyncio.wait_for(serving, 5)
+    assert code == 0
+    cut = [e for e in logs if e["event"] == "shutdown.cut_short"]
+    assert [e["task"] for e in cut] == ["hangs", "compile"]  # the deadline was spent
+    assert [e["event"] for e in logs][-1] == "daemon.stopped"

@@ -332,3 +332,12 @@ def test_check_warns_about_links_out_of_a_soul_and_an_open_data_dir(example: Pat
     (memory / "concepts" / "secret.md").unlink()
     (memory / "entities").unlink()
     assert "warnings:" not in soulbot("check", cwd=example).stdout
+
+
+def test_usage_on_a_corrupt_database_is_one_line(example: Path) -> None:
+    (example / "data").mkdir()
+    (example / "data" / "soulbot.db").write_bytes(b"this is not a database" * 100)
+    result = soulbot("usage", cwd=example)
+    assert result.returncode == 2
+    assert result.stderr.count("\n") == 1 and result.stderr.startswith("error: ")
+    assert "soulbot.db" in result.stderr and "Traceback" not in result.stderr

@@ -390,9 +390,13 @@ class FakeAnthropic(LoopbackServer):
     def _message(self, body: JSON, blocks: list[_Block], reply: Reply) -> JSON:
         n = next(self._ids)
         content: list[JSON] = []
-        if reply.text is not None:
-            content.append({"type": "text", "text": reply.text})
-        out_text = reply.text or ""
+        text, stop = reply.text, "tool_use" if reply.kind == "tool_use" else "end_turn"
+        if text is not None and reply.kind == "text" and tokens(text) > body["max_tokens"]:
+            # As the API does: the answer ends where max_tokens runs out.
+            text, stop = text[: body["max_tokens"] * 4], "max_tokens"
+        if text is not None:
+            content.append({"type": "text", "text": text})
+        out_text = text or ""
         if reply.kind == "tool_use":
             tool_id = reply.tool_id or f"toolu_fake_{n:06d}"
             content.append(
@@ -411,7 +415,7 @@ class FakeAnthropic(LoopbackServer):
             "type": "message",
             "role": "assistant",
             "model": body["model"],
-            "stop_reason": "tool_use" if reply.kind == "tool_use" else "end_turn",
+            "stop_reason": stop,
             "stop_sequence": None,
             "content": content,
             "usage": usage,

@@ -15,13 +15,17 @@ REST: ``Authorization: Bot <token>`` is required (else 401 ``{"message": "401:
 Unauthorized", "code": 0}``; discord.py turns that on ``/users/@me`` into
 ``LoginFailure``), except under ``/interactions/`` and ``/webhooks/`` where the token
 is in the path, as on Discord. Order of a request: record it (``fake.requests``),
-auth, a scripted failure (``fail_next``), then the route. JSON answers carry exactly
+a scripted hang-up (``drop_next``: the connection closed with no answer, before or
+after the route ran; discord.py raises ``aiohttp.ServerDisconnectedError``), auth, a
+scripted failure (``fail_next``), then the route. JSON answers carry exactly
 ``Content-Type: application/json`` (discord.py compares the header verbatim).
 Routes: ``GET /users/@me``, ``GET /oauth2/applications/@me``, ``GET /gateway[/bot]``,
 ``POST /users/@me/channels`` (a DM channel), ``GET /channels/{id}``,
 ``POST /channels/{id}/messages`` (JSON or multipart with ``payload_json``; empty →
 400/50006, content over 2000 characters → 400/50035, a reply to a message the fake
-never saw → 400/50035, unknown channel → 404/10003), ``GET
+never saw → 400/50035, unknown channel → 404/10003; with ``enforce_nonce``, a
+``nonce`` already used returns that message and creates none, as on Discord, whose
+window is a few minutes: the fake's has no end), ``GET
 /channels/{id}/messages/{id}``, ``POST /channels/{id}/typing`` (204),
 ``GET``/``PUT /applications/{app}[/guilds/{guild}]/commands`` (bulk overwrite; ids
 are kept per name), ``POST /interactions/{id}/{token}/callback`` (204, or the
@@ -33,7 +37,8 @@ old, as on Discord (``push_interaction(age_s=...)`` makes an old one; its callba
 not checked). Anything else → 404 ``{"message": "404: Not Found", "code": 0}``.
 A scripted 429 carries ``retry_after`` in the body and a ``Via`` header: without
 ``Via`` discord.py takes a 429 for a Cloudflare ban and raises instead of retrying.
-discord.py retries 500/502/504 itself after 1 s, 3 s, ...: script those sparingly.
+discord.py retries 500/502/504 itself after 1 s, 3 s, ...: script those sparingly
+(a 503 it raises at once, as ``DiscordServerError``).
 
 Gateway (plain TEXT frames; discord.py asks for zlib-stream but inflates only binary
 frames): HELLO on connect; op 1 → op 11; IDENTIFY (op 2) with the right token → READY
@@ -54,10 +59,11 @@ DM channel per author, so ``user.send`` (``POST /users/@me/channels``) finds the
 
 Driving: ``add_guild``, ``add_thread``, ``push_message``, ``push_interaction``,
 ``drop_connection`` (abort the TCP connection without a close frame: discord.py sees
-1006 and RESUMEs at once, without backoff), ``fail_next``. Watching: ``requests``,
-``sent``, ``typing``, ``commands``, ``interaction_replies``, ``gateway_received``,
-``identify_count``, ``resume_count``, and the ``wait_*`` coroutines, woken on every
-recorded request and gateway frame.
+1006 and RESUMEs at once, without backoff), ``fail_next``, ``drop_next``. Watching:
+``requests``, ``dropped`` (the requests hung up on), ``sent``, ``typing``,
+``commands``, ``interaction_replies``, ``gateway_received``, ``identify_count``,
+``resume_count``, and the ``wait_*`` coroutines, woken on every recorded request and
+gateway frame.
 """
 
 from __future__ import annotations
@@ -175,6 +181,14 @@ class _Failure:
     remaining: int
 
 
+@dataclass
+class _Drop:
+    method: str
+    path: re.Pattern[str]
+    remaining: int
+    after: bool  # run the route first (its effect stays), then hang up
+
+
 class _Conn:
     """One gateway websocket; frames go out in order through one writer task."""
 
@@ -262,6 +276,7 @@ class FakeDiscord(LoopbackServer):
     ) -> None:
         self.token, self.bot_id, self.app_id, self.bot_name = token, bot_id, app_id, bot_name
         self.requests: list[Request] = []
+        self.dropped: list[Request] = []  # the requests the fake hung up on
         self.typing: list[int] = []
         self.commands: dict[int | None, list[JSON]] = {}  # None: global; else per guild
         self.interaction_replies: list[InteractionReply] = []
@@ -276,6 +291,8 @@ class FakeDiscord(LoopbackServer):
         self._messages: dict[int, JSON] = {}
         self._interactions: dict[str, _Interaction] = {}
         self._failures: list[_Failure] = []
+        self._drops: list[_Drop] = []
+        self._nonces: dict[str, JSON] = {}  # enforce_nonce: the message each nonce made
         self._session: _Session | None = None
         self._pending: list[tuple[str, JSON]] = []  # pushed before any session existed
         self._conns: set[_Conn] = set()
@@ -402,6 +419,32 @@ class FakeDiscord(LoopbackServer):
         ``X-RateLimit-*`` headers, so discord.py sleeps and retries.
         """
         self._failures.append(_Failure(method.upper(), re.compile(path_regex), status, body, times))
+
+    def drop_next(
+        self, method: str, path_regex: str, *, times: int = 1, after: bool = False
+    ) -> None:
+        """Hang up on the next ``times`` requests matching: close the connection with
+        no answer (discord.py raises ``aiohttp.ServerDisconnectedError``). ``after``:
+        do the request first, so its effect stays (a message is created) and only its
+        answer is lost. A request hung up on meets no ``fail_next`` rule. ``method``
+        and ``path_regex`` as in ``fail_next``.
+        """
+        self._drops.append(_Drop(method.upper(), re.compile(path_regex), times, after))
+
+    def _scripted_drop(self, method: str, path: str) -> _Drop | None:
+        for drop in self._drops:
+            if drop.method in ("*", method) and drop.path.search(path):
+                drop.remaining -= 1
+                if drop.remaining <= 0:
+                    self._drops.remove(drop)
+                return drop
+        return None
+
+    def _hang_up(self, request: web.Request, recorded: Request) -> web.Response:
+        self.dropped.append(recorded)
+        if request.transport is not None:
+            request.transport.abort()
+        return web.Response(status=500)  # never written: the connection is gone
 
     def _scripted_failure(self, method: str, path: str) -> web.Response | None:
         for failure in self._failures:
@@ -936,12 +979,15 @@ class FakeDiscord(LoopbackServer):
     async def _rest(self, request: web.Request) -> web.Response:
         path = request.path.removeprefix(API_PREFIX)
         body, files = await self._read_body(request)
-        self.requests.append(
-            Request(request.method, path, body, time.monotonic(), dict(request.query), files)
-        )
+        recorded = Request(request.method, path, body, time.monotonic(), dict(request.query), files)
+        self.requests.append(recorded)
         self._notify()
         try:
-            return await self._route(request, path, body, files)
+            drop = self._scripted_drop(request.method, path)
+            if drop is not None and not drop.after:
+                return self._hang_up(request, recorded)
+            response = await self._route(request, path, body, files, scripted=drop is None)
+            return response if drop is None else self._hang_up(request, recorded)
         finally:
             self._notify()
 
@@ -963,12 +1009,12 @@ class FakeDiscord(LoopbackServer):
             return None, ()
 
     async def _route(
-        self, request: web.Request, path: str, body: Any, files: tuple[str, ...]
+        self, request: web.Request, path: str, body: Any, files: tuple[str, ...], *, scripted: bool
     ) -> web.Response:
         token_in_path = path.startswith(("/interactions/", "/webhooks/"))
         if not token_in_path and request.headers.get("Authorization") != f"Bot {self.token}":
             return _error(401, "401: Unauthorized", 0)
-        failure = self._scripted_failure(request.method, path)
+        failure = self._scripted_failure(request.method, path) if scripted else None
         if failure is not None:
             return failure
         for method, pattern, handler in self._routes:
@@ -1094,6 +1140,9 @@ class FakeDiscord(LoopbackServer):
         problem = self._check_content(body, files)
         if problem is not None:
             return problem
+        nonce = str(body["nonce"]) if body.get("enforce_nonce") and body.get("nonce") else None
+        if nonce is not None and nonce in self._nonces:
+            return _response(200, self._nonces[nonce])
         ref = body.get("message_reference")
         referenced = None
         if ref and ref.get("message_id"):
@@ -1112,6 +1161,10 @@ class FakeDiscord(LoopbackServer):
                 **({"guild_id": str(ref["guild_id"])} if ref.get("guild_id") else {}),
             }
             msg["referenced_message"] = referenced
+        if body.get("nonce"):
+            msg["nonce"] = str(body["nonce"])
+        if nonce is not None:
+            self._nonces[nonce] = msg
         self._sent.append(Sent(channel_id, int(msg["id"]), msg["content"], body))
         return _response(200, msg)
 

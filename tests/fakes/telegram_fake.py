@@ -12,9 +12,11 @@ Point PTB at it with ``ApplicationBuilder().token(fake.token).base_url(fake.base
 * Answers: ``{"ok": true, "result": ...}``; errors ``{"ok": false, "error_code": N,
   "description": ...}`` (plus ``"parameters": {"retry_after": n}`` when set) with
   HTTP status N. Order of a request: token (else 401 ``Unauthorized``), scripted
-  failures (``fail_next``), then the method (unknown: 404 ``Not Found: method not
-  found``). Every request is recorded in ``calls`` when it is answered, in that
-  order, with its status; a long poll the client gave up on is recorded with 499.
+  failures (``fail_next``, ``drop_next``, ``conflict_next_polls``), then the method
+  (unknown: 404 ``Not Found: method not found``). Every request is recorded in
+  ``calls`` when it is answered, in that order, with its status; a long poll the
+  client gave up on is recorded with 499, a request the fake hung up on
+  (``drop_next``: the connection closed with no answer, the call not done) with 444.
 * Methods: getMe; getUpdates; sendMessage; editMessageText; deleteWebhook (drops
   queued updates when ``drop_pending_updates``); setMyCommands (``commands`` keeps
   the last list, scope ignored) and deleteMyCommands; sendChatAction (unknown
@@ -25,8 +27,9 @@ Point PTB at it with ``ApplicationBuilder().token(fake.token).base_url(fake.base
   and answers ``[]`` then. ``allowed_updates`` persists across calls and updates
   of other kinds are dropped; by default that is every kind except
   ``chat_member``, ``message_reaction`` and ``message_reaction_count``, as on
-  Telegram. A newer getUpdates ends a waiting one with 409 ``Conflict``; ``stop()``
-  ends waiting polls with ``[]``.
+  Telegram. A newer getUpdates ends a waiting one with 409 ``Conflict``, as Telegram does
+  when another process polls with the same token (``conflict_next_polls`` scripts
+  that); ``stop()`` ends waiting polls with ``[]``.
 * Messages: message ids count up per chat, shared by pushed and sent messages.
   Texts are checked as Telegram does: empty (after trimming) is 400 ``message text
   is empty``, over 4096 UTF-16 code units 400 ``message is too long``. With
@@ -51,7 +54,11 @@ arrives as ``reply_parameters={"message_id": n}``; ``Message.reply_text`` in a
 group adds that quote itself, and ``message_thread_id`` in a forum topic. Error
 texts reach the caller without ``"Bad Request: "`` and ``str.capitalize()``d
 (``BadRequest("Can't parse entities: can't find end tag ...")``); 401 and 404 both
-raise InvalidToken (EndPointNotFound from ``do_api_request``).
+raise InvalidToken (EndPointNotFound from ``do_api_request``). A 5xx raises
+``NetworkError`` (the status in its message), a hung-up connection ``NetworkError``
+("httpx.RemoteProtocolError: Server disconnected without sending a response."),
+409 ``Conflict``; PTB's polling loop retries a Conflict after 1 s, 1.5 s, 2.25 s, ...
+and hands each to the updater's ``error_callback``.
 """
 
 from __future__ import annotations
@@ -76,6 +83,11 @@ Handler = Callable[[JSON], Awaitable[Any]]
 
 MAX_TEXT_UTF16 = 4096
 CLIENT_CLOSED = 499  # recorded status of a request whose client went away
+DROPPED = 444  # recorded status of a request the fake hung up on (nginx's "no response")
+CONFLICT = (
+    "Conflict: terminated by other getUpdates request; make sure that only one bot instance"
+    " is running"
+)
 HTML_TAGS = frozenset(
     {"b", "strong", "i", "em", "u", "ins", "s", "strike", "del", "code", "pre", "a"}
     | {"tg-spoiler", "tg-emoji", "blockquote", "span"}
@@ -220,9 +232,13 @@ class ApiError(Exception):
 @dataclass
 class _Failure:
     method: str
-    error: ApiError
+    error: ApiError | None  # None: hang up
     times: int
     when: Callable[[JSON], bool] | None
+
+
+class _HangUp(Exception):
+    """Close the connection without an answer."""
 
 
 def _json_response(status: int, obj: Any) -> web.Response:
@@ -452,6 +468,20 @@ class FakeTelegram(LoopbackServer):
         error = ApiError(status, description, retry_after)
         self._failures.append(_Failure(method.lower(), error, times, when))
 
+    def drop_next(
+        self, method: str, *, times: int = 1, when: Callable[[JSON], bool] | None = None
+    ) -> None:
+        """Hang up on the next ``times`` calls of ``method`` whose params satisfy
+        ``when``: the connection is closed with no answer and the call is not done
+        (a network fault: PTB raises ``NetworkError``). Rules apply in order, with
+        ``fail_next``'s."""
+        self._failures.append(_Failure(method.lower(), None, times, when))
+
+    def conflict_next_polls(self, times: int = 1) -> None:
+        """Answer the next ``times`` getUpdates with 409 ``Conflict``, as Telegram
+        does while another process polls with the same token."""
+        self.fail_next("getUpdates", 409, CONFLICT, times=times)
+
     @property
     def pending_updates(self) -> list[JSON]:
         """The queued updates not yet confirmed by an offset (a fresh list)."""
@@ -524,6 +554,11 @@ class FakeTelegram(LoopbackServer):
         except ApiError as e:
             self._record(Call(method, params, t, e.status))
             return e.response()
+        except _HangUp:
+            self._record(Call(method, params, t, DROPPED))
+            if request.transport is not None:
+                request.transport.abort()
+            return web.Response(status=500)  # never written: the connection is gone
         except asyncio.CancelledError:
             self._record(Call(method, params, t, CLIENT_CLOSED))
             raise
@@ -538,7 +573,7 @@ class FakeTelegram(LoopbackServer):
                 failure.times -= 1
                 if failure.times <= 0:
                     self._failures.remove(failure)
-                raise failure.error
+                raise failure.error or _HangUp()
         handler = self._methods.get(method.lower())
         if handler is None:
             raise ApiError(404, "Not Found: method not found")
@@ -599,11 +634,7 @@ class FakeTelegram(LoopbackServer):
                 if self._updates or self._closing:
                     return self._updates[:limit]
                 if me != self._polls:
-                    raise ApiError(
-                        409,
-                        "Conflict: terminated by other getUpdates request; make sure that"
-                        " only one bot instance is running",
-                    )
+                    raise ApiError(409, CONFLICT)
                 remaining = deadline - asyncio.get_running_loop().time()
                 if remaining <= 0:
                     return []

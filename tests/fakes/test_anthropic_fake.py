@@ -441,3 +441,17 @@ async def test_control_endpoints_in_process(fake: FakeAnthropic) -> None:
     c = client(fake)
     assert (await ask(c)).content[0].id == "toolu_x"  # type: ignore[union-attr]
     assert (await ask(c, "late")).content[0].text == "echo: late"  # type: ignore[union-attr]
+
+
+async def test_an_answer_past_max_tokens_is_cut_with_its_stop_reason() -> None:
+    async with FakeAnthropic() as fake:
+        fake.script_text("x" * 400)  # 100 tokens
+        client = anthropic.AsyncAnthropic(api_key="k", base_url=fake.url, max_retries=0)
+        hi = [{"role": "user", "content": "hi"}]
+        cut = await client.messages.create(model=MODEL, max_tokens=10, messages=hi)
+        fake.script_text("short")
+        whole = await client.messages.create(model=MODEL, max_tokens=10, messages=hi)
+        await client.close()
+    assert cut.stop_reason == "max_tokens" and cut.content[0].text == "x" * 40
+    assert cut.usage.output_tokens == 10
+    assert whole.stop_reason == "end_turn" and whole.content[0].text == "short"

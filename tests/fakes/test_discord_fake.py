@@ -7,6 +7,7 @@ import io
 from collections.abc import AsyncIterator, Awaitable, Callable
 from typing import Any
 
+import aiohttp
 import discord
 import pytest
 import yarl
@@ -251,6 +252,28 @@ async def test_scripted_failures(fake: FakeDiscord, bot: Bot) -> None:
     with pytest.raises(discord.NotFound):
         await bot.http.send_message(999, params=discord.http.handle_message_parameters("x"))
     assert len(fake.sent) == 1
+
+
+async def test_hang_ups_a_503_and_the_nonce(fake: FakeDiscord, bot: Bot) -> None:
+    channel = bot.get_channel(CHANNEL)
+    assert isinstance(channel, discord.TextChannel)
+    fake.fail_next("POST", r"/messages$", 503)
+    with pytest.raises(discord.DiscordServerError) as unavailable:
+        await channel.send("a 503 is not retried by discord.py")
+    assert unavailable.value.status == 503
+    fake.drop_next("POST", r"/messages$")
+    with pytest.raises(aiohttp.ServerDisconnectedError):
+        await channel.send("lost on the way")
+    fake.drop_next("POST", r"/messages$", after=True)
+    with pytest.raises(aiohttp.ServerDisconnectedError):
+        await channel.send("made, answer lost", nonce=4711)
+    again = await channel.send("made, answer lost", nonce=4711)  # enforce_nonce: the same one
+    other = await channel.send("made, answer lost", nonce=4712)
+    posts = [r for r in fake.requests if r.path.endswith("/messages")]
+    assert len(posts) == 5 and fake.dropped == posts[1:3]
+    assert [s.content for s in fake.sent] == ["made, answer lost"] * 2
+    assert again.id == fake.sent[0].message_id != other.id
+    assert again.nonce == "4711"
 
 
 Handler = Callable[[discord.Interaction, str | None], Awaitable[None]]

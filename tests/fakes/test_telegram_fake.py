@@ -11,7 +11,14 @@ from typing import Any
 import aiohttp
 import pytest
 from telegram import Bot, Message, ReplyParameters, Update
-from telegram.error import BadRequest, Conflict, EndPointNotFound, InvalidToken, RetryAfter
+from telegram.error import (
+    BadRequest,
+    Conflict,
+    EndPointNotFound,
+    InvalidToken,
+    NetworkError,
+    RetryAfter,
+)
 from telegram.ext import (
     Application,
     ApplicationBuilder,
@@ -22,7 +29,13 @@ from telegram.ext import (
     filters,
 )
 
-from tests.fakes.telegram_fake import FakeTelegram, auto_entities, parse_html, utf16_len
+from tests.fakes.telegram_fake import (
+    DROPPED,
+    FakeTelegram,
+    auto_entities,
+    parse_html,
+    utf16_len,
+)
 
 pytestmark = pytest.mark.timeout(20)
 
@@ -274,6 +287,31 @@ async def test_retry_after_and_scripted_failures(
             await bot.send_message(5, "x")
     await bot.send_message(5, "x")
     assert [s["chat_id"] for s in fake.sent] == ["42", "6", "5"]
+
+
+async def test_server_errors_and_hang_ups_are_network_errors(fake: FakeTelegram, bot: Bot) -> None:
+    fake.fail_next("sendMessage", 502, "Bad Gateway")
+    with pytest.raises(NetworkError, match="Bad Gateway") as caught:
+        await bot.send_message(42, "one")
+    assert not isinstance(caught.value, BadRequest)  # PTB's BadRequest is a NetworkError too
+    fake.drop_next("sendMessage", times=2, when=lambda p: p["text"] == "two")
+    await bot.send_message(42, "other text is answered")
+    for _ in range(2):
+        with pytest.raises(NetworkError, match="Server disconnected"):
+            await bot.send_message(42, "two")
+    await bot.send_message(42, "two")
+    assert [c.status for c in fake.calls_of("sendMessage")] == [502, 200, DROPPED, DROPPED, 200]
+    assert [m["text"] for m in fake.sent] == ["other text is answered", "two"]
+
+
+async def test_another_poller_gets_conflicts(fake: FakeTelegram, bot: Bot) -> None:
+    fake.conflict_next_polls(2)
+    for _ in range(2):
+        with pytest.raises(Conflict, match="terminated by other getUpdates"):
+            await bot.get_updates(timeout=0)
+    fake.push_message(42, "mine again", user_id=7)
+    assert [u.message.text for u in await bot.get_updates(timeout=0) if u.message] == ["mine again"]
+    assert [c.status for c in fake.calls_of("getUpdates")] == [409, 409, 200]
 
 
 async def test_strict_html_rejects_bad_markup() -> None:

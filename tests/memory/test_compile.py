@@ -101,7 +101,7 @@ async def test_a_full_disk_stops_the_compile_and_keeps_the_watermark(
 
 
 async def test_a_budget_refusal_fails_the_compile(tmp_path: Path) -> None:
-    config = make_config(tmp_path, "http://127.0.0.1:9", "budget: {daily_tokens_per_soul: 5}\n")
+    config = make_config(tmp_path, "http://127.0.0.1:9", "budget: {daily_tokens_background: 5}\n")
     async with running(config) as (runtime, _):
         await runtime.memory.store.add(traces("a fact"))
         with pytest.raises(BudgetExceeded):

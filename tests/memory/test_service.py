@@ -2,16 +2,19 @@
 
 from __future__ import annotations
 
+import asyncio
 import json
 from pathlib import Path
 
 import pytest
+from filelock import FileLock
 
 from bot import prompts
 from bot.errors import CompileFailed
+from bot.memory.service import compile_lock_path
 from bot.types import Route
 from tests.fakes.anthropic_fake import FakeAnthropic
-from tests.kit import make_config, running, user_texts
+from tests.kit import capture_logs, make_config, running, user_texts
 
 ANN = Route(soul="lark", scope="user:test:ann", session="test:ann", user="test:ann", is_dm=True)
 
@@ -184,3 +187,43 @@ async def test_a_wiki_whose_meta_leads_out_fails_alone(tmp_path: Path) -> None:
                 await runtime.memory.compile_all()
     assert [r.scope for r in failed.value.results] == ["user:test:ann"]
     assert len(failed.value.failures) == 1 and "user:test:bob" in failed.value.failures[0]
+
+
+async def test_one_compile_per_wiki_at_a_time(tmp_path: Path) -> None:
+    async with FakeAnthropic(latency_s=0.2) as fake:
+        config = make_config(tmp_path, fake.url)
+        async with running(config) as (runtime, platform):
+            await platform.say("ann likes green tea", user="ann")
+            await platform.replies(1)
+            await runtime.memory.drain(5)
+            before = len(fake.requests)
+            with capture_logs() as logs:
+                both = await asyncio.gather(runtime.memory.compile_all(),
+                                            runtime.memory.compile_all())  # fmt: skip
+            compiles = fake.requests[before:]
+    assert [len(r) for r in both] in ([1, 0], [0, 1], [1, 1])
+    assert sum(r.traces for results in both for r in results) == 2  # folded once
+    assert len(compiles) == 1  # one page, one model call, not two
+    assert len([e for e in logs if e["event"] == "wiki.compiled"]) == 1
+
+
+async def test_a_compile_in_another_process_is_left_to_finish(tmp_path: Path) -> None:
+    async with FakeAnthropic() as fake:
+        config = make_config(tmp_path, fake.url)
+        async with running(config) as (runtime, platform):
+            await platform.say("ann likes green tea", user="ann")
+            await platform.replies(1)
+            await runtime.memory.drain(5)
+            before = len(fake.requests)
+            path = compile_lock_path(tmp_path / "data", "lark", "user:test:ann")
+            path.parent.mkdir(parents=True)
+            # A lock of its own file description: to flock, another process.
+            with FileLock(path, thread_local=False), capture_logs() as logs:
+                [result] = await runtime.memory.compile_all()
+            after = len(fake.requests)
+            [again] = await runtime.memory.compile_all()
+    assert result.traces == 0 and after == before
+    assert [e["reason"] for e in logs if e["event"] == "wiki.compile_busy"] == [
+        "another process is compiling this wiki"
+    ]
+    assert again.traces == 2

@@ -5,6 +5,8 @@ from __future__ import annotations
 
 import asyncio
 
+import pytest
+
 from bot.memory.store import NewTrace
 from bot.memory.traces import TraceWriter
 from tests.kit import capture_logs
@@ -43,3 +45,30 @@ async def test_a_trace_of_an_erased_scope_is_dropped_and_logged() -> None:
     assert store.batches == [["first"], ["bob's words", "said after the erase"]]
     [dropped] = [e for e in logs if e["event"] == "memory.write_dropped"]
     assert dropped["traces"] == 1 and dropped["scopes"] == ["lark user:test:ann"]
+
+
+class FlakyStore:
+    """A stand-in for TraceStore.add that fails its first `fails` writes."""
+
+    def __init__(self, fails: int) -> None:
+        self.fails = fails
+        self.batches: list[list[str]] = []
+
+    async def add(self, traces: list[NewTrace]) -> None:
+        if self.fails:
+            self.fails -= 1
+            raise OSError(28, "No space left on device")
+        self.batches.append([t.text for t in traces])
+
+
+async def test_a_failed_write_is_tried_again_not_dropped(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setattr("bot.memory.traces.RETRY_FIRST_S", 0.01)
+    store = FlakyStore(fails=2)
+    writer = TraceWriter(store)  # type: ignore[arg-type]
+    with capture_logs() as logs:
+        writer.add(trace("user:test:ann", "first", 1.0))
+        writer.add(trace("user:test:ann", "second", 2.0))
+        assert await writer.drain(5) == 0
+    assert [t for batch in store.batches for t in batch] == ["first", "second"]
+    failed = [e for e in logs if e["event"] == "memory.write_failed"]
+    assert [e["retry_in_s"] for e in failed] == [0.01, 0.02]

@@ -11,7 +11,7 @@ import pytest
 
 from bot.config.load import parse_config
 from bot.config.schema import BudgetConfig, ModelConfig
-from bot.errors import BudgetExceeded, ModelError, ModelRejected, ModelUnavailable
+from bot.errors import BudgetExceeded, ConfigError, ModelError, ModelRejected, ModelUnavailable
 from bot.model.client import ModelClient
 from bot.model.usage import CallContext, Ledger
 from bot.storage.db import Database
@@ -182,3 +182,114 @@ async def test_max_concurrency_bounds_calls(fake: FakeAnthropic, db: Database) -
     await model.close()
     # Four calls of 0.2 s each, one at a time, cannot end sooner than 0.8 s.
     assert time.monotonic() - started >= 0.8
+
+
+# -- the fallback model -------------------------------------------------------
+
+FALLBACK = "claude-haiku-4-5"
+
+
+async def ledger_models(db: Database) -> list[str]:
+    return [m for (m,) in await db.run(lambda c: c.execute("SELECT model FROM usage").fetchall())]
+
+
+@pytest.fixture
+async def spare() -> AsyncIterator[FakeAnthropic]:
+    async with FakeAnthropic() as server:
+        yield server
+
+
+@pytest.mark.parametrize(
+    ("status", "error_class"),
+    [(529, "OverloadedError"), (429, "RateLimitError"), (500, "InternalServerError")],
+)
+async def test_the_fallback_answers_when_the_primary_is_unavailable(
+    fake: FakeAnthropic, spare: FakeAnthropic, db: Database, status: int, error_class: str
+) -> None:
+    fake.fail_until(float("inf"), status)
+    model = client(db, fake.url, max_retries=1, fallback=FALLBACK, fallback_base_url=spare.url)
+    with capture_logs() as logs:
+        reply = await model.complete(CTX, SYSTEM, HELLO)
+    await model.close()
+    assert reply.text == "echo: hello"
+    assert len(fake.requests) == 2  # the primary's retries come first
+    [sent] = spare.requests  # then the same request, once, to the fallback
+    assert sent == {**fake.requests[0], "model": FALLBACK}
+    [line] = [e for e in logs if e["event"] == "llm.fallback"]
+    assert line == {"event": "llm.fallback", "log_level": "warning", "model": "claude-sonnet-4-6",
+                    "fallback": FALLBACK, "error_class": error_class, "source": "turn"}  # fmt: skip
+    assert await ledger_models(db) == [FALLBACK]
+    [usage] = [e for e in logs if e["event"] == "llm.usage"]
+    assert usage["model"] == FALLBACK
+
+
+async def test_the_fallback_at_the_same_base_url(fake: FakeAnthropic, db: Database) -> None:
+    fake.script_error(529)
+    model = client(db, fake.url, fallback=FALLBACK)
+    reply = await model.complete(CTX, SYSTEM, HELLO)
+    await model.close()
+    assert reply.text == "echo: hello"
+    assert [r["model"] for r in fake.requests] == ["claude-sonnet-4-6", FALLBACK]
+    assert await ledger_models(db) == [FALLBACK]
+
+
+async def test_when_the_fallback_fails_too_the_primarys_error_is_raised(
+    fake: FakeAnthropic, spare: FakeAnthropic, db: Database
+) -> None:
+    fake.script_error(529)
+    spare.script_error(529)
+    spare.script_text("never asked: the fallback is not retried")
+    model = client(db, fake.url, max_retries=0, fallback=FALLBACK, fallback_base_url=spare.url)
+    with capture_logs() as logs, pytest.raises(ModelUnavailable) as info:
+        await model.complete(CTX, SYSTEM, HELLO)
+    await model.close()
+    assert info.value.error_class == "OverloadedError"
+    assert isinstance(info.value.__cause__, ModelUnavailable)
+    assert len(spare.requests) == 1
+    events = [(e["event"], e["error_class"]) for e in logs if e["event"].startswith("llm.")]
+    assert events == [
+        ("llm.fallback", "OverloadedError"),
+        ("llm.fallback_failed", "OverloadedError"),
+    ]
+    assert await ledger_rows(db) == []
+
+
+async def test_a_rejected_request_does_not_fall_back(
+    fake: FakeAnthropic, spare: FakeAnthropic, db: Database
+) -> None:
+    fake.script_error(400)
+    model = client(db, fake.url, fallback=FALLBACK, fallback_base_url=spare.url)
+    with pytest.raises(ModelRejected):
+        await model.complete(CTX, SYSTEM, HELLO)
+    await model.close()
+    assert spare.requests == []
+
+
+async def test_each_round_asks_the_primary_first(
+    fake: FakeAnthropic, spare: FakeAnthropic, db: Database
+) -> None:
+    async def noop(args: dict[str, Any]) -> str:
+        return "ok"
+
+    fake.script_error(529)
+    spare.script_tool_use("noop", {})
+    model = client(db, fake.url, fallback=FALLBACK, fallback_base_url=spare.url)
+    reply = await model.complete(CTX, SYSTEM, HELLO, [Tool("noop", "Nothing", {}, noop)])
+    await model.close()
+    assert reply.calls == 2 and reply.text == "echo: tool results received"
+    assert len(fake.requests) == 2 and len(spare.requests) == 1
+    assert await ledger_models(db) == [FALLBACK, "claude-sonnet-4-6"]
+
+
+async def test_close_closes_the_fallbacks_client(spare: FakeAnthropic, db: Database) -> None:
+    model = client(db, "http://127.0.0.1:9", fallback=FALLBACK, fallback_base_url=spare.url)
+    clients = [model._client, model._fallback_client]
+    assert clients[0] is not clients[1]
+    await model.close()
+    assert all(c.is_closed() for c in clients)
+
+
+def test_a_fallback_base_url_needs_a_fallback_model() -> None:
+    with pytest.raises(ConfigError, match=r"model\.fallback_base_url: expected `model\.fallback`"):
+        model_config("http://127.0.0.1:9", fallback_base_url="http://127.0.0.1:8")
+    assert model_config("http://127.0.0.1:9", fallback="").fallback is None

@@ -11,7 +11,8 @@ from typing import Any
 
 import pytest
 
-from bot.config.schema import BudgetConfig, Price
+from bot import prompts
+from bot.config.schema import AdminsConfig, BudgetConfig, Price
 from bot.errors import BudgetExceeded
 from bot.model.usage import (
     DEFAULT_PRICES,
@@ -23,12 +24,19 @@ from bot.model.usage import (
     usage_table,
 )
 from bot.storage.db import Database, connect
-from tests.kit import capture_logs
+from tests.fakes.anthropic_fake import FakeAnthropic
+from tests.kit import capture_logs, make_config, running
 
 NOON = datetime(2025, 3, 10, 12, 0, tzinfo=UTC).timestamp()
 DAY = 86_400.0
 SONNET = "claude-sonnet-4-5-20250929"
-NO_LIMITS = BudgetConfig(daily_tokens_per_soul=None, daily_tokens_per_user=None)
+NO_LIMITS = BudgetConfig(
+    daily_tokens_per_soul=None,
+    daily_tokens_per_user=None,
+    daily_tokens_per_admin=None,
+    daily_tokens_background=None,
+)
+ADMINS = AdminsConfig(telegram=(1,), discord=(7,))
 
 
 class Clock:
@@ -53,8 +61,18 @@ def ctx(
     )
 
 
-def budget(soul: int | None = None, user: int | None = None) -> BudgetConfig:
-    return BudgetConfig(daily_tokens_per_soul=soul, daily_tokens_per_user=user)
+def budget(
+    soul: int | None = None,
+    user: int | None = None,
+    admin: int | None = None,
+    background: int | None = None,
+) -> BudgetConfig:
+    return BudgetConfig(
+        daily_tokens_per_soul=soul,
+        daily_tokens_per_user=user,
+        daily_tokens_per_admin=admin,
+        daily_tokens_background=background,
+    )
 
 
 async def rows(db: Database) -> list[dict[str, Any]]:
@@ -265,15 +283,69 @@ async def test_soul_limit_is_checked_before_user_limit(db: Database) -> None:
     assert caught.value.kind == "soul"
 
 
-async def test_calls_for_no_user_count_against_the_soul_only(db: Database) -> None:
-    ledger = Ledger(db, budget=budget(soul=1_000, user=10), clock=Clock())
-    compile_call = ctx(user="", source="compile")
-    await ledger.check(compile_call, 900)  # the user limit does not apply
-    await ledger.record(compile_call, SONNET, Usage(900))
-    await ledger.check(ctx("telegram:42"), 10)
+async def test_background_work_has_its_own_budget(db: Database) -> None:
+    ledger = Ledger(db, budget=budget(soul=1_000, user=100, background=1_000), clock=Clock())
+    for source in ("compile", "heartbeat", "compact"):
+        call = ctx(user="" if source == "compile" else "telegram:42", source=source)
+        await ledger.check(call, 300)  # neither the soul's nor the user's limit applies
+        await ledger.record(call, SONNET, Usage(300))
+    # 900 background tokens today: the chat budgets are untouched...
+    await ledger.check(ctx("telegram:42"), 100)
+    await ledger.check(ctx("telegram:43", soul="twinkle"), 100)
+    # ...and the background budget is every soul's together.
+    with capture_logs() as logs, pytest.raises(BudgetExceeded) as caught:
+        await ledger.check(ctx(user="", soul="twinkle", source="compile"), 101)
+    assert (caught.value.kind, caught.value.who) == ("background", "every soul")
+    assert (caught.value.limit, caught.value.used) == (1_000, 900)
+    assert [(e["event"], e["kind"], e["soul"]) for e in logs] == [
+        ("budget.refused", "background", "twinkle")
+    ]
+
+
+async def test_chat_turns_do_not_spend_the_background_budget(db: Database) -> None:
+    ledger = Ledger(db, budget=budget(soul=1_000, background=100), clock=Clock())
+    await ledger.record(ctx("telegram:42"), SONNET, Usage(900))
+    await ledger.check(ctx(user="", source="compile"), 100)
     with pytest.raises(BudgetExceeded) as caught:
-        await ledger.check(ctx("telegram:42"), 101)
+        await ledger.check(ctx("telegram:43"), 101)
     assert (caught.value.kind, caught.value.used) == ("soul", 900)
+
+
+async def test_an_admin_is_never_refused_by_the_soul_or_user_budget(db: Database) -> None:
+    ledger = Ledger(db, budget=budget(soul=1_000, user=100), admins=ADMINS, clock=Clock())
+    await ledger.record(ctx("telegram:5"), SONNET, Usage(1_000))  # the soul's day is spent
+    with pytest.raises(BudgetExceeded):
+        await ledger.check(ctx("telegram:6"), 1)
+    for admin in ("telegram:1", "discord:7", "console:ann"):
+        await ledger.check(ctx(admin), 50_000)
+        await ledger.record(ctx(admin), SONNET, Usage(50_000))
+    # An id is an admin's on its own platform only; a group is charged, not its speaker.
+    for other in ("discord:1", "telegram:7", "telegram:chat:1"):
+        with pytest.raises(BudgetExceeded) as caught:
+            await ledger.check(ctx(other), 1)
+        assert caught.value.kind == "soul"
+
+
+async def test_an_admin_has_a_cap_of_their_own(db: Database) -> None:
+    ledger = Ledger(db, budget=budget(soul=1_000, admin=500), admins=ADMINS, clock=Clock())
+    await ledger.record(ctx("telegram:1"), SONNET, Usage(400))
+    await ledger.check(ctx("telegram:1"), 100)
+    with capture_logs() as logs, pytest.raises(BudgetExceeded) as caught:
+        await ledger.check(ctx("telegram:1"), 101)
+    assert (caught.value.kind, caught.value.who) == ("admin", "telegram:1")
+    assert (caught.value.limit, caught.value.used) == (500, 400)
+    assert [(e["event"], e["kind"]) for e in logs] == [("budget.refused", "admin")]
+    await ledger.check(ctx("discord:7"), 500)  # each admin has their own
+    await ledger.check(ctx("telegram:5"), 1_000)  # the admin's tokens are not the soul's
+
+
+async def test_an_admins_background_work_is_background(db: Database) -> None:
+    ledger = Ledger(db, budget=budget(admin=100, background=1_000), admins=ADMINS, clock=Clock())
+    await ledger.record(ctx("telegram:1", source="compact"), SONNET, Usage(900))
+    await ledger.check(ctx("telegram:1"), 100)
+    with pytest.raises(BudgetExceeded) as caught:
+        await ledger.check(ctx("telegram:1", source="heartbeat"), 101)
+    assert caught.value.kind == "background"
 
 
 async def test_no_limits_never_refuse(db: Database) -> None:
@@ -304,6 +376,25 @@ async def test_concurrent_check_and_record_count_once(db: Database, check_first:
     with pytest.raises(BudgetExceeded) as caught:
         await ledger.check(ctx(), 301)
     assert caught.value.used == 700
+
+
+async def test_each_budgets_totals_survive_a_restart(db: Database) -> None:
+    limits = budget(soul=1_000, user=1_000, admin=1_000, background=1_000)
+    first = Ledger(db, budget=limits, admins=ADMINS, clock=Clock())
+    await first.record(ctx("telegram:5"), SONNET, Usage(100))
+    await first.record(ctx("telegram:1"), SONNET, Usage(200))
+    await first.record(ctx(user="", source="compile"), SONNET, Usage(300))
+    await first.record(ctx("telegram:5", source="heartbeat"), SONNET, Usage(400))
+
+    again = Ledger(db, budget=limits, admins=ADMINS, clock=Clock())
+    for call, used in (
+        (ctx("telegram:6"), 100),
+        (ctx("telegram:1"), 200),
+        (ctx(user="", source="compact"), 700),
+    ):
+        with pytest.raises(BudgetExceeded) as caught:
+            await again.check(call, 1_001 - used)
+        assert caught.value.used == used
 
 
 async def test_totals_survive_a_restart(db: Database) -> None:
@@ -396,7 +487,22 @@ async def test_usage_table_by_soul(db: Database) -> None:
     assert table["aria"] == ["3", "12,000", "3,000", "2,000", "3,000", "17.6%", "0.0494"]
     assert table["twinkle"] == ["1", "500", "100", "0", "0", "0.0%", "0.0010"]
     assert table["TOTAL"] == ["4", "12,500", "3,100", "2,000", "3,000", "17.1%", "0.0504"]
-    assert list(table) == ["aria", "twinkle", "TOTAL"]  # dearest first
+    assert list(table) == ["aria", "twinkle", "TOTAL", "chat", "background"]  # dearest first
+
+
+async def test_usage_table_splits_the_total_into_chat_and_background(db: Database) -> None:
+    await fill(db)
+    lines = (await report(db, days=2, by="soul")).splitlines()
+    assert lines[-3].startswith("TOTAL ")
+    assert lines[-2].startswith("  chat ") and lines[-1].startswith("  background ")
+    table = parse("\n".join(lines))
+    # chat: aria's two turns; background: aria's compile (haiku) and twinkle's heartbeat
+    assert table["chat"] == ["2", "2,000", "1,000", "2,000", "3,000", "42.9%", "0.0294"]
+    assert table["background"] == ["2", "10,500", "2,100", "0", "0", "0.0%", "0.0210"]
+    # A family with nothing in the window still has its row.
+    only_chat = parse(await report(db, days=4, by="model", now=NOON - 3 * DAY))
+    assert only_chat["background"] == ["0", "0", "0", "0", "0", "-", "0.0000"]
+    assert only_chat["chat"] == only_chat["TOTAL"]
 
 
 @pytest.mark.parametrize(
@@ -412,15 +518,18 @@ async def test_usage_table_by_each_key(db: Database, by: str, keys: dict[str, st
     text = await report(db, days=2, by=by)
     assert text.splitlines()[1].split()[0] == by
     table = parse(text)
-    assert {key: cells[0] for key, cells in table.items() if key != "TOTAL"} == keys
+    totals = ("TOTAL", "chat", "background")
+    assert {key: cells[0] for key, cells in table.items() if key not in totals} == keys
     assert table["TOTAL"][:2] == ["4", "12,500"]
     if by == "day":
-        assert list(table) == ["2025-03-09", "2025-03-10", "TOTAL"]
+        assert list(table) == ["2025-03-09", "2025-03-10", *totals]
 
 
 async def test_usage_table_days_window(db: Database) -> None:
     await fill(db)
-    assert parse(await report(db, days=1, by="day")).keys() == {"2025-03-10", "TOTAL"}
+    assert parse(await report(db, days=1, by="day")).keys() == {
+        "2025-03-10", "TOTAL", "chat", "background"
+    }  # fmt: skip
     assert parse(await report(db, days=3, by="day"))["TOTAL"][0] == "4"
     wide = parse(await report(db, days=4, by="day"))
     assert wide["TOTAL"][:2] == ["5", "1,012,500"]
@@ -465,3 +574,28 @@ def test_usage_table_bad_days_raises(tmp_path: Path) -> None:
             usage_table(conn, days=0, by="soul", now=NOON)
     finally:
         conn.close()
+
+
+# -- through the runtime ------------------------------------------------------
+
+SPENT = "admins: {telegram: [1]}\nadapters: {telegram: {dm_policy: open}}\n"
+
+
+async def test_the_runtime_charges_admins_and_background_apart(tmp_path: Path) -> None:
+    """A soul whose chat budget is spent still answers its admin in a DM, and
+    compiles its wikis; a group's turn is the group's, whoever speaks."""
+    async with FakeAnthropic() as fake:
+        limits = "budget: {daily_tokens_per_soul: 10}\n"
+        config = make_config(tmp_path, fake.url, SPENT + limits)
+        async with running(config, "telegram") as (runtime, platform):
+            await platform.say("hello", user="5")
+            await platform.say("hello", user="1")
+            await platform.say("hello", user="1", chat="-100", dm=False, mention=True)
+            replies = await platform.replies(3)
+            await runtime.memory.drain(5)
+            result = await runtime.memory.compile_one("lark", "user:telegram:1")
+    by_chat = {r.chat_id: r.text for r in replies}
+    assert by_chat["5"] == prompts.DAILY_LIMIT
+    assert by_chat["1"].endswith("hello") and by_chat["1"] != prompts.DAILY_LIMIT
+    assert by_chat["-100"] == prompts.DAILY_LIMIT
+    assert result.traces > 0

@@ -111,10 +111,10 @@ def test_bom_and_crlf(make_soul: MakeSoul) -> None:
     assert "\r" not in soul.persona.body
 
 
-def test_a_megabyte_soul_loads(make_soul: MakeSoul) -> None:
+def test_a_megabyte_soul_loads_when_the_limit_allows(make_soul: MakeSoul) -> None:
     paragraph = "You are Aria, and you speak plainly. " * 20 + "\n\n"
     body = paragraph * (1_048_576 // len(paragraph) + 1)
-    soul = load_soul(make_soul(soul="---\nname: Aria\n---\n" + body))
+    soul = load_soul(make_soul(soul="---\nname: Aria\n---\n" + body), max_file_bytes=2 << 20)
     assert len(soul.persona.body) >= 1_048_576
     assert soul.persona.body == body
 

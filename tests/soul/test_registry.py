@@ -1,11 +1,14 @@
 from __future__ import annotations
 
 import shutil
+import threading
 from pathlib import Path
+from typing import Any
 
 import pytest
 
 from bot.errors import SoulbotError
+from bot.soul.loader import Soul, load_soul
 from bot.soul.registry import SoulRegistry
 from tests.kit import capture_logs
 from tests.soul.conftest import MakeSoul
@@ -137,3 +140,39 @@ def test_reload_all_removes_deleted_souls(make_soul: MakeSoul, tmp_path: Path) -
     report = registry.reload_all()
     assert report.removed == ("bob",)
     assert [s.id for s in registry.all()] == ["aria"]
+
+
+@pytest.mark.parametrize(
+    ("first", "second"), [("one", "one"), ("all", "one"), ("one", "all"), ("all", "all")]
+)
+def test_a_reload_that_read_older_files_never_wins(
+    make_soul: MakeSoul, tmp_path: Path, monkeypatch: pytest.MonkeyPatch, first: str, second: str
+) -> None:
+    """Reloads from two threads (`asyncio.to_thread` callers): the one that
+    started first read the older SOUL.md and is held before its swap, while
+    the later one reads the newer file. The newer soul must stay live."""
+    folder = make_soul("aria")
+    registry = SoulRegistry(tmp_path / "workspaces")
+    registry.reload_all()
+    read, release = threading.Event(), threading.Event()
+
+    def slow_first(path: Path, *args: Any) -> Soul:
+        soul = load_soul(path, *args)
+        if threading.current_thread().name == "first":
+            read.set()
+            release.wait(10)
+        return soul
+
+    monkeypatch.setattr("bot.soul.registry.load_soul", slow_first)
+    run = {"one": lambda: registry.reload("aria"), "all": registry.reload_all}
+    older = threading.Thread(target=run[first], name="first")
+    older.start()
+    assert read.wait(10)
+    (folder / "SOUL.md").write_text("---\nagentId: aria\nname: Aria Two\n---\nNewer body")
+    newer = threading.Thread(target=run[second], name="second")
+    newer.start()
+    newer.join(0.3)  # unserialised, the newer reload is done by now, and then overwritten
+    release.set()
+    older.join(10)
+    newer.join(10)
+    assert registry.get("aria").name == "Aria Two"  # type: ignore[union-attr]

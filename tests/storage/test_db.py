@@ -89,3 +89,24 @@ async def test_the_database_is_private_whatever_the_umask(tmp_path: Path) -> Non
     assert names == ["soulbot.db", "soulbot.db-shm", "soulbot.db-wal"]
     assert modes == dict.fromkeys(names, 0o600)
     assert stat.S_IMODE(data.stat().st_mode) == 0o700
+
+
+def test_a_version_1_file_is_migrated(tmp_path: Path) -> None:
+    path = tmp_path / "v1.db"
+    conn = connect(path)
+    conn.execute("DROP INDEX IF EXISTS history_live")
+    conn.execute("DROP INDEX IF EXISTS seen_messages_ts")
+    conn.execute(
+        "INSERT INTO history (session, generation, role, kind, content, tokens, ts) "
+        "VALUES ('s', 0, 'user', 'message', 'kept', 1, 0)"
+    )
+    conn.execute("PRAGMA user_version=1")
+    conn.close()
+    conn = connect(path)
+    version = conn.execute("PRAGMA user_version").fetchone()[0]
+    indexes = {r[0] for r in conn.execute("SELECT name FROM sqlite_master WHERE type = 'index'")}
+    content = conn.execute("SELECT content FROM history").fetchall()
+    conn.close()
+    assert version == SCHEMA_VERSION == 2
+    assert {"history_live", "seen_messages_ts"} <= indexes
+    assert content == [("kept",)]
