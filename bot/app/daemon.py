@@ -99,6 +99,7 @@ class Daemon:
         health: asyncio.Task[None] | None = None
         try:
             await runtime.start_adapters()
+            await runtime.recover()
             runtime.reflector.start()
             self._scheduler.start()
             souls = [s.id for s in runtime.registry.all()]

@@ -6,6 +6,8 @@ what was opened; `close` closes them in the reverse order."""
 from __future__ import annotations
 
 import gc
+import json
+import time
 from collections.abc import Awaitable, Callable, Sequence
 from contextlib import AbstractAsyncContextManager, AsyncExitStack
 from dataclasses import dataclass, field
@@ -86,6 +88,7 @@ class Runtime:
     sessions: SessionManager
     router: Router
     reflector: Reflector
+    history: HistoryStore
     adapters: dict[str, Adapter] = field(default_factory=dict)
 
     _stack: AsyncExitStack = field(default_factory=AsyncExitStack, repr=False)
@@ -132,10 +135,32 @@ class Runtime:
                                 access=access, db=db, send=send)  # fmt: skip
             router = Router(config, default_soul, sessions, send, access, commands)
             runtime = cls(config, registry, db, ledger, model, memory, sessions, router,
-                          reflector, by_name)  # fmt: skip
+                          reflector, history, by_name)  # fmt: skip
             stack.push_async_callback(runtime._each_adapter, lambda adapter: adapter.close())
             runtime._stack = stack.pop_all()
         return runtime
+
+    async def recover(self) -> int:
+        """Answer, once, each message a crash left unanswered within
+        `sessions.recover_window_s` (`sessions.recovered`). Call once the
+        adapters serve. Returns how many sessions were taken up again."""
+        window = self.config.sessions.recover_window_s
+        if not window:
+            return 0
+        count = 0
+        for session, address in await self.history.unanswered(time.time() - window):
+            try:
+                inbound = Inbound(**json.loads(address))
+                route = self.router.route(inbound)
+            except (ValueError, TypeError) as exc:  # an address from an older or broken row
+                log.warning("sessions.recover_failed", session=session, error=str(exc))
+                continue
+            if inbound.platform in self.adapters:
+                await self.sessions.recover(route, inbound)
+                count += 1
+        if count:
+            log.info("sessions.recovered", sessions=count)
+        return count
 
     async def start_adapters(self) -> None:
         """Start every adapter; one that fails is logged (`adapter.error`,

@@ -125,11 +125,12 @@ class HistoryStore:
         return Entry(await self._db.run(insert), role, text, tokens, reply_to, ts)
 
     async def append_message(
-        self, session: str, generation: int, text: str, message_id: str
+        self, session: str, generation: int, text: str, message_id: str, address: str = ""
     ) -> Entry | None:
         """Store a user message, unless its platform message id (when not empty)
-        was delivered to `session` before: then None. One round trip to the
-        database for both."""
+        was delivered to `session` before: then None. `address` (the message as
+        JSON, without its text) is kept as the session's reply address, for a
+        restart. One round trip to the database for all of it."""
         tokens = count_tokens(text)
         ts = self._clock()
         prune = bool(message_id) and self._prune_due()
@@ -144,10 +145,46 @@ class HistoryStore:
                     "reply_to, ts) VALUES (?, ?, 'user', 'message', ?, ?, NULL, ?)",
                     (session, generation, text, tokens, ts),
                 )
+                if address:
+                    conn.execute(
+                        "INSERT INTO reply_addresses (session, inbound) VALUES (?, ?) "
+                        "ON CONFLICT (session) DO UPDATE SET inbound = excluded.inbound",
+                        (session, address),
+                    )
                 return int(cursor.lastrowid or 0)
 
         row = await self._db.run(insert)
         return None if row is None else Entry(row, "user", text, tokens, None, ts)
+
+    async def unanswered(self, since: float) -> list[tuple[str, str]]:
+        """(session, reply address) of every session whose newest message (of
+        its current generation) is a person's, stored at `since` or later, that
+        no reply answers: what a crash or a kill left unanswered."""
+
+        def query(conn: sqlite3.Connection) -> list[tuple[str, str]]:
+            rows = conn.execute(
+                "SELECT a.session, a.inbound, COALESCE(s.generation, 0) FROM reply_addresses a "
+                "LEFT JOIN sessions s ON s.session = a.session"
+            ).fetchall()
+            found = []
+            for session, address, generation in rows:
+                last = conn.execute(
+                    "SELECT id, ts FROM history WHERE session = ? AND generation = ? AND "
+                    "kind = 'message' AND role = 'user' ORDER BY id DESC LIMIT 1",
+                    (session, generation),
+                ).fetchone()
+                if last is None or last[1] < since:
+                    continue
+                answered = conn.execute(
+                    "SELECT 1 FROM history WHERE session = ? AND generation = ? AND "
+                    "role = 'assistant' AND reply_to >= ? LIMIT 1",
+                    (session, generation, last[0]),
+                ).fetchone()
+                if answered is None:
+                    found.append((session, address))
+            return found
+
+        return await self._db.run(query)
 
     async def compact(
         self, session: str, generation: int, entry_ids: list[int], summary: str
@@ -197,7 +234,7 @@ class HistoryStore:
         def delete(conn: sqlite3.Connection) -> None:
             with conn:
                 conn.execute("BEGIN")
-                for table in ("history", "seen_messages", "sessions"):
+                for table in ("history", "seen_messages", "sessions", "reply_addresses"):
                     conn.executemany(
                         f"DELETE FROM {table} WHERE session = ?", [(s,) for s in sessions]
                     )

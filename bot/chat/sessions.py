@@ -11,6 +11,8 @@ sessions leave memory and come back from SQLite.
 from __future__ import annotations
 
 import asyncio
+import dataclasses
+import json
 import time
 from collections.abc import AsyncIterator, Awaitable, Callable
 from contextlib import AbstractAsyncContextManager, AsyncExitStack, asynccontextmanager
@@ -121,8 +123,9 @@ class Session:
         """Store a user message and make sure a turn will answer it; False (and
         nothing done) when its platform message id was delivered before."""
         self.last_active = time.monotonic()
+        address = json.dumps(dataclasses.asdict(dataclasses.replace(inbound, text="")))
         entry = await self._parts.store.append_message(
-            self.route.session, self._generation, text, inbound.message_id
+            self.route.session, self._generation, text, inbound.message_id, address
         )
         if entry is None:
             return False
@@ -143,6 +146,15 @@ class Session:
         else:
             self._start()
         return True
+
+    def recover(self, inbound: Inbound) -> None:
+        """Answer what a crash left unanswered: the messages after the last one
+        replied to, in a turn that replies to `inbound` (the newest one's
+        address, as stored)."""
+        replied = [e.reply_to for e in self._entries if e.role == "assistant" and e.reply_to]
+        self._attempted = max(replied, default=0)
+        self._latest = inbound
+        self._start()
 
     def _start(self) -> None:
         """Start the worker unless it runs (a deferred start ends here too)."""
@@ -372,6 +384,11 @@ class SessionManager:
             if not await session.receive(inbound, text):
                 log.info("message.duplicate", session=route.session, message_id=inbound.message_id)
         self._sweep()
+
+    async def recover(self, route: Route, inbound: Inbound) -> None:
+        """Answer, once, what the route's session left unanswered at a crash."""
+        async with self._lock(route.session):
+            (await self._get(route)).recover(inbound)
 
     async def reset(self, route: Route) -> None:
         """Start a new history for the route's session, after what came before it."""

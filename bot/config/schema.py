@@ -322,6 +322,15 @@ class Binding(_Section):
     here."""
 
 
+class SessionsConfig(_Section):
+    """Conversations across restarts (`sessions:`)."""
+
+    recover_window_s: float = Field(600.0, ge=0)
+    """At start, a conversation whose newest message came this many seconds or less before and
+    has no reply (the process died mid-turn) is answered once; older ones are context for the
+    next turn. `0`: none is."""
+
+
 class LimitsConfig(_Section):
     """Limits on how fast people may write (`limits:`)."""
 
@@ -365,6 +374,8 @@ class Config(_Section):
     """Platform user ids allowed to run admin commands."""
     adapters: AdaptersConfig = AdaptersConfig()
     """The platforms."""
+    sessions: SessionsConfig = SessionsConfig()
+    """Conversations across restarts."""
     limits: LimitsConfig = LimitsConfig()
     """How fast people may write."""
     shutdown: ShutdownConfig = ShutdownConfig()

@@ -72,6 +72,10 @@ CREATE TABLE IF NOT EXISTS sessions (
     session TEXT PRIMARY KEY,
     generation INTEGER NOT NULL
 );
+CREATE TABLE IF NOT EXISTS reply_addresses (
+    session TEXT PRIMARY KEY,
+    inbound TEXT NOT NULL
+);
 CREATE TABLE IF NOT EXISTS seen_messages (
     session TEXT NOT NULL,
     message_id TEXT NOT NULL,

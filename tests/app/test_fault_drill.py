@@ -453,6 +453,30 @@ async def disk_full_compile(bot: Bot, model: FakeAnthropic) -> str:
     return (await bot.wait_replies(4))[3]
 
 
+async def test_a_sigkill_mid_turn_then_a_restart_answers_once(tmp_path: Path) -> None:
+    cwd = drill_folder(tmp_path, NO_BUDGET)
+    async with FakeAnthropic() as model:
+        env = drill_env(model)
+        async with running(cwd, env) as bot:
+            await bot.say("first, a warm-up")
+            await bot.wait_reply("first, a warm-up")
+            model.script_hang(60)  # the model hangs: the turn is in flight
+            await bot.say("are you still there after the crash?")
+            await bot.until(lambda: len(model.requests) == 2 or None, "the hanging request")
+            bot.proc.kill()
+            assert await bot.proc.wait() == -signal.SIGKILL
+        assert [r for r in bot.replies() if "crash" in r] == []
+        async with running(cwd, env) as again:
+            reply = await again.wait_reply("are you still there after the crash?")
+            assert await again.stop() == 0
+    assert reply.startswith("echo: ")
+    [recovered] = again.matching("sessions.recovered")
+    assert recovered["sessions"] == 1
+    # Once: the warm-up, answered before the kill, is not answered again.
+    assert [r for r in again.replies() if "warm-up" in r] == []
+    assert len(again.replies()) == 1
+
+
 async def test_a_full_disk_stops_the_compile_and_the_bot_answers_on(tmp_path: Path) -> None:
     cwd = drill_folder(tmp_path, NO_BUDGET + BIG_ANSWERS)
     scope = console_scope()

@@ -135,3 +135,27 @@ async def test_a_person_past_the_rate_limit_waits_for_the_next_turn(
     assert "message 2" in answer and "message 3" in answer  # one turn for both
     assert len([e for e in logs if e["event"] == "limits.rate"]) == 1
     assert len(fake.requests) == 4
+
+
+async def test_a_message_left_unanswered_by_a_crash_is_answered_once_after_a_restart(
+    tmp_path: Path,
+) -> None:
+    async with FakeAnthropic() as fake:
+        config = make_config(tmp_path, fake.url)
+        fake.script_hang(30.0)  # the turn never ends: the process "dies" in it
+        async with running(config) as (runtime, platform):
+            await platform.say("are you there?", user="ann", message_id="m1")
+            await wait_until(lambda: len(fake.requests) == 1)  # Ann's request takes the hang
+            await platform.say("old news", user="bob", message_id="m2")
+            await platform.replies(1)  # Bob is answered, Ann's turn hangs
+            await wait_until(lambda: len(fake.requests) == 2)
+            await runtime.sessions.cancel()  # what SIGKILL leaves: a stored, unanswered message
+        assert [m.chat_id for m in platform.sent] == ["bob"]
+        async with running(config) as (runtime, platform):
+            assert await runtime.recover() == 1
+            [reply] = await platform.replies(1)
+            await runtime.sessions.wait(5)
+            again = await runtime.recover()  # a second start answers nothing twice
+    assert reply.chat_id == "ann" and reply.reply_to == "m1"
+    assert reply.text.endswith("are you there?")
+    assert again == 0 and len(platform.sent) == 1
