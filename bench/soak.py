@@ -81,7 +81,6 @@ import contextlib
 import gc
 import math
 import os
-import signal
 import statistics
 import subprocess
 import tempfile
@@ -99,7 +98,7 @@ from bot.errors import CompileFailed
 from bot.soul.registry import SoulRegistry
 from bot.storage.db import DB_NAME
 from bot.types import Inbound, Outbound
-from tests.fakes.anthropic_fake import FakeAnthropic, Reply
+from tests.fakes.anthropic_fake import FakeAnthropic, Reply, serve_until_signal
 
 DAY = 86_400.0
 HOUR = 3_600.0
@@ -150,14 +149,7 @@ def respond(fake: FakeAnthropic, body: dict[str, Any]) -> Reply | None:
 async def serve_fake() -> None:
     fake = FakeAnthropic()
     fake.responder = lambda body: respond(fake, body)
-    await fake.start(0)
-    stopping = asyncio.Event()
-    loop = asyncio.get_running_loop()
-    for sig in (signal.SIGTERM, signal.SIGINT):
-        loop.add_signal_handler(sig, stopping.set)
-    print(f"PORT {fake.port}", flush=True)
-    await stopping.wait()
-    await fake.stop()
+    await serve_until_signal(fake)
 
 
 @contextlib.contextmanager

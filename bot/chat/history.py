@@ -175,10 +175,10 @@ class HistoryStore:
                 ).fetchone()
                 if last is None or last[1] < since:
                     continue
-                answered = conn.execute(
-                    "SELECT 1 FROM history WHERE session = ? AND generation = ? AND "
-                    "role = 'assistant' AND reply_to >= ? LIMIT 1",
-                    (session, generation, last[0]),
+                answered = conn.execute(  # a reply is stored after what it answers: id >
+                    "SELECT 1 FROM history WHERE session = ? AND generation = ? AND id > ? "
+                    "AND role = 'assistant' AND reply_to >= ? LIMIT 1",
+                    (session, generation, last[0], last[0]),
                 ).fetchone()
                 if answered is None:
                     found.append((session, address))

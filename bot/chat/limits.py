@@ -41,8 +41,13 @@ class RateLimit:
             self._told[person] = now
         return wait, tell
 
+    def __len__(self) -> int:
+        """How many people have a window now."""
+        return len(self._seen)
+
     def sweep(self) -> None:
         """Drop the windows of people quiet for a whole window."""
         now = self._clock()
         for person in [p for p, w in self._seen.items() if not w or now - w[-1] >= WINDOW_S]:
             del self._seen[person]
+        self._told = {p: t for p, t in self._told.items() if now - t < WINDOW_S}

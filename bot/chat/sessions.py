@@ -440,6 +440,8 @@ class SessionManager:
         if now - self._last_sweep >= min(60.0, self._idle_s):
             self._last_sweep = now
             self.evict_idle()
+            if self._parts.rate is not None:
+                self._parts.rate.sweep()
 
     def evict_idle(self, idle_s: float | None = None) -> int:
         """Drop sessions with no turn running, no one holding or waiting for

@@ -32,7 +32,8 @@ DB_NAME = "soulbot.db"
 # IF NOT EXISTS statements add what is new (tables, indexes); a changed table needs a
 # migration step of its own in `connect`.
 # 2: the indexes history_live (the rows a session loads: compacted ones are not even
-#    visited) and seen_messages_ts (the prune of delivered ids past their window).
+#    visited) and seen_messages_ts (the prune of delivered ids past their window); the
+#    table reply_addresses.
 SCHEMA_VERSION = 2
 
 SCHEMA = """

@@ -10,6 +10,7 @@ import pytest
 
 from bot import prompts
 from bot.app.runtime import Runtime
+from bot.chat.limits import RateLimit
 from tests.fakes.anthropic_fake import FakeAnthropic
 from tests.kit import capture_logs, make_config, running, wait_until
 
@@ -159,3 +160,16 @@ async def test_a_message_left_unanswered_by_a_crash_is_answered_once_after_a_res
     assert reply.chat_id == "ann" and reply.reply_to == "m1"
     assert reply.text.endswith("are you there?")
     assert again == 0 and len(platform.sent) == 1
+
+
+def test_the_rate_limit_forgets_people_quiet_for_a_window() -> None:
+    now = [0.0]
+    rate = RateLimit(2, clock=lambda: now[0])
+    assert rate.admit("telegram:1") == (0.0, False)
+    assert rate.admit("telegram:1") == (0.0, False)
+    wait, tell = rate.admit("telegram:1")
+    assert tell and wait == pytest.approx(60.0)
+    assert rate.admit("telegram:1")[1] is False  # told once a window
+    now[0] = 61.0
+    rate.sweep()
+    assert len(rate) == 0

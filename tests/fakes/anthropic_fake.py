@@ -479,7 +479,13 @@ class FakeAnthropic(LoopbackServer):
 
 
 async def _serve(port: int, latency_s: float, min_cache_tokens: int) -> None:
-    fake = FakeAnthropic(latency_s=latency_s, min_cache_tokens=min_cache_tokens)
+    await serve_until_signal(FakeAnthropic(latency_s=latency_s, min_cache_tokens=min_cache_tokens),
+                             port)  # fmt: skip
+
+
+async def serve_until_signal(fake: FakeAnthropic, port: int = 0) -> None:
+    """Serve `fake` on `port`, print `PORT n`, and stop at SIGTERM or SIGINT
+    (the fake as a process of its own: `make fake`, the benchmarks)."""
     await fake.start(port)
     stopping = asyncio.Event()
     loop = asyncio.get_running_loop()
