@@ -31,12 +31,11 @@ class RateLimit:
         window = self._seen.setdefault(person, deque())
         while window and now - window[0] >= WINDOW_S:
             window.popleft()
-        self._told = {p: t for p, t in self._told.items() if now - t < WINDOW_S}
         window.append(now)
         if len(window) <= self._limit:
             return 0.0, False
         wait = WINDOW_S - (now - window[-self._limit - 1])
-        tell = person not in self._told
+        tell = now - self._told.get(person, -WINDOW_S) >= WINDOW_S
         if tell:
             self._told[person] = now
         return wait, tell

@@ -22,6 +22,12 @@ from tests.fakes.process import FakeProcess
 REPO = Path(__file__).resolve().parents[2]
 
 
+def daemon_env(fake_url: str) -> dict[str, str]:
+    """This environment without soulbot's and the SDK's variables, on the fake model."""
+    env = {k: v for k, v in os.environ.items() if not k.startswith(("SOULBOT_", "ANTHROPIC_"))}
+    return env | {"ANTHROPIC_BASE_URL": fake_url, "ANTHROPIC_API_KEY": "test-key"}
+
+
 class Daemon:
     """A `soulbot run` subprocess with the console adapter on its stdin/stdout."""
 
@@ -32,8 +38,7 @@ class Daemon:
             f"memory: {{compile: {{shutdown_wait_s: {wait_s}}}}}\n"
             "model: {max_retries: 0}\n"
         )
-        env = {k: v for k, v in os.environ.items() if not k.startswith(("SOULBOT_", "ANTHROPIC_"))}
-        env |= {"ANTHROPIC_BASE_URL": fake_url, "ANTHROPIC_API_KEY": "test-key"}
+        env = daemon_env(fake_url)
         self.proc = subprocess.Popen(
             [sys.executable, "-m", "bot", "run", "--log-format", "json"],
             cwd=cwd, env=env, text=True, bufsize=1,
@@ -226,8 +231,7 @@ def test_a_second_daemon_on_the_same_data_dir_stops_with_one_line(
     tmp_path: Path, fake: FakeProcess, daemons: list[Daemon]
 ) -> None:
     first = start(tmp_path, fake, daemons)
-    env = {k: v for k, v in os.environ.items() if not k.startswith(("SOULBOT_", "ANTHROPIC_"))}
-    env |= {"ANTHROPIC_BASE_URL": fake.url, "ANTHROPIC_API_KEY": "test-key"}
+    env = daemon_env(fake.url)
     second = subprocess.run(
         [sys.executable, "-m", "bot", "run", "--log-format", "json"], cwd=tmp_path, env=env,
         stdin=subprocess.DEVNULL, capture_output=True, text=True, timeout=30, check=False,

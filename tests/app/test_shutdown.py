@@ -11,20 +11,26 @@ from apscheduler.triggers.cron import CronTrigger
 from bot.app.daemon import Daemon
 from bot.app.runtime import Runtime
 from bot.app.scheduler import Scheduler
+from bot.config.schema import Config
 from bot.soul.registry import SoulRegistry
 from tests.fakes.anthropic_fake import FakeAnthropic
 from tests.kit import RecordingPlatform, capture_logs, make_config, wait_until
+
+
+async def serving_daemon(config: Config) -> tuple[Runtime, RecordingPlatform, Daemon]:
+    """A runtime on one RecordingPlatform, with its daemon (not serving yet)."""
+    registry = SoulRegistry(config.workspaces)
+    registry.reload_all()
+    platform = RecordingPlatform()
+    runtime = await Runtime.open(config, registry, [platform])
+    return runtime, platform, Daemon(runtime, Scheduler(CronTrigger(hour=3, timezone="UTC")))
 
 
 async def test_turns_then_shutdown_tasks_then_the_store(tmp_path: Path) -> None:
     order: list[str] = []
     async with FakeAnthropic(latency_s=0.5) as fake:
         config = make_config(tmp_path, fake.url)
-        registry = SoulRegistry(config.workspaces)
-        registry.reload_all()
-        platform = RecordingPlatform()
-        runtime = await Runtime.open(config, registry, [platform])
-        daemon = Daemon(runtime, Scheduler(CronTrigger(hour=3, timezone="UTC")))
+        runtime, platform, daemon = await serving_daemon(config)
 
         async def compile_wiki() -> None:
             order.append(f"compile after {len(platform.sent)} reply")
@@ -58,11 +64,7 @@ async def test_turns_then_shutdown_tasks_then_the_store(tmp_path: Path) -> None:
 async def test_one_deadline_for_the_whole_shutdown(tmp_path: Path) -> None:
     async with FakeAnthropic() as fake:
         config = make_config(tmp_path, fake.url, "shutdown: {deadline_s: 0.5}\n")
-        registry = SoulRegistry(config.workspaces)
-        registry.reload_all()
-        platform = RecordingPlatform()
-        runtime = await Runtime.open(config, registry, [platform])
-        daemon = Daemon(runtime, Scheduler(CronTrigger(hour=3, timezone="UTC")))
+        _, platform, daemon = await serving_daemon(config)
 
         async def hangs() -> None:
             await asyncio.sleep(60)
