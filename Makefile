@@ -35,14 +35,16 @@ test: lint
 bench: $(VENV)/.installed-dev
 	-$(BIN)/python bench/turns.py
 	-$(BIN)/python bench/cache.py
-	-$(BIN)/python bench/recall.py --data ../shared/data/locomo --budget 600
+	-$(BIN)/python bench/recall.py --data ../shared/data/locomo --data ../shared/data/longmemeval --budget 600
 	-$(BIN)/python bench/recall_scale.py
+	-$(BIN)/python bench/memory_months.py
 	-$(BIN)/python bench/soak.py
 
-# The test suite's fake model on port 8765 (answers "echo: ..."), to try soulbot
+# The test suite's fake model on port 8765 (answers "echo: ...", and compiles the
+# memory wiki as a literal model would), to try soulbot
 # without an API key: ANTHROPIC_BASE_URL=http://127.0.0.1:8765 ANTHROPIC_API_KEY=any make run
 fake: $(VENV)/.installed-dev
-	$(BIN)/python -m tests.fakes.anthropic_fake --port 8765
+	$(BIN)/python -m tests.fakes.anthropic_fake --port 8765 --librarian
 
 clean:
 	rm -rf $(VENV) .pytest_cache .mypy_cache .ruff_cache

@@ -8,6 +8,15 @@ Line editing (readline) puts the terminal in a mode of its own (no echo, no
 line buffering) while it waits for a line, and the process may end in that wait
 (Ctrl-C): the terminal's settings are saved at start and put back at stop and
 close, and at exit if neither ran, so the shell is given back as it was.
+
+A reply's attachment (`/memory export`) is written to a new file in
+`files_dir` (data_dir/exports under `soulbot chat`: folder 0700, file 0600, a
+name never reused) and its path printed: a terminal cannot take a file, and
+data_dir is where soulbot keeps what is private.
+
+While the daemon stops, a terminal shows one short line per step (it is a
+`ShutdownWatcher`): a stop that saves memory takes a while, and a silent one
+looks hung. Output that is no terminal (a pipe) gets replies only.
 """
 
 from __future__ import annotations
@@ -16,15 +25,18 @@ import asyncio
 import atexit
 import contextlib
 import getpass
+import itertools
+import os
 import sys
 import threading
 import uuid
 from collections.abc import Callable
 from contextlib import AbstractAsyncContextManager
+from pathlib import Path
 from typing import Any, TextIO
 
 from adapters.base import Deliver
-from bot.types import Inbound, Outbound
+from bot.types import Attachment, Inbound, Outbound, ShutdownStep
 
 
 class _Terminal:
@@ -67,6 +79,36 @@ def _local_user() -> str:
 
 _QUIT = ("/quit", "/exit")
 
+# What the terminal shows of the daemon's stop, by step (bot.types.ShutdownStep).
+STOPPING = "Stopping. Ctrl-C {keys} quits at once (your messages are kept)."
+FORCED = "Quitting now: your messages are kept, the rest waits for the next start."
+STOPPED = "Stopped."
+_TASKS = {"heartbeat": "saving reflections", "compile": "saving memory"}
+
+
+def _plural(count: int, one: str, many: str) -> str:
+    return f"{count} {one if count == 1 else many}"
+
+
+def shutdown_line(step: ShutdownStep) -> str:
+    """The line a terminal shows for `step`."""
+    count = step.count or 0
+    if step.failed:
+        return f"{_TASKS.get(step.name, step.name)}: not finished (the log says why)"
+    if step.name == "stopping":
+        return STOPPING.format(keys="again" if count <= 1 else "twice")
+    if step.name == "forced":
+        return FORCED
+    if step.name == "done":
+        return STOPPED
+    if step.name == "replies":
+        return f"waiting for {_plural(count, 'reply', 'replies')} in flight..."
+    if step.name == "writes":
+        return f"storing {_plural(count, 'memory write', 'memory writes')}..."
+    if step.name == "compile":
+        return "saving memory... " + (_plural(count, "wiki", "wikis") if count else "nothing new")
+    return f"{_TASKS.get(step.name, step.name)}..."
+
 
 class ConsoleAdapter:
     """Chat in the terminal as the local user."""
@@ -79,8 +121,10 @@ class ConsoleAdapter:
         stdin: TextIO | None = None,
         stdout: TextIO | None = None,
         on_eof: Callable[[], None] | None = None,
+        files_dir: Path | None = None,
     ) -> None:
         self._soul_name = soul_name
+        self._files_dir = files_dir
         self._stdin = stdin or sys.stdin
         self._stdout = stdout or sys.stdout
         self._on_eof = on_eof
@@ -180,12 +224,51 @@ class ConsoleAdapter:
         return contextlib.nullcontext()  # the reply follows the prompt line at once
 
     async def send(self, message: Outbound) -> None:
+        """Print the reply; an attachment is saved first (see the module's
+        docstring) and a line with its path follows the text. Raises OSError
+        when it cannot be saved, RuntimeError when there is no `files_dir`."""
         prefix = f"{self._soul_name}> "
-        text = prefix + message.text.replace("\n", "\n" + " " * len(prefix)) + "\n"
+        body = message.text
+        if message.attachment is not None:
+            saved = await asyncio.to_thread(self._save, message.attachment)
+            body = "\n".join([*([body] if body else []), f"(file saved: {saved})"])
+        text = prefix + body.replace("\n", "\n" + " " * len(prefix)) + "\n"
         if self._interactive:  # the reader's prompt is on screen: write over it, then again
             text = "\r" + text + self._prompt()
         self._stdout.write(text)
         self._stdout.flush()
+
+    def _save(self, file: Attachment) -> Path:
+        """Write `file` to a new file in `files_dir`; returns its path."""
+        if self._files_dir is None:
+            raise RuntimeError("the terminal chat has no folder for files (files_dir)")
+        self._files_dir.mkdir(mode=0o700, parents=True, exist_ok=True)
+        name = Path(Path(file.filename).name if file.filename not in ("", ".", "..") else "file")
+        stem, suffix = name.stem, name.suffix
+        flags = os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW | os.O_CLOEXEC
+        for n in itertools.count():
+            path = self._files_dir / (f"{stem}{suffix}" if n == 0 else f"{stem}-{n}{suffix}")
+            try:
+                fd = os.open(path, flags, 0o600)
+            except FileExistsError:
+                continue
+            break
+        try:
+            os.fchmod(fd, 0o600)
+            view = memoryview(file.data)
+            while view:
+                view = view[os.write(fd, view) :]
+        finally:
+            os.close(fd)
+        return path
+
+    def shutdown_step(self, step: ShutdownStep) -> None:
+        """One line on a terminal for each step of the daemon's stop."""
+        if not self._interactive:
+            return
+        with contextlib.suppress(OSError, ValueError):  # the terminal went away
+            self._stdout.write("\r" + shutdown_line(step) + "\n")
+            self._stdout.flush()
 
     async def close(self) -> None:
         self._stopped.set()

@@ -10,16 +10,18 @@ only attachments or stickers gets one line saying that only text is read (in a
 guild only when it mentions or replies to the bot).
 
 Replies are split at 2,000 characters; the first chunk replies to the message
-that started the turn. discord.py waits out 429s and tries 500, 502, 504 and
-524 five times itself (1 s, 3 s, 5 s, ...); what it raises at once, a 503 or
-another 5xx, a lost connection (`aiohttp.ClientError`; its own retry of a reset
-connection knows only the BSD and Windows errno, not Linux's) or a timeout, is
-tried again here with backoff (adapters/retry.py); a chunk that still fails
-raises `SendFailed`, which says how many chunks were not delivered. Each chunk
-keeps one `nonce` across its tries, with `enforce_nonce` (discord.py sets it),
-so a message Discord made whose answer was lost is returned, not made twice.
-Replies never ping @everyone, @here or roles, whatever the model writes. The
-slash commands (`/soul ...`, `/pair ...`, `/reset`, `/forget`, `/help`) are app
+that started the turn. An attachment rides on the last chunk (alone when there
+is no text) as a `discord.File`: a multipart upload, made afresh for each try.
+discord.py waits out 429s and tries 500, 502, 504 and 524 five times itself (1
+s, 3 s, 5 s, ...); what it raises at once, a 503 or another 5xx, a lost
+connection (`aiohttp.ClientError`; its own retry of a reset connection knows
+only the BSD and Windows errno, not Linux's) or a timeout, is tried again here
+with backoff (adapters/retry.py); a chunk that still fails raises `SendFailed`,
+which says how many chunks were not delivered. Each chunk keeps one `nonce`
+across its tries, with `enforce_nonce` (discord.py sets it), so a message
+Discord made whose answer was lost is returned, not made twice. Replies never
+ping @everyone, @here or roles, whatever the model writes. The slash commands
+(`/soul ...`, `/pair ...`, `/reset`, `/forget`, `/memory`, `/help`) are app
 commands synced at start. Their answers, and any later report (a compile's),
 reach only the person who asked: an ephemeral follow-up while the interaction
 lives (Discord allows 15 minutes), a DM after; never the channel. One that has
@@ -39,12 +41,13 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import dataclasses
+import io
 import re
 import secrets
 from collections.abc import Awaitable, Callable, Sequence
 from contextlib import AbstractAsyncContextManager
 from dataclasses import dataclass
-from typing import Any, TypeVar
+from typing import Any, Literal, TypeVar
 
 import aiohttp
 import discord
@@ -56,7 +59,7 @@ from adapters import texts
 from adapters.base import Deliver, repeating
 from adapters.retry import BACKOFF, Backoff, retried, send_chunks
 from adapters.split import split_message
-from bot.types import AdapterStartError, Inbound, Outbound
+from bot.types import AdapterStartError, Attachment, Inbound, Outbound
 
 log = structlog.get_logger(__name__)
 
@@ -321,6 +324,16 @@ class DiscordAdapter:
         async def forget(interaction: discord.Interaction, confirm: bool = False) -> None:
             await self._run(interaction, "forget", "confirm" if confirm else None)
 
+        @tree.command(name="memory", description=described.get("memory", "Your memory"))
+        @app_commands.describe(page="With drop: the page to drop (as /memory lists it)")
+        async def memory(
+            interaction: discord.Interaction,
+            action: Literal["list", "drop", "export"] = "list",
+            page: str | None = None,
+        ) -> None:
+            words = "memory" if action == "list" else f"memory {action}"
+            await self._run(interaction, words, page if action == "drop" else None)
+
         @tree.command(name="help", description=described.get("help", "Help"))
         async def help_(interaction: discord.Interaction) -> None:
             await self._run(interaction, "help")
@@ -378,9 +391,12 @@ class DiscordAdapter:
         if client is None:
             raise RuntimeError("the Discord adapter is not started")
         chunks = split_message(message.text, LIMIT)
+        file = message.attachment
+        if file is not None and not chunks:
+            chunks = [""]
         asked = _Asked.parse(message.reply_to)
         if asked is not None:
-            await self._answer_privately(client, asked, chunks)
+            await self._answer_privately(client, asked, chunks, file)
             return
         channel = client.get_partial_messageable(int(message.thread_id or message.chat_id))
         reference: Any = None
@@ -389,16 +405,22 @@ class DiscordAdapter:
                 message_id=int(message.reply_to), channel_id=channel.id, fail_if_not_exists=False
             )
 
+        left = len(chunks)
+
         async def send_one(chunk: str) -> None:
-            nonlocal reference
+            nonlocal reference, left
+            left -= 1
             nonce = secrets.randbits(63)  # the same for each try of this chunk
-            await self._retried(lambda: channel.send(chunk, reference=reference, nonce=nonce))
+            extra = _with_file(left == 0, file)
+            await self._retried(lambda: channel.send(
+                chunk or None, reference=reference, nonce=nonce, **extra()
+            ))  # fmt: skip
             reference = None
 
         await send_chunks(chunks, send_one)
 
     async def _answer_privately(
-        self, client: discord.Client, asked: _Asked, chunks: list[str]
+        self, client: discord.Client, asked: _Asked, chunks: list[str], file: Attachment | None
     ) -> None:
         """A reply to a slash command, for the person who asked only: ephemeral
         follow-ups while the interaction lives, else their DM."""
@@ -407,21 +429,40 @@ class DiscordAdapter:
             held.answered.set()
             if not held.interaction.is_expired():
                 followup = held.interaction.followup
-                await send_chunks(chunks, lambda chunk: self._retried(
-                    lambda: followup.send(chunk, ephemeral=True)
-                ))  # fmt: skip
+                left = len(chunks)
+
+                async def follow_up(chunk: str) -> None:
+                    nonlocal left
+                    left -= 1
+                    extra = _with_file(left == 0, file)
+                    await self._retried(lambda: followup.send(chunk, ephemeral=True, **extra()))
+
+                await send_chunks(chunks, follow_up)
                 return
         log.info("discord.interaction_expired", user_id=str(asked.user_id))
         dm = await self._retried(lambda: client.create_dm(discord.Object(asked.user_id)))
 
+        left = len(chunks)
+
         async def send_one(chunk: str) -> None:
+            nonlocal left
+            left -= 1
             nonce = secrets.randbits(63)
-            await self._retried(lambda: dm.send(chunk, nonce=nonce))
+            extra = _with_file(left == 0, file)
+            await self._retried(lambda: dm.send(chunk or None, nonce=nonce, **extra()))
 
         await send_chunks(chunks, send_one)
 
     async def _retried(self, call: Callable[[], Awaitable[T]]) -> T:
         return await retried(call, transient=_transient, backoff=self._backoff, adapter=self.name)
+
+
+def _with_file(last: bool, file: Attachment | None) -> Callable[[], dict[str, Any]]:
+    """The keyword arguments of a send that carry `file` (on the `last` chunk
+    only), made afresh by each call: a `discord.File` is read by its upload."""
+    if not last or file is None:
+        return dict
+    return lambda: {"file": discord.File(io.BytesIO(file.data), filename=file.filename)}
 
 
 def _transient(error: BaseException) -> bool:

@@ -12,7 +12,9 @@ the bot).
 
 Replies are split at 4,096 UTF-16 code units, formatted as Telegram HTML, and
 sent again as plain text when Telegram refuses the entities; the first chunk
-replies to the message that started the turn. `RetryAfter` (flood control) is
+replies to the message that started the turn. An attachment goes after the
+text as a document (`sendDocument`, multipart), replying to that message when
+there was no text. `RetryAfter` (flood control) is
 waited out by PTB's AIORateLimiter, which also keeps under Telegram's rates. A
 chunk that meets a network error (`NetworkError`, `TimedOut`: a lost
 connection, a timeout, a 5xx; not `BadRequest`) is tried again with backoff
@@ -37,16 +39,16 @@ from contextlib import AbstractAsyncContextManager
 from typing import Any
 
 import structlog
-from telegram import BotCommand, Message, MessageEntity, ReplyParameters, Update
+from telegram import BotCommand, InputFile, Message, MessageEntity, ReplyParameters, Update
 from telegram.constants import ChatAction, ChatType, ParseMode
 from telegram.error import BadRequest, Conflict, InvalidToken, NetworkError, TelegramError
 from telegram.ext import AIORateLimiter, Application, ApplicationBuilder, TypeHandler
 
 from adapters.base import Deliver, repeating
-from adapters.retry import BACKOFF, Backoff, retried, send_chunks
+from adapters.retry import BACKOFF, Backoff, SendFailed, retried, send_chunks
 from adapters.split import split_message, utf16_len
 from adapters.telegram_format import to_html
-from bot.types import AdapterStartError, Inbound, Outbound
+from bot.types import AdapterStartError, Attachment, Inbound, Outbound
 
 log = structlog.get_logger(__name__)
 
@@ -258,8 +260,9 @@ class TelegramAdapter:
         )
 
     async def send(self, message: Outbound) -> None:
-        """Send the chunks in order, each tried again after network errors; raises
-        SendFailed (how many chunks were not delivered) when one still fails."""
+        """Send the chunks in order, then the attachment, each tried again after
+        network errors; raises SendFailed (how many chunks, the attachment
+        counted as one, were not delivered) when one still fails."""
         if self._app is None:
             raise RuntimeError("the Telegram adapter is not started")
         bot = self._app.bot
@@ -288,7 +291,33 @@ class TelegramAdapter:
                 ))  # fmt: skip
             reply_to = None
 
-        await send_chunks(split_message(message.text, LIMIT, utf16_len), send_one)
+        chunks = split_message(message.text, LIMIT, utf16_len)
+        await send_chunks(chunks, send_one)
+        if message.attachment is not None:
+            try:
+                await self._send_document(chat, thread, reply_to, message.attachment)
+            except Exception as exc:
+                raise SendFailed(1, len(chunks) + 1, exc) from exc
+
+    async def _send_document(
+        self, chat: int, thread: int | None, reply_to: str | None, file: Attachment
+    ) -> None:
+        assert self._app is not None  # checked by send
+        bot = self._app.bot
+        replying = (
+            ReplyParameters(int(reply_to), allow_sending_without_reply=True)
+            if reply_to and reply_to.isdigit()
+            else None
+        )
+
+        def document() -> InputFile:
+            upload = InputFile(file.data, filename=file.filename)
+            upload.mimetype = file.mime
+            return upload
+
+        await self._retried(lambda: bot.send_document(
+            chat, document(), message_thread_id=thread, reply_parameters=replying
+        ))  # fmt: skip
 
     async def _retried(self, call: Callable[[], Awaitable[Message]]) -> Message:
         return await retried(call, transient=_transient, backoff=self._backoff, adapter=self.name)

@@ -1,36 +1,52 @@
-"""Prompt cache benchmark: one session, 40 turns (each message sent when the
-previous reply arrives) with a soul whose system prompt is over 2,000 tokens,
-against the fake Anthropic server in another process. The token figures are the
-fake's responses as the ledger recorded them (`usage` rows of source "turn").
+"""Prompt cache benchmark, two runs against the fake Anthropic server in another
+process, with a soul whose system prompt is over 2,000 tokens. The token figures
+are the fake's responses as the ledger recorded them (`usage` rows of source
+"turn").
+
+- one session, 40 turns (each message sent when the previous reply arrives);
+- the heartbeat run: 50 sessions x 40 turns, all at once, of a soul with a
+  heartbeat, and a SOUL.md write after every 20th turn of the run (counted over
+  all sessions), made as the heartbeat makes it (`SoulFile.update` with
+  `heartbeat.merge`, then the registry's reload, as `Reflector._write` does).
 
 share = cache reads / (input + cache writes + cache reads), over every turn call.
 
-    .venv/bin/python bench/cache.py [--turns 40]
+    .venv/bin/python bench/cache.py [--turns 40] [--sessions 50] [--session-turns 40]
+                                    [--write-every 20]
 """
 
 from __future__ import annotations
 
 import argparse
 import asyncio
+import contextlib
 import sqlite3
 import sys
 import tempfile
+from datetime import datetime
 from pathlib import Path
 from typing import Any
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
-from bench.common import emit, make_config, write_soul
-from bench.turns import drive
+from bench.common import emit, make_config, tap, write_soul
+from bench.turns import TIMEOUT_S, BenchAdapter, drive
 from bot.app.logs import configure_logging
+from bot.app.runtime import Runtime
+from bot.config.schema import Config
+from bot.soul import heartbeat
 from bot.soul.prompt import system_blocks
 from bot.soul.registry import SoulRegistry
+from bot.soul.soulfile import SoulFile
 from bot.storage.db import DB_NAME
 from tests.fakes.anthropic_fake import canonical, tokens
 from tests.fakes.process import FakeProcess
 
 TARGET_SHARE = 0.80  # at least
+TARGET_HEARTBEAT_SHARE = 0.90  # at least, in the heartbeat run
 MIN_SYSTEM_TOKENS = 2000  # the soul's system prompt must be over this
+# Each simulated person writes as soon as the reply comes: over the default rate limit.
+UNLIMITED: dict[str, Any] = {"limits": {"messages_per_minute": None}}
 
 
 def system_tokens(workspaces: Path) -> int:
@@ -64,22 +80,95 @@ def ledger_sums(db: Path) -> dict[str, int]:
     }
 
 
+def read_share(sums: dict[str, int]) -> tuple[int, float]:
+    """Every input token of the turn calls, and the share read from the cache."""
+    total = sums["input"] + sums["write"] + sums["read"]
+    return total, sums["read"] / total if total else 0.0
+
+
+async def write_soul_file(registry: SoulRegistry, soul_id: str, n: int) -> None:
+    """The heartbeat's write of one reflection: SOUL.md edited under its lock,
+    then the soul reloaded (as `Reflector._write` does, without the fold)."""
+    soul = registry.get(soul_id)
+    assert soul is not None
+    reflection = heartbeat.Reflection(
+        f"Visitor {n} asked about the storm of 1927 and the jetty it took.",
+        (f"Visitor {n} is tracing a keeper called Thomas Hale.",),
+        (),
+    )
+
+    def edit(text: str, at: datetime) -> str:
+        return heartbeat.merge(text, reflection, at)[0]
+
+    await asyncio.to_thread(SoulFile(soul.folder).update, edit)
+    await asyncio.to_thread(registry.reload, soul_id, at_once=False)
+
+
+async def heartbeat_run(
+    config: Config, sessions: int, turns: int, every: int
+) -> tuple[BenchAdapter, int]:
+    """`sessions` conversations of `turns` each, all at once, with a SOUL.md
+    write after every `every`-th turn of the run; returns the adapter and the
+    number of writes."""
+    registry = SoulRegistry(config.workspaces)
+    registry.reload_all()
+    [soul] = registry.all()
+    adapter = BenchAdapter()
+    tap(["turn.completed"], adapter.on_turn)
+    runtime = await Runtime.open(config, registry, [adapter])
+    writing = asyncio.Lock()
+    writes = 0
+
+    async def converse(user: int) -> None:
+        nonlocal writes
+        for turn in range(turns):
+            await adapter.exchange(user, turn)
+            if len(adapter.samples) % every == 0:
+                async with writing:
+                    writes += 1
+                    await write_soul_file(registry, soul.id, writes)
+
+    try:
+        await runtime.start_adapters()
+        with contextlib.suppress(TimeoutError):
+            async with asyncio.timeout(TIMEOUT_S):
+                await asyncio.gather(*(converse(i) for i in range(sessions)))
+        await runtime.stop_adapters()
+        await runtime.sessions.wait(10.0)
+    finally:
+        await runtime.close()
+    return adapter, writes
+
+
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--turns", type=int, default=40)
+    parser.add_argument("--sessions", type=int, default=50, help="of the heartbeat run")
+    parser.add_argument("--session-turns", type=int, default=40, help="of the heartbeat run")
+    parser.add_argument("--write-every", type=int, default=20, help="turns, over the run")
     args = parser.parse_args()
     configure_logging("json", "warning")
-    with tempfile.TemporaryDirectory(prefix="soulbot-bench-") as tmp, FakeProcess() as fake:
-        config = make_config(Path(tmp), fake.url)
-        write_soul(config.workspaces)
-        prompt_tokens = system_tokens(config.workspaces)
-        adapter = asyncio.run(drive(config, 1, args.turns, rate=1.0, paced=0))
-        sums = ledger_sums(config.data_dir / DB_NAME)
-    total = sums["input"] + sums["write"] + sums["read"]
-    share = sums["read"] / total if total else 0.0
+    with FakeProcess() as fake:
+        with tempfile.TemporaryDirectory(prefix="soulbot-bench-") as tmp:
+            config = make_config(Path(tmp), fake.url, extra=UNLIMITED)
+            write_soul(config.workspaces)
+            prompt_tokens = system_tokens(config.workspaces)
+            adapter = asyncio.run(drive(config, 1, args.turns, rate=1.0, paced=0))
+            sums = ledger_sums(config.data_dir / DB_NAME)
+        with tempfile.TemporaryDirectory(prefix="soulbot-bench-") as tmp:
+            config = make_config(Path(tmp), fake.url, extra=UNLIMITED)
+            write_soul(config.workspaces, heartbeat=True)
+            beat, writes = asyncio.run(
+                heartbeat_run(config, args.sessions, args.session_turns, args.write_every)
+            )
+            beat_sums = ledger_sums(config.data_dir / DB_NAME)
+    total, share = read_share(sums)
+    beat_total, beat_share = read_share(beat_sums)
+    beat_turns = args.sessions * args.session_turns
     ok = {
         "cache_read_share": share >= TARGET_SHARE,
         "system_prompt_tokens": prompt_tokens > MIN_SYSTEM_TOKENS,
+        "heartbeat_cache_read_share": beat_share >= TARGET_HEARTBEAT_SHARE,
     }
     result: dict[str, Any] = {
         "bench": "cache",
@@ -94,12 +183,32 @@ def main() -> int:
         "cache_write_tokens": sums["write"],
         "output_tokens": sums["output"],
         "cache_read_share": round(share, 4),
+        "heartbeat": {
+            "sessions": args.sessions,
+            "turns_per_session": args.session_turns,
+            "write_every_turns": args.write_every,
+            "soul_writes": writes,
+            "turns": len(beat.samples),
+            "turn_calls": beat_sums["calls"],
+            "failed_turns": beat.failed,
+            "compactions": beat_sums["compactions"],
+            "input_tokens_total": beat_total,
+            "input_tokens_uncached": beat_sums["input"],
+            "cache_read_tokens": beat_sums["read"],
+            "cache_write_tokens": beat_sums["write"],
+            "cache_read_share": round(beat_share, 4),
+        },
         "target": {
             "cache_read_share_min": TARGET_SHARE,
             "system_prompt_tokens_over": MIN_SYSTEM_TOKENS,
+            "heartbeat_cache_read_share_min": TARGET_HEARTBEAT_SHARE,
         },
         "pass": ok,
-        "all_pass": all(ok.values()) and len(adapter.samples) == args.turns and not adapter.failed,
+        "all_pass": all(ok.values())
+        and len(adapter.samples) == args.turns
+        and not adapter.failed
+        and len(beat.samples) == beat_turns
+        and not beat.failed,
     }
     emit(result)
     return 0 if result["all_pass"] else 1

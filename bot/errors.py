@@ -10,6 +10,7 @@
     ├── PageFormatError      a wiki page whose front matter or encoding cannot be read (ValueError)
     ├── WikiPathRefused      the file system refuses a page's path (also an OSError)
     ├── CompileFailed        one or more wikis failed to compile; carries those that did
+    ├── WikiBusy             another process is compiling a wiki that must not change now
     ├── BudgetExceeded       a model call the daily token budget refuses (it is not made)
     ├── ModelError           a model call that failed, after the SDK's retries
     │   ├── ModelUnavailable   timeouts, connection errors, 5xx, 529, 429: worth another try
@@ -152,6 +153,20 @@ class CompileFailed(SoulbotError):
         super().__init__(f"{len(failures)} wiki(s) failed to compile: " + "; ".join(failures))
         self.results = results
         self.failures = failures
+
+
+class WikiBusy(SoulbotError):
+    """Another process holds the compile lock of the wiki of `soul` and `scope`
+    (a `soulbot memory compile` run): a change to it waits for that to end;
+    trying again in a minute is the fix."""
+
+    def __init__(self, soul: str, scope: str) -> None:
+        super().__init__(
+            f"the wiki of {soul} {scope} is being compiled by another process: try again "
+            "when it is done"
+        )
+        self.soul = soul
+        self.scope = scope
 
 
 class StorageError(SoulbotError):

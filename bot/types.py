@@ -1,10 +1,13 @@
 """The shared vocabulary: what crosses the seams between adapters, chat, the
 model and memory. Frozen dataclasses, no I/O.
 
-`Inbound` / `Outbound` are the adapter seam's messages; `Route` says where a
-conversation lives; `Scope` and `SessionKey` are the keys it is made of, and
-validate their parts, so a scope's folder is built only from checked parts;
-`Tool` is a tool the model may call. `AdapterStartError` (bot/errors.py) is
+`Inbound` / `Outbound` are the adapter seam's messages (an `Attachment` is a
+file a reply carries); `Route` says where a conversation lives; `Scope` and
+`SessionKey` are the keys it is made of, and validate their parts, so a
+scope's folder is built only from checked parts;
+`Tool` is a tool the model may call; `ShutdownStep` is one step of the
+daemon's graceful stop, shown by an adapter that is a `ShutdownWatcher` (the
+terminal chat). `AdapterStartError` (bot/errors.py) is
 named here too: it is the one error an adapter raises at the seam, and
 adapters import nothing of `bot` but this module.
 """
@@ -16,18 +19,21 @@ import time
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Literal
+from typing import Any, Literal, Protocol, runtime_checkable
 
 from bot.errors import AdapterStartError, InvalidKeyError
 
 __all__ = [
     "SHARED",
     "AdapterStartError",
+    "Attachment",
     "Inbound",
     "Outbound",
     "Route",
     "Scope",
     "SessionKey",
+    "ShutdownStep",
+    "ShutdownWatcher",
     "Tool",
     "ToolHandler",
 ]
@@ -68,14 +74,28 @@ class Inbound:
 
 
 @dataclass(frozen=True)
+class Attachment:
+    """A file sent with a reply: its name as the person sees it, its bytes and
+    its media type (`text/markdown`)."""
+
+    filename: str
+    data: bytes = field(repr=False)
+    mime: str = "application/octet-stream"
+
+
+@dataclass(frozen=True)
 class Outbound:
-    """One reply for a chat; `reply_to` is the platform message id it answers."""
+    """One reply for a chat; `reply_to` is the platform message id it answers.
+    With an `attachment` the text may be empty: the file goes after the text
+    (Telegram: a document; Discord: on the last chunk; the terminal: a file
+    saved under data_dir, its path printed)."""
 
     platform: str
     chat_id: str
     text: str
     thread_id: str | None = None
     reply_to: str | None = None
+    attachment: Attachment | None = None
 
 
 @dataclass(frozen=True)
@@ -181,3 +201,25 @@ class Tool:
             "description": self.description,
             "input_schema": self.input_schema,
         }
+
+
+@dataclass(frozen=True)
+class ShutdownStep:
+    """One step of the daemon's graceful stop, as it starts: `stopping` (the
+    first; `count`: the signals that would force the stop), `replies` (`count`
+    turns in flight), `writes` (`count` memory writes), then each shutdown
+    task by its name (`heartbeat`; `compile`, with `count` wikis to compile),
+    and `done`; `forced` when a second signal cuts it short. A task that fails
+    or is cut short is reported again with `failed` set."""
+
+    name: str
+    count: int | None = None
+    failed: bool = False
+
+
+@runtime_checkable
+class ShutdownWatcher(Protocol):
+    """An adapter that shows the graceful stop as it goes (the terminal chat)."""
+
+    def shutdown_step(self, step: ShutdownStep) -> None:
+        """Show `step`; quick, and never raises."""

@@ -31,6 +31,7 @@ from bot.app.runtime import Runtime
 from bot.soul.registry import SoulRegistry
 from bot.types import Inbound
 from tests.fakes.anthropic_fake import FakeAnthropic, Reply
+from tests.fakes.librarian import librarian
 from tests.kit import RecordingPlatform, make_config, wait_until
 
 USERS = [str(101 + n) for n in range(24)]
@@ -119,8 +120,9 @@ class Model:
                     "rule_updates": [],
                 },
             )
-        if prompts.COMPILE_SYSTEM in text or prompts.COMPACT_SYSTEM in text:
-            return None
+        compiled = librarian(body)  # the compile files and merges as a literal model would
+        if compiled is not None or prompts.COMPACT_SYSTEM in text:
+            return compiled
         last = body["messages"][-1]["content"]
         if any(isinstance(b, dict) and b.get("type") == "tool_result" for b in last):
             return None
@@ -186,9 +188,15 @@ async def _converse(platform: RecordingPlatform, place: Place, lines: list[tuple
                     ids: Iterator[int]) -> None:  # fmt: skip
     """Say each (user, text) in `place`, one at a time, each waiting for its answer."""
 
-    def answered() -> int:
-        return sum(1 for m in platform.sent
-                   if (m.chat_id, m.thread_id) == (place.chat_id, place.thread_id))  # fmt: skip
+    scanned, count = 0, 0
+
+    def answered() -> int:  # polled by ~100 conversations at once: reads only what is new
+        nonlocal scanned, count
+        sent = platform.sent
+        count += sum(1 for m in sent[scanned:]
+                     if (m.chat_id, m.thread_id) == (place.chat_id, place.thread_id))  # fmt: skip
+        scanned = len(sent)
+        return count
 
     for user, text in lines:
         before = answered()

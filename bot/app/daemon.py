@@ -14,7 +14,13 @@ reflection lands in its wiki before `compile`: the memory compile); the health
 file goes, the runtime closes (bot/app/runtime.py); exit 0. A task the
 deadline cuts short is cancelled and logged as `shutdown.cut_short`.
 A second signal cuts the wait and the tasks short: the store still closes
-cleanly, and the exit code is 1.
+cleanly, and the exit code is 1. (The end of console input is no signal: a
+stop it began takes two to force, so a SIGTERM that races a closing stdin
+still stops gracefully.)
+
+An adapter that is a `ShutdownWatcher` (the terminal chat) is told each step
+as it starts (`ShutdownStep`: stopping, replies, writes, heartbeat, compile,
+done; forced), so a person at the terminal sees the stop at work.
 """
 
 from __future__ import annotations
@@ -28,6 +34,7 @@ import structlog
 from bot.app.health import HEALTH_FILE, keep_health
 from bot.app.runtime import Runtime
 from bot.app.scheduler import Scheduler, nightly_trigger
+from bot.types import ShutdownStep, ShutdownWatcher
 
 log = structlog.get_logger(__name__)
 
@@ -49,12 +56,29 @@ class Daemon:
         self._served = False
         self._signals = 0
         self.shutdown_tasks: list[tuple[str, ShutdownTask]] = [
-            ("heartbeat", runtime.reflector.flush),
-            ("compile", self._compile_all),
+            ("heartbeat", self._reflect_all),
+            ("compile", self._save_memory),
         ]
 
     async def _compile_all(self) -> None:
         await self._runtime.memory.compile_all()
+
+    async def _reflect_all(self) -> None:
+        """The shutdown heartbeat: a reflection on every open conversation."""
+        self._show(ShutdownStep("heartbeat"))
+        await self._runtime.reflector.flush()
+
+    async def _save_memory(self) -> None:
+        """The shutdown compile, shown with the number of wikis it folds into."""
+        wikis = await self._runtime.memory.pending_wikis()
+        self._show(ShutdownStep("compile", len(wikis)))
+        await self._compile_all()
+
+    def _show(self, step: ShutdownStep) -> None:
+        """Tell the adapters that show the stop (the terminal chat) about `step`."""
+        for adapter in self._runtime.adapters.values():
+            if isinstance(adapter, ShutdownWatcher):
+                adapter.shutdown_step(step)
 
     def request_stop(self, signum: int | None = None) -> None:
         """Ask for a graceful stop. A second signal forces it; a request without
@@ -64,7 +88,9 @@ class Daemon:
             self._signals += 1
             if self._signals > 1:
                 log.warning("shutdown.forced", signal=name)
-                self._force.set()
+                if not self._force.is_set():
+                    self._force.set()
+                    self._show(ShutdownStep("forced"))
                 return
         if not self._stop.is_set():
             log.info("daemon.stopping", signal=name)
@@ -137,17 +163,24 @@ class Daemon:
         def left(limit: float = float("inf")) -> float:
             return max(0.0, min(end - loop.time(), limit))
 
+        self._show(ShutdownStep("stopping", 2 - self._signals))  # the signals that force it
         await runtime.stop_adapters()
         turns_end = loop.time() + left(runtime.config.memory.compile.shutdown_wait_s)
         # Messages taken before the stop are stored (or answered) first.
         if not await self._or_forced(runtime.router.wait(turns_end - loop.time())):
             return 1
+        if in_flight := len(runtime.sessions.in_flight()):
+            self._show(ShutdownStep("replies", in_flight))
         if not await self._or_forced(runtime.sessions.wait(max(0.0, turns_end - loop.time()))):
             await runtime.sessions.cancel()
             return 1
         turns = len(runtime.sessions.in_flight())
         if turns:
             await runtime.sessions.cancel()
+        # A reply sent but not stored (a full disk) would be answered again at the next start.
+        await runtime.sessions.store_unsaved()
+        if queued := runtime.memory.pending_writes():
+            self._show(ShutdownStep("writes", queued))
         if not await self._or_forced(runtime.memory.drain(max(0.0, turns_end - loop.time()))):
             return 1
         writes = runtime.memory.pending_writes()
@@ -166,8 +199,11 @@ class Daemon:
             except TimeoutError:
                 log.warning("shutdown.cut_short", task=name,
                             deadline_s=runtime.config.shutdown.deadline_s)  # fmt: skip
+                self._show(ShutdownStep(name, failed=True))
             except Exception as exc:
                 log.exception("shutdown.task_failed", task=name, error_class=type(exc).__name__)
+                self._show(ShutdownStep(name, failed=True))
             else:
                 log.info("shutdown.task_done", task=name)
+        self._show(ShutdownStep("done"))
         return 0

@@ -110,7 +110,9 @@ class Runtime:
             model = ModelClient(config.model, ledger)
             stack.push_async_callback(model.close)
             store = TraceStore(db)
-            memory = Memory(config.data_dir, registry, store, Compiler(store, model),
+            compiler = Compiler(store, model, max_tokens=config.memory.compile.max_tokens,
+                                page_max_tokens=config.memory.page_max_tokens)  # fmt: skip
+            memory = Memory(config.data_dir, registry, store, compiler,
                             config.memory.recall_token_budget)  # fmt: skip
             stack.push_async_callback(memory.close)
             by_name = {adapter.name: adapter for adapter in adapters}

@@ -1,5 +1,5 @@
-"""Chat commands (DESIGN §8): `/help`, `/reset`, `/forget` for everyone; `/soul
-...` and `/pair ...` for admins.
+"""Chat commands (DESIGN §8): `/help`, `/reset`, `/forget`, `/memory ...` for
+everyone; `/soul ...` and `/pair ...` for admins.
 
 Admins are the ids in `admins.<platform>`; the console (the operator's own
 terminal) is always an admin. A command from anyone else gets one refusal line
@@ -8,6 +8,17 @@ and is logged as `command.refused`; a command that runs is logged as
 `/forget` erases nothing until it is repeated as `/forget confirm`.
 `/soul compile` answers at once and reports when the compile is done, so the
 chat is not held up while it runs.
+
+`/memory` works in a DM only (anywhere else it says so in one line, and shows
+nothing of anyone's memory), on the person's own scope: `/memory` lists the
+pages of their wiki (newest first: id, summary, date; at most 10, the rest
+counted), how many daily logs it has, and the latest notes: the messages, theirs
+and the soul's, that no compile has folded into the pages yet (the newest 3,
+the rest counted); the whole reply stays under 1,900 characters, one message
+on every platform. `/memory drop PAGE` takes one page out for good with the
+messages it was built from (see `Memory.drop_page`); a daily log is not a page
+to drop. `/memory export` sends the whole wiki as one markdown file, then one
+line saying what it holds.
 
 Replies never show a private scope (a person's or a chat's own wiki) outside the
 admin's own DM: there `/soul status` and the compile report count them. Every
@@ -22,7 +33,7 @@ import asyncio
 import time
 from collections import Counter
 from collections.abc import Awaitable, Callable, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from datetime import UTC, datetime
 
 import structlog
@@ -32,15 +43,23 @@ from bot import prompts
 from bot.chat.access import Access
 from bot.chat.markup import plain
 from bot.chat.sessions import Send, SessionManager, reply_to, send_safely
-from bot.errors import BudgetExceeded, ModelRejected, ModelUnavailable, SoulbotError
+from bot.errors import (
+    BudgetExceeded,
+    InvalidWikiPageIdError,
+    ModelRejected,
+    ModelUnavailable,
+    SoulbotError,
+    WikiBusy,
+)
 from bot.memory.compile import CompileResult
-from bot.memory.service import Memory
+from bot.memory.service import Memory, MemoryView
+from bot.memory.store import Trace
 from bot.model.usage import day_totals, usage_table
 from bot.soul.persona import SOUL_ID
 from bot.soul.registry import ReloadReport, SoulRegistry
 from bot.soul.soulfile import new_epoch, rollback_soul
 from bot.storage.db import Database
-from bot.types import SHARED, Inbound, Outbound, Route
+from bot.types import SHARED, Attachment, Inbound, Outbound, Route
 
 log = structlog.get_logger(__name__)
 
@@ -49,11 +68,17 @@ MENU: tuple[tuple[str, str], ...] = (
     ("help", "What I can do and the commands"),
     ("reset", "Start a new conversation"),
     ("forget", "Erase what I remember from this conversation"),
+    ("memory", "What I remember of you: list it, drop a page, export it"),
     ("soul", "Admins: reload, status, compile, usage, rollback, epoch"),
     ("pair", "Admins: approve or deny pairing codes, revoke approvals, list them"),
 )
 ADMIN_ONLY = frozenset({"soul", "pair"})
 MAX_USAGE_DAYS = 366
+MEMORY_PAGES_SHOWN = 10
+MEMORY_NOTES_SHOWN = 3
+MEMORY_MAX_CHARS = 1900  # one message on Discord (2,000) and Telegram (4,096)
+SHOWN_CHARS = 80  # a summary or a note is cut to this in the list
+EXPORT_MAX_BYTES = 8 * 1024 * 1024  # under Discord's 10 MiB upload cap (Telegram's: 50 MB)
 
 
 def parse(text: str) -> tuple[str, list[str]]:
@@ -136,6 +161,54 @@ def failure_lines(failures: Sequence[WikiFailure], *, private: bool) -> list[str
     return lines
 
 
+def _cut(text: str, limit: int = SHOWN_CHARS) -> str:
+    """`text` on one line, as plain text, cut to `limit` characters with "…"."""
+    line = " ".join(text.split())
+    return plain(line if len(line) <= limit else line[: limit - 1].rstrip() + "…")
+
+
+def _note(trace: Trace) -> str:
+    when = datetime.fromtimestamp(trace.created_at, UTC).strftime("%Y-%m-%d %H:%M")
+    return f"- {when} {_cut(trace.name or trace.speaker or '?', 40)}: {_cut(trace.text)}"
+
+
+def memory_list(view: MemoryView) -> str:
+    """The `/memory` reply: the pages (newest first, at most MEMORY_PAGES_SHOWN,
+    fewer when the reply would pass MEMORY_MAX_CHARS; the rest counted), the
+    daily logs counted, the latest notes not compiled yet, what to do next."""
+    if not (view.pages or view.logs or view.waiting):
+        return prompts.MEMORY_EMPTY
+    pages = sorted(view.pages, key=lambda p: (p.updated, p.id), reverse=True)
+    lines = [
+        f"- {plain(p.id)}: {_cut(p.summary)}" + (f" ({plain(p.updated[:10])})" if p.updated else "")
+        for p in pages
+    ]
+    tail = []
+    if view.logs:
+        tail.append(prompts.MEMORY_LOGS.format(count=len(view.logs), first=min(view.logs),
+                                               last=max(view.logs)))  # fmt: skip
+    if view.waiting:
+        tail.append(prompts.MEMORY_NOTES.format(count=view.waiting))
+        tail += [_note(t) for t in view.latest]
+    else:
+        tail.append(prompts.MEMORY_NO_NOTES)
+    tail.append(prompts.MEMORY_FOOT)
+    shown = min(len(lines), MEMORY_PAGES_SHOWN)
+    while True:
+        head = [prompts.MEMORY_HEAD]
+        if pages:
+            head.append(prompts.MEMORY_PAGES.format(count=len(pages)))
+        more = (
+            [prompts.MEMORY_MORE_PAGES.format(count=len(lines) - shown)]
+            if shown < len(lines)
+            else []
+        )
+        text = "\n".join([*head, *lines[:shown], *more, *tail])
+        if len(text) <= MEMORY_MAX_CHARS or shown == 0:
+            return text
+        shown -= 1
+
+
 class Commands:
     """Runs one command and returns the reply."""
 
@@ -163,6 +236,7 @@ class Commands:
             "start": self._cmd_help,  # Telegram sends /start when a chat opens
             "reset": self._cmd_reset,
             "forget": self._cmd_forget,
+            "memory": self._cmd_memory,
             "soul": self._cmd_soul,
             "pair": self._cmd_pair,
         }
@@ -217,6 +291,55 @@ class Commands:
             return prompts.FORGET_ASK_GROUP if group else prompts.FORGET_ASK
         await self._sessions.forget(route)
         return prompts.FORGET_DONE_GROUP if group else prompts.FORGET_DONE
+
+    async def _cmd_memory(self, inbound: Inbound, route: Route, args: list[str]) -> str:
+        if not route.is_dm:
+            return prompts.MEMORY_DM_ONLY
+        if route.scope == SHARED:
+            return prompts.MEMORY_SHARED
+        sub = args[0].lower() if args else ""
+        if not args:
+            return memory_list(await self._memory.view(route, MEMORY_NOTES_SHOWN))
+        if sub == "drop" and len(args) > 1:
+            return await self._drop(route, " ".join(args[1:]))
+        if sub == "export" and len(args) == 1:
+            return await self._export(inbound, route)
+        return prompts.MEMORY_USAGE
+
+    async def _drop(self, route: Route, page_id: str) -> str:
+        shown = plain(page_id)
+        try:
+            dropped = await self._memory.drop_page(route, page_id)
+        except InvalidWikiPageIdError as exc:
+            return prompts.MEMORY_BAD_ID.format(page=shown, reason=plain(exc.reason))
+        except WikiBusy:
+            return prompts.MEMORY_BUSY
+        except ValueError:  # a daily log (the shared scope is refused before)
+            return prompts.MEMORY_NOT_LOG.format(page=shown)
+        if dropped is None:
+            return prompts.MEMORY_NO_PAGE.format(page=shown)
+        return prompts.MEMORY_DROPPED.format(page=shown, traces=dropped.traces,
+                                             lines=dropped.log_lines)  # fmt: skip
+
+    async def _export(self, inbound: Inbound, route: Route) -> str:
+        """Send the wiki as a file to the chat that asked; the line returned
+        says what it holds, or why it did not go."""
+        text = await self._memory.export(route)
+        view = await self._memory.view(route, 0)
+        data = text.encode("utf-8")
+        if len(data) > EXPORT_MAX_BYTES:
+            return prompts.MEMORY_TOO_LARGE.format(size=round(len(data) / 2**20, 1),
+                                                   limit=EXPORT_MAX_BYTES // 2**20)  # fmt: skip
+        day = datetime.fromtimestamp(self._clock(), UTC).strftime("%Y-%m-%d")
+        file = Attachment(f"memory-{route.soul}-{day}.md", data, "text/markdown")
+        try:
+            await self._send(replace(reply_to(inbound, ""), attachment=file))
+        except Exception as exc:  # the platform refused it: the person is told, the log has it
+            log.error("adapter.error", platform=inbound.platform, stage="memory export",
+                      error=f"{type(exc).__name__}: {exc}")  # fmt: skip
+            return prompts.MEMORY_EXPORT_FAILED.format(reason=type(exc).__name__)
+        return prompts.MEMORY_EXPORTED.format(pages=len(view.pages), logs=len(view.logs),
+                                              waiting=view.waiting)  # fmt: skip
 
     async def _cmd_soul(self, inbound: Inbound, route: Route, args: list[str]) -> str:
         sub, rest = (args[0].lower(), args[1:]) if args else ("", [])

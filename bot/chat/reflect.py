@@ -12,7 +12,8 @@ checked (`bot/soul/heartbeat.validate`): a rejected call writes nothing and
 logs `heartbeat.rejected` with the reason.
 
 Where it goes: a session of the soul's shared scope writes SOUL.md (under the
-file lock, with the daily backup, then the soul is reloaded for the next turn);
+file lock, with the daily backup, then the soul is reloaded: a session whose
+prompt cache is warm keeps the version it has, see bot/chat/turn.py);
 past `max_autobiography_entries` the oldest entries are folded by the model into
 one `- [history]` line. A private scope's reflection and facts go to the `self`
 page of that scope's wiki, never into SOUL.md, so they never reach another
@@ -280,7 +281,7 @@ class Reflector:
 
         text = await asyncio.to_thread(file.update, edit)
         await self._fold(soul, route, file, text)
-        await asyncio.to_thread(self._registry.reload, soul.id)
+        await asyncio.to_thread(self._registry.reload, soul.id, at_once=False)
         change = changes[0]
         log.info("heartbeat.written", target="SOUL.md", entries_added=change.entries_added,
                  facts_added=change.facts_added, rules_added=change.rules_added,

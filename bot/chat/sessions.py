@@ -6,6 +6,11 @@ answered together in the next turn. After a turn, a history over
 `history_token_budget` has its oldest chunk (about half the budget) compacted
 by the model into a summary, so the cached prefix survives most turns. Idle
 sessions leave memory and come back from SQLite.
+
+A session keeps the soul version its cache was written with while the cache is
+warm (`Agent.soul`), so a heartbeat write of SOUL.md costs it nothing; it takes
+the live version when idle past the cache's lifetime, after an operator's
+reload, at /reset and at a compaction (the prefix is written again then anyway).
 """
 
 from __future__ import annotations
@@ -24,7 +29,7 @@ from structlog.contextvars import bound_contextvars
 from bot import prompts
 from bot.chat.history import Entry, HistoryStore, Snapshot, count_tokens
 from bot.chat.limits import RateLimit
-from bot.chat.turn import Agent
+from bot.chat.turn import Agent, CachedSoul
 from bot.errors import BudgetExceeded, ModelError, ModelRejected
 from bot.types import SHARED, Inbound, Outbound, Route
 
@@ -102,6 +107,7 @@ class Session:
         # Rows stored before a restart are context for the next turn, not a turn of their own.
         self._attempted = max(users, default=0)
         self._breakpoint: int | None = None
+        self._soul: CachedSoul | None = None  # the soul version the cached prefix holds
         self._latest: Inbound | None = None
         self._received: dict[int, float] = {}
         self._task: asyncio.Task[None] | None = None
@@ -175,6 +181,7 @@ class Session:
             await asyncio.gather(self._task, return_exceptions=True)
         self._generation = await self._parts.store.reset(self.route.session)
         self._entries, self._summary, self._breakpoint = [], None, None
+        self._soul = None
         self._unsaved = []
         self._attempted = 0
 
@@ -196,6 +203,13 @@ class Session:
                 except Exception as exc:  # the answer is out; the history waits for the next try
                     log.exception("history.compact_failed", error=str(exc))
             self.last_active = time.monotonic()
+
+    async def store_unsaved(self) -> int:
+        """Try the replies a failed write left provisional again (the shutdown:
+        a reply not stored would be answered again at the next start); returns
+        how many are still not stored."""
+        await self._store_unsaved()
+        return len(self._unsaved)
 
     async def _turn(self, new: list[Entry], target: Inbound) -> None:
         await self._store_unsaved()
@@ -225,9 +239,14 @@ class Session:
             self._unsaved.append(entry)
             return entry
 
+    @property
+    def unsaved(self) -> int:
+        """Replies sent whose store failed and waits for another try."""
+        return len(self._unsaved)
+
     async def _store_unsaved(self) -> None:
         """Store the replies a failed write left provisional, in order; stop at
-        the first that still fails (the next turn tries again)."""
+        the first that still fails (the next turn, or the shutdown, tries again)."""
         while self._unsaved:
             entry = self._unsaved[0]
             try:
@@ -257,7 +276,7 @@ class Session:
         try:
             async with self._parts.typing(target):
                 prompt = await self._parts.agent.prompt(
-                    route, self._summary, history, new, self._breakpoint
+                    route, self._summary, history, new, self._breakpoint, self._soul
                 )
                 reply = await self._parts.agent.turn(route, prompt)
         except BudgetExceeded:
@@ -273,7 +292,7 @@ class Session:
             log.exception("turn.failed", error_class=type(exc).__name__)
             text = prompts.APOLOGY
         else:
-            self._breakpoint = prompt.breakpoint_id
+            self._breakpoint, self._soul = prompt.breakpoint_id, prompt.soul
             text = reply.text
             if text and generation == self._generation:
                 self._entries.append(await self._store_reply(generation, text, new[-1].id))
@@ -322,7 +341,7 @@ class Session:
         )
         self._entries = self._entries[cut:]
         self._summary = summary
-        self._breakpoint = None
+        self._breakpoint = self._soul = None  # the prefix is written again: the live soul
         log.info("history.compacted", entries=cut)
 
 
@@ -443,21 +462,35 @@ class SessionManager:
                 self._parts.rate.sweep()
 
     def evict_idle(self, idle_s: float | None = None) -> int:
-        """Drop sessions with no turn running, no one holding or waiting for
-        their lock, and no message for `idle_s` (default: the manager's); they
-        come back from SQLite. Returns the count."""
+        """Drop sessions with no turn running, no reply waiting to be stored,
+        no one holding or waiting for their lock, and no message for `idle_s`
+        (default: the manager's); they come back from SQLite. Returns the count."""
         limit = self._idle_s if idle_s is None else idle_s
         now = time.monotonic()
-        idle = [
+        idle = [  # a session holding a reply it could not store keeps it until it can
             k
             for k, s in self._sessions.items()
-            if not s.busy and k not in self._locks and now - s.last_active >= limit
-        ]
+            if not s.busy and not s.unsaved and k not in self._locks
+            and now - s.last_active >= limit
+        ]  # fmt: skip
         for key in idle:
             del self._sessions[key]
         if idle:
             log.debug("sessions.evicted", count=len(idle))
         return len(idle)
+
+    async def store_unsaved(self) -> int:
+        """Store the replies whose write failed, of every session with no turn
+        running (the shutdown, after the turns); returns how many are still not
+        stored (each logged: `history.unsaved`)."""
+        left = 0
+        for session in list(self._sessions.values()):
+            if session.unsaved and not session.busy:
+                left += await session.store_unsaved()
+        if left:
+            log.error("history.unsaved", replies=left,
+                      reason="their messages will be answered again at the next start")  # fmt: skip
+        return left
 
     def in_flight(self) -> list[asyncio.Task[None]]:
         """The worker tasks of sessions with a turn running or queued."""

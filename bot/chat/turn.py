@@ -1,20 +1,24 @@
 """One turn of a soul: the prompt laid out for the cache, then the model.
 
 Layout (DESIGN §10), in the order the API caches it: tools; the soul's system
-blocks, ending at a breakpoint (the same bytes for every session of the soul);
-the session's own system blocks (its scope's memory index, the compacted-history
-summary), ending at a breakpoint; the history, with a breakpoint where the
-previous turn's history ended (so the previous turn's cache entry is read) and
-one at its end; then the per-turn part in the newest user message: the recall
-block, the clock and the new messages.
+blocks, ending at a breakpoint (the same bytes for every session on one version
+of the soul); the session's own system blocks (its scope's memory index, the
+compacted-history summary), ending at a breakpoint; the history, with a
+breakpoint where the previous turn's history ended (so the previous turn's cache
+entry is read) and one at its end; then the per-turn part in the newest user
+message: the recall block, the clock and the new messages.
 Nothing that changes per turn sits above a breakpoint.
+
+A session keeps the soul version its cached prefix was written with while that
+cache is warm (`Agent.soul`): a heartbeat write of SOUL.md would otherwise make
+every live session of the soul write its whole prefix, history included, again.
 """
 
 from __future__ import annotations
 
 import time
 from collections.abc import Callable, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from datetime import UTC, datetime
 from typing import TYPE_CHECKING, Any
 
@@ -25,23 +29,38 @@ from bot.errors import SoulbotError
 from bot.model.client import ModelClient, Reply
 from bot.model.usage import CallContext
 from bot.soul.prompt import system_blocks
-from bot.soul.registry import SoulRegistry
+from bot.soul.registry import LiveSoul, SoulRegistry
 from bot.types import Route, Tool
 
 if TYPE_CHECKING:
     from bot.memory.service import Memory
 
 EPHEMERAL = {"type": "ephemeral"}
+# How long the API keeps a cache entry after the last request that read or wrote
+# it: the breakpoints above set no `ttl`, so the default, "5m".
+CACHE_TTL_S = 300.0
+
+
+@dataclass(frozen=True)
+class CachedSoul:
+    """The soul version a session's cached prefix was written with, and the
+    time (the agent's clock) until which the cache keeps it."""
+
+    version: LiveSoul
+    warm_until: float
 
 
 @dataclass(frozen=True)
 class Prompt:
     """A laid-out request; `breakpoint_id` is the history entry whose block
-    carries the history-end breakpoint (None with no history)."""
+    carries the history-end breakpoint (None with no history); `soul`, the soul
+    version it was laid out with, warm for CACHE_TTL_S once it is sent (None
+    from `layout` alone)."""
 
     system: list[dict[str, Any]]
     messages: list[dict[str, Any]]
     breakpoint_id: int | None
+    soul: CachedSoul | None = None
 
 
 def _text(text: str, cached: bool = False) -> dict[str, Any]:
@@ -103,6 +122,26 @@ class Agent:
         self._memory = memory
         self._clock = clock
 
+    def soul(self, route: Route, cached: CachedSoul | None, now: float) -> LiveSoul:
+        """The soul version for a turn of `route` at `now`: the `cached` one
+        while the cache is warm, it is a version of the route's soul, and no
+        reload since was `at_once` (an operator's); else the live one. The
+        session lets go of `cached` itself at /reset and compaction.
+
+        Raises SoulbotError when the route's soul is not loaded.
+        """
+        live = self._registry.live(route.soul)
+        if live is None:
+            raise SoulbotError(f"soul '{route.soul}' is not loaded")
+        if (
+            cached is not None
+            and now < cached.warm_until
+            and cached.version.soul.id == route.soul
+            and cached.version.renewal == live.renewal
+        ):
+            return cached.version
+        return live
+
     async def prompt(
         self,
         route: Route,
@@ -110,15 +149,15 @@ class Agent:
         history: Sequence[Entry],
         new: Sequence[Entry],
         previous_breakpoint: int | None,
+        cached: CachedSoul | None = None,
     ) -> Prompt:
-        """The request for a turn. Raises SoulbotError when the soul is gone."""
-        soul = self._registry.get(route.soul)
-        if soul is None:
-            raise SoulbotError(f"soul '{route.soul}' is not loaded")
-        blocks = [b.text for b in system_blocks(soul)]
+        """The request for a turn, with the soul version `soul` picks given
+        the session's `cached` one. Raises SoulbotError when the soul is gone."""
+        now = self._clock()
+        version = self.soul(route, cached, now)
+        blocks = [b.text for b in system_blocks(version.soul)]
         session_blocks = []
         turn_blocks = []
-        now = self._clock()
         if self._memory is not None:
             index = await self._memory.scope_index(route)
             if index:
@@ -135,7 +174,8 @@ class Agent:
             session_blocks.append(prompts.SUMMARY_BLOCK.format(summary=summary))
         stamp = datetime.fromtimestamp(now, UTC).strftime("%Y-%m-%d %H:%M")
         turn_blocks.append(prompts.NOW_LINE.format(now=stamp))
-        return layout(blocks, session_blocks, history, new, previous_breakpoint, turn_blocks)
+        prompt = layout(blocks, session_blocks, history, new, previous_breakpoint, turn_blocks)
+        return replace(prompt, soul=CachedSoul(version, now + CACHE_TTL_S))
 
     async def turn(self, route: Route, prompt: Prompt) -> Reply:
         """Run a turn. Raises BudgetExceeded, ModelError."""

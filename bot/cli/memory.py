@@ -6,7 +6,7 @@ import asyncio
 import json
 import sys
 from collections.abc import Awaitable, Callable
-from datetime import datetime
+from datetime import UTC, datetime
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, TypeVar
 
@@ -146,8 +146,8 @@ def _timestamp(value: Any, where: str) -> float:
             parsed = datetime.fromisoformat(value.replace("Z", "+00:00"))
         except ValueError:
             pass
-        else:
-            return parsed.timestamp()
+        else:  # a time without an offset is UTC, as in a page's front matter
+            return parsed.replace(tzinfo=parsed.tzinfo or UTC).timestamp()
     raise SoulbotError(f"{where}: created_at: expected unix seconds or an ISO-8601 time")
 
 

@@ -45,7 +45,9 @@ def _adapters(config: Config, soul_name: str, on_eof: Callable[[], None]) -> lis
     if console_enabled(config):
         from adapters.console_adapter import ConsoleAdapter
 
-        adapters.append(ConsoleAdapter(soul_name, on_eof=on_eof))
+        adapters.append(
+            ConsoleAdapter(soul_name, on_eof=on_eof, files_dir=config.data_dir / "exports")
+        )
     return adapters
 
 

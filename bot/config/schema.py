@@ -141,6 +141,10 @@ class CompileConfig(_Section):
     shutdown_wait_s: float = Field(5.0, ge=0)
     """On shutdown, seconds to wait for turns in flight and their memory writes; what is still
     running then is logged (`shutdown.pending`) and cancelled."""
+    max_tokens: int = Field(4096, ge=256)
+    """The longest answer of one compile call (filing notes on pages, a page's merge), in
+    tokens. An answer that stops short of its end (this cap, a refusal) is a conflict: the page
+    stays as it was and its notes wait for the next compile."""
 
     @field_validator("timezone")
     @classmethod
@@ -176,8 +180,12 @@ class MemoryConfig(_Section):
     history_token_budget: int = Field(6000, ge=256)
     """Tokens of history kept per session; past it, the oldest half is compacted by the model into
     a summary."""
+    page_max_tokens: int = Field(1500, ge=200)
+    """The size cap of a wiki page, in tokens (characters / 4). The compile asks the model to
+    keep a page under it; a page that is still over it has its oldest paragraphs moved to a
+    linked `<page>/part-<n>` page."""
     compile: CompileConfig = CompileConfig()
-    """When the memory wikis are compiled."""
+    """When the memory wikis are compiled, and how large a compile's answers may be."""
 
 
 class HeartbeatConfig(_Section):

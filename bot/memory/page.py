@@ -37,7 +37,9 @@ _Dumper.add_representer(str, _represent_str)
 @dataclass(frozen=True)
 class Page:
     """One wiki page. `updated` is an ISO-8601 UTC time or ""; `extra` keeps the
-    front matter fields a person added, in their order, so a rewrite keeps them."""
+    front matter fields a person added, in their order, so a rewrite keeps them.
+    `sources` is read from pages written before the store kept which traces a
+    page folded (`memory_folds`); the compile moves them there."""
 
     id: str
     type: str
@@ -141,8 +143,9 @@ def render_page(page: Page) -> str:
         "type": page.type,
         "summary": page.summary,
         "updated": page.updated,
-        "sources": list(page.sources),
     }
+    if page.sources:  # a page from before fold records; the compile drops it
+        fields["sources"] = list(page.sources)
     fields.update((k, v) for k, v in page.extra.items() if k not in fields)
     head = yaml.dump(fields, Dumper=_Dumper, sort_keys=False, allow_unicode=True, width=1_000_000)
     return f"---\n{head}---\n{page.body}"

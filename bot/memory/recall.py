@@ -14,11 +14,22 @@ Ranking, without a model:
 2. A row scores BM25 (k1 1.2, b 0.75) with the statistics of those scopes, each
    term's IDF squared: a rare word says far more about what is asked than a
    common one, such as a name said in every other greeting.
-3. A trace also takes half the score of the trace just before or after it in
-   the same conversation, and a quarter of the score of the one two away
-   (the largest of these): an answer rarely repeats the words of its question.
-   The trace right after a question (a line ending in "?") takes its whole score.
-4. The best rows fill the budget, whole lines first; a tie goes to the newer row.
+3. A trace also takes the words of the traces around it in the same
+   conversation: a query word counts half its weight in the trace just
+   before or after, a quarter in the one two away (an answer rarely repeats
+   the words of its question), and the trace right after a question (a line
+   ending in "?") takes the question's words whole. Each word counts once, at
+   the best of these, with the length factor of the trace that holds it; words
+   from different neighbours add up.
+4. A trace longer than a page chunk (CHUNK_CHARS) ranks by its score spread
+   over the chunks its text would fill: a long reply that takes its question's
+   words costs several lines of the budget, and is weighed as several lines.
+5. The best rows fill the budget, whole lines first; a tie goes to the newer row.
+
+On the LoCoMo sample (short chat lines between two friends) and the
+LongMemEval sample (user requests and long assistant answers), `bench/recall.py`
+prints the figures, over all the questions and over a held-out half not looked
+at while tuning.
 
 The chosen lines are written oldest first: the model reads them as a story,
 with the dates in the labels counting up, and a later line can correct an
@@ -30,10 +41,9 @@ from __future__ import annotations
 import math
 import re
 from collections.abc import Sequence
-from dataclasses import dataclass
 from datetime import UTC, datetime
 
-from bot.memory.store import SCOPE_BITS, WORD, Postings, Row, TraceStore
+from bot.memory.store import CHUNK_CHARS, SCOPE_BITS, WORD, Postings, Row, TraceStore
 
 MAX_TERMS = 24  # words of a message looked up
 CANDIDATES = 2000  # rows read per term, newest first
@@ -41,8 +51,8 @@ SHORTLIST = 40  # best rows read in full and scored with their neighbours
 K1 = 1.2
 B = 0.75
 IDF_POWER = 2.0
-SHARES = (0.5, 0.25)  # of a neighbour's score, by distance; len() is the window
-ANSWER = 1.0  # of the score of a question, for the trace right after it
+SHARES = (0.5, 0.25)  # of a word's weight in a neighbour, by distance; len() is the window
+ANSWER = 1.0  # of a word's weight in a question, for the trace right after it
 NEIGHBOUR_GAP = 3600.0  # seconds: traces further apart are not neighbours
 
 # Function words (NLTK's English list), and the pieces an apostrophe leaves.
@@ -143,13 +153,6 @@ def render(rows: Sequence[Row], budget_tokens: int, now: float, group: bool) -> 
     return f"{head} {text}"[:limit] if len(head) + 1 < limit else text[:limit]
 
 
-@dataclass
-class _Scored:
-    row: Row
-    own: float  # BM25 of the row's own words
-    score: float = 0.0  # with its neighbours' share
-
-
 def _weights(terms: Sequence[str], postings: Postings) -> dict[str, float]:
     """Each term's weight, its IDF over the searched scopes to the IDF_POWER;
     none for a term no row holds or one holding the rows of an earlier term."""
@@ -192,38 +195,45 @@ def _neighbours(a: Row, b: Row) -> bool:
 
 def _score(
     rows: Sequence[Row], shortlist: Sequence[int], weights: dict[str, float], postings: Postings
-) -> list[_Scored]:
-    """BM25 of each row (term frequency taken as 1: chat lines are short), then
-    each shortlisted row and the neighbours read with it share their scores."""
+) -> list[tuple[Row, float]]:
+    """Each row with its score: for every query term, the best of its weight in
+    the row itself and its share of the term's weight in a neighbour read around
+    a shortlisted row (each weight with the length factor of the row that holds
+    it, term frequency taken as 1: chat lines are short); the sum over terms."""
     holders = {term: frozenset(postings.ids[term]) for term in weights}
     average = max(1.0, postings.words / max(1, postings.rows))
-    ordered = []
-    for row in sorted(rows, key=lambda r: r.id):
+    ordered = sorted(rows, key=lambda r: r.id)
+    held: list[dict[str, float]] = []  # term -> its weight in the row
+    for row in ordered:
         norm = (K1 + 1) / (1 + K1 * (1 - B + B * row.words / average))
-        own = sum(w for term, w in weights.items() if row.id in holders[term])
-        ordered.append(_Scored(row, own * norm))
-    credit = [0.0] * len(ordered)
+        held.append({t: w * norm for t, w in weights.items() if row.id in holders[t]})
+    best = [dict(terms) for terms in held]
     listed = set(shortlist)
-    for n, item in enumerate(ordered):
-        if item.row.id not in listed:  # only a shortlisted row has all its neighbours read
+
+    def lend(to: int, frm: int, share: float) -> None:
+        for term, weight in held[frm].items():
+            best[to][term] = max(best[to].get(term, 0.0), share * weight)
+
+    for n, row in enumerate(ordered):
+        if row.id not in listed:  # only a shortlisted row has all its neighbours read
             continue
         for step in (-1, 1):
             m = n
             for k, share in enumerate(SHARES):
                 m += step
-                if not 0 <= m < len(ordered) or not _neighbours(
-                    ordered[m - step].row, ordered[m].row
-                ):
+                if not 0 <= m < len(ordered) or not _neighbours(ordered[m - step], ordered[m]):
                     break
-                later = max(n, m)  # a reply to a question takes ANSWER, not the share
-                reply = k == 0 and ordered[min(n, m)].row.text.rstrip().endswith("?")
-                credit[n] = max(
-                    credit[n], (ANSWER if reply and n == later else share) * ordered[m].own
-                )
-                credit[m] = max(credit[m], (ANSWER if reply and m == later else share) * item.own)
-    for item, extra in zip(ordered, credit, strict=True):
-        item.score = item.own + extra
-    return ordered
+                # the reply right after a question takes ANSWER, not the share
+                reply = k == 0 and ordered[min(n, m)].text.rstrip().endswith("?")
+                lend(m, n, ANSWER if reply and m > n else share)
+                lend(n, m, ANSWER if reply and n > m else share)
+    return [(row, sum(terms.values())) for row, terms in zip(ordered, best, strict=True)]
+
+
+def _per_chunk(score: float, row: Row) -> float:
+    """`score` spread over the page chunks a long row's text would fill: a row
+    up to CHUNK_CHARS keeps it whole, a longer one takes CHUNK_CHARS / length."""
+    return score * min(1.0, CHUNK_CHARS / max(1, len(row.text)))
 
 
 async def rank(
@@ -247,13 +257,12 @@ async def rank(
         return []
     rows = await store.rows(shortlist, around=len(SHARES))
     scored = [  # a neighbour may be in the history
-        s
-        for s in _score(rows, shortlist, weights, postings)
-        if s.score > 0
-        and (skip_after is None or s.row.page is not None or s.row.created_at < skip_after)
+        (row, _per_chunk(score, row))
+        for row, score in _score(rows, shortlist, weights, postings)
+        if score > 0 and (skip_after is None or row.page is not None or row.created_at < skip_after)
     ]
-    scored.sort(key=lambda s: (-s.score, -s.row.created_at, -s.row.id))
-    return [s.row for s in scored]
+    scored.sort(key=lambda pair: (-pair[1], -pair[0].created_at, -pair[0].id))
+    return [row for row, _ in scored]
 
 
 async def recall_block(

@@ -46,6 +46,7 @@ class Scopes:
         self._indexes: TTLCache[tuple[str, str], str | None] = TTLCache(
             maxsize=cache_size, ttl=INDEX_TTL_S, timer=clock
         )
+        self._changes = 0  # `changed` calls so far
 
     def __len__(self) -> int:
         """How many scope indexes are cached (at most the cache size)."""
@@ -76,12 +77,17 @@ class Scopes:
         except KeyError:  # never read, expired or pushed out
             pass
         wiki = self.wiki(route.soul, route.scope)
+        changes = self._changes
         text = await asyncio.to_thread(wiki.catalog_text) if wiki else None
         if not text or not text.strip().removeprefix("# Memory Index").strip():
             text = None
-        index = self._indexes[key] = text.strip() if text else None
+        index = text.strip() if text else None
+        if self._changes == changes:  # else a wiki was written while this read: maybe this one
+            self._indexes[key] = index
         return index
 
     def changed(self, soul: str, scope: str) -> None:
-        """Forget the cached index of a wiki that was just written."""
+        """Forget the cached index of a wiki that was just written (and any
+        index being read now is not kept)."""
+        self._changes += 1
         self._indexes.pop((soul, scope), None)

@@ -13,8 +13,9 @@ import contextlib
 import hashlib
 import shutil
 import time
+import weakref
 from collections.abc import Awaitable, Callable, Iterator, Sequence
-from dataclasses import replace
+from dataclasses import dataclass, replace
 from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any, TypeVar
@@ -23,13 +24,14 @@ import structlog
 from filelock import FileLock, Timeout
 
 from bot import prompts
-from bot.errors import CompileFailed, SoulbotError
-from bot.memory.compile import Compiler, CompileResult
-from bot.memory.page import Page
-from bot.memory.pageid import page_type
+from bot.errors import CompileFailed, PageFormatError, SoulbotError, WikiBusy
+from bot.memory.compile import Compiler, CompileResult, log_line
+from bot.memory.page import Page, render_page
+from bot.memory.pageid import check_page_id, page_type
+from bot.memory.pagesize import part_number
 from bot.memory.recall import recall_block
 from bot.memory.scopes import Scopes
-from bot.memory.store import NewTrace, TraceStore
+from bot.memory.store import NewTrace, Trace, TraceStore
 from bot.memory.tool import read_page_tool
 from bot.memory.traces import TraceWriter
 from bot.memory.wiki import Wiki
@@ -48,6 +50,28 @@ def compile_lock_path(data_dir: Path, soul: str, scope: str) -> Path:
     """The file whose flock says a process is compiling this wiki."""
     key = hashlib.sha256(f"{soul}\0{scope}".encode()).hexdigest()[:32]
     return data_dir / "locks" / f"compile-{key}.lock"
+
+
+@dataclass(frozen=True)
+class MemoryView:
+    """What a private wiki keeps (`/memory`): its pages but the daily logs, by
+    id; the days it has logs of; how many traces no compile has folded yet, and
+    the newest of them (oldest first)."""
+
+    pages: tuple[Page, ...]
+    logs: tuple[str, ...]
+    waiting: int
+    latest: tuple[Trace, ...]
+
+
+@dataclass(frozen=True)
+class DroppedPage:
+    """What `/memory drop` took out: the page, how many traces it was built
+    from, how many lines of the daily logs went with them."""
+
+    page_id: str
+    traces: int
+    log_lines: int
 
 
 def _whole(value: object) -> int:
@@ -75,7 +99,10 @@ class Memory:
         self._data_dir = data_dir
         self._scopes = Scopes(data_dir, registry, clock)
         self._writer = TraceWriter(store)
-        self._locks: dict[tuple[str, str], asyncio.Lock] = {}
+        # A wiki's lock lives while someone holds or waits for it.
+        self._locks: weakref.WeakValueDictionary[tuple[str, str], asyncio.Lock] = (
+            weakref.WeakValueDictionary()
+        )
 
     @property
     def store(self) -> TraceStore:
@@ -163,7 +190,8 @@ class Memory:
 
     async def pending_wikis(self, souls: Sequence[str] | None = None,
                             scope: str | None = None) -> list[tuple[str, str]]:  # fmt: skip
-        """(soul, scope) of every wiki with traces past its watermark."""
+        """(soul, scope) of every wiki with traces past its watermark, or
+        waiting since a conflict."""
         pending = []
         for soul in souls or [s.id for s in self._registry.all()]:
             scopes = [scope] if scope else await self._store.scopes_after(soul, {})
@@ -174,6 +202,9 @@ class Memory:
                     continue
                 try:
                     marks[name] = await asyncio.to_thread(wiki.watermark)
+                    if await asyncio.to_thread(wiki.pending):  # notes a conflict left waiting
+                        pending.append((soul, name))
+                        del marks[name]
                 except (OSError, ValueError):
                     # Its compile fails the same way, logged and counted, and the
                     # other wikis still compile.
@@ -198,7 +229,7 @@ class Memory:
         for scope, meta in metas.items():
             compiled = meta.get("compiled_at")
             status.append((scope, compiled if isinstance(compiled, str) else None,
-                           scope in waiting))  # fmt: skip
+                           scope in waiting or bool(meta.get("pending"))))  # fmt: skip
         return status
 
     async def compile_one(self, soul: str, scope: str) -> CompileResult:
@@ -220,7 +251,9 @@ class Memory:
         finally:
             self._scopes.changed(soul, scope)
         if scope == SHARED and result.traces:
-            # The shared index is part of the soul's own prompt blocks: load it again.
+            # The shared index is part of the soul's own prompt blocks: load it
+            # again, for every session at its next turn (what a compile folded
+            # is what the next question may be about).
             await asyncio.to_thread(self._registry.reload, soul)
         return result
 
@@ -241,6 +274,129 @@ class Memory:
         if failures:
             raise CompileFailed(results, failures)
         return results
+
+    # -- what a person sees and fixes of their own memory (/memory) -------------------------
+
+    async def view(self, route: Route, latest: int = 3) -> MemoryView:
+        """The route's private wiki as `/memory` lists it, with the `latest`
+        traces no compile has folded yet (past the watermark; all of them when
+        .meta cannot be read). Raises ValueError for the shared scope, OSError."""
+        wiki = self._private_wiki(route)
+        pages = await asyncio.to_thread(wiki.list_pages)
+        waiting, newest = await self._store.newest(
+            route.soul, route.scope, await self._watermark(wiki), latest
+        )
+        return MemoryView(
+            pages=tuple(p for p in pages if page_type(p.id) != "log"),
+            logs=tuple(p.id.removeprefix("log/") for p in pages if page_type(p.id) == "log"),
+            waiting=waiting,
+            latest=tuple(newest),
+        )
+
+    async def export(self, route: Route) -> str:
+        """The route's private wiki as one markdown text: a heading, the catalog,
+        each page (front matter and body, as its file holds it), the daily logs,
+        then the traces no compile has folded yet. A page that does not parse is
+        left out (with `wiki.page_unreadable`). Raises ValueError for the shared
+        scope, OSError."""
+        wiki = self._private_wiki(route)
+        soul = self._registry.get(route.soul)
+        catalog = await asyncio.to_thread(wiki.catalog_text)
+        pages = await asyncio.to_thread(wiki.list_pages)
+        _, pending = await self._store.newest(
+            route.soul, route.scope, await self._watermark(wiki), 10_000
+        )
+        when = datetime.fromtimestamp(self._clock(), UTC).strftime("%Y-%m-%d %H:%M UTC")
+        parts = [prompts.EXPORT_HEAD.format(soul=soul.name if soul else route.soul,
+                                            scope=route.scope, when=when)]  # fmt: skip
+        parts.append("# index.md\n\n" + (catalog or "").strip())
+        parts += [f"# {p.id}.md\n\n" + render_page(p).strip() for p in pages
+                  if page_type(p.id) != "log"]  # fmt: skip
+        parts += [f"# {p.id}.md\n\n" + p.body.strip() for p in pages if page_type(p.id) == "log"]
+        if pending:
+            lines = [log_line(t) for t in pending]
+            parts.append(f"# {prompts.EXPORT_PENDING}\n\n" + "\n".join(lines))
+        return "\n\n---\n\n".join(parts) + "\n"
+
+    async def drop_page(self, route: Route, page_id: str) -> DroppedPage | None:
+        """Take page `page_id` out of the route's private wiki for good: its file,
+        the traces it was built from (their rows and index entries: no compile
+        folds them again, no recall finds them), their lines in the daily logs,
+        the page's indexed chunks, and its part pages (`<id>/part-<n>`, where
+        the compile moved what was over the page's cap); then the catalog is
+        written again. Done under
+        the wiki's compile lock (this process's and the flock across processes),
+        so it never races a compile or a self note. A trace folded into this
+        page and another is dropped too: the other page keeps what the model
+        wrote of it. The traces come from the store's fold records and, for a
+        page compiled before there were any, from the page's `sources`.
+
+        Returns None when the wiki has no such page (no file, nothing folded
+        into it). Raises InvalidWikiPageIdError for an id that breaks the rule,
+        ValueError for the shared scope or a daily log's id (its lines go with
+        the pages they were folded into), WikiBusy when another process is
+        compiling the wiki, OSError."""
+        wiki = self._private_wiki(route)
+        check_page_id(page_id)
+        if page_type(page_id) == "log":
+            raise ValueError(f"{page_id} is a daily log, not a page a compile built")
+        soul, scope = route.soul, route.scope
+        async with self._lock(soul, scope):
+            with self._process_lock(soul, scope) as held:
+                if not held:
+                    raise WikiBusy(soul, scope)
+                try:
+                    page = await asyncio.to_thread(wiki.read_page, page_id)
+                except PageFormatError:  # dropped all the same: its file goes
+                    page = None
+                if page is not None:
+                    await self._fold_sources(route, page)
+                removed = await _finish(asyncio.to_thread(wiki.remove_page, page_id))
+                dropped = await self._store.drop_page(soul, scope, page_id)
+                if not removed and not dropped:
+                    return None
+                # What the compile moved to the page's parts was built from the same traces.
+                ids = await asyncio.to_thread(wiki.page_ids)
+                for part in (other for other in ids if part_number(page_id, other)):
+                    await _finish(asyncio.to_thread(wiki.remove_page, part))
+                    await self._store.drop_page(soul, scope, part)
+                scrubbed = await _finish(asyncio.to_thread(_scrub_logs, wiki, dropped))
+                await _finish(asyncio.to_thread(wiki.write_catalog))
+        self._scopes.changed(soul, scope)
+        log.info("memory.page_dropped", soul=soul, scope=scope, page=page_id,
+                 traces=len(dropped), log_lines=scrubbed)  # fmt: skip
+        return DroppedPage(page_id, len(dropped), scrubbed)
+
+    def _private_wiki(self, route: Route) -> Wiki:
+        if route.scope == SHARED:
+            raise ValueError("the shared wiki is the soul's own, not a person's memory")
+        return Wiki(self._scopes.folder(route.soul, route.scope))
+
+    async def _watermark(self, wiki: Wiki) -> int:
+        """The wiki's watermark; 0 when .meta cannot be read (everything then
+        counts as not compiled yet)."""
+        try:
+            return await asyncio.to_thread(wiki.watermark)
+        except (OSError, ValueError):
+            return 0
+
+    async def _fold_sources(self, route: Route, page: Page) -> None:
+        """Record the page's `sources` (the trace ids its front matter lists) as
+        folds into it, so a page compiled before the store kept fold records
+        takes its traces along. An id that is not of the route's scope (a
+        hand-edited page) is not recorded: another scope's traces are never
+        dropped from here."""
+        ids = [int(s) for s in page.sources if s.isdigit()]
+        try:
+            await self._store.record_folds(route.soul, route.scope, page.id, ids)
+        except ValueError:
+            results = await asyncio.gather(
+                *(self._store.record_folds(route.soul, route.scope, page.id, [i]) for i in ids),
+                return_exceptions=True,
+            )
+            for result in results:
+                if isinstance(result, BaseException) and not isinstance(result, ValueError):
+                    raise result from None
 
     async def sessions_of(self, route: Route) -> list[str]:
         """The session keys the route's scope holds traces of (after the
@@ -289,6 +445,16 @@ class Memory:
         if lock is None:
             lock = self._locks[(soul, scope)] = asyncio.Lock()
         return lock
+
+
+def _scrub_logs(wiki: Wiki, traces: Sequence[Trace]) -> int:
+    """Take the log lines of `traces` out of the wiki's daily logs; returns how
+    many went."""
+    by_day: dict[str, set[str]] = {}
+    for trace in traces:
+        day = datetime.fromtimestamp(trace.created_at, UTC).strftime("%Y-%m-%d")
+        by_day.setdefault(day, set()).add(log_line(trace))
+    return sum(wiki.scrub_log(day, lines) for day, lines in sorted(by_day.items()))
 
 
 async def _finish(work: Awaitable[T]) -> T:

@@ -15,6 +15,9 @@ Layout (the tables are in `bot.storage.db.SCHEMA`):
   that scope's part of the index only, however many rows other scopes hold.
   Within a scope ids grow with time, which is what the compile's watermark needs.
 - `memory_fts`: FTS5 over `memory.text` (external content), porter stemmer.
+- `memory_folds`: which traces a compile folded into which page (trace id, page
+  id). The key leads with the trace, so one wiki's folds are one id range; a page
+  id means a page of the wiki of the scope its traces belong to.
 """
 
 from __future__ import annotations
@@ -24,6 +27,7 @@ import re
 import sqlite3
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import astuple, dataclass
+from typing import Any
 
 from bot.storage.db import Database
 
@@ -32,6 +36,7 @@ WORD = re.compile(r"[^\W_]+")  # a word as the index's tokenizer splits it
 CHUNK_CHARS = 600  # a page chunk is at most this long (about 150 tokens)
 _FRONT_MATTER = re.compile(r"\A---[ \t]*\n.*?\n---[ \t]*(\n|\Z)", re.DOTALL)
 _ROW = "id, session, speaker, name, page, text, created_at, words"
+_TRACE = "id, session, speaker, name, text, created_at, entities"  # read back by `_trace`
 # The ids of the traces nearest a row on one side, within its scope.
 _NEAR = "SELECT * FROM (SELECT id FROM memory WHERE id {} ? AND id {} ? AND page IS NULL ORDER BY id {} LIMIT ?)"  # noqa: E501
 
@@ -120,6 +125,11 @@ def chunk_page(body: str, limit: int = CHUNK_CHARS) -> list[str]:
         else:
             chunks.append(piece)
     return chunks
+
+
+def _trace(soul: str, scope: str, r: Sequence[Any]) -> Trace:
+    """The trace of a `memory` row read as the columns `_TRACE`."""
+    return Trace(r[0], soul, scope, r[1], r[2], r[3], r[4], r[5], tuple(json.loads(r[6])))
 
 
 def _range(number: int) -> tuple[int, int]:
@@ -286,14 +296,27 @@ class TraceStore:
                 return []
             lo, hi = span
             rows = conn.execute(
-                "SELECT id, session, speaker, name, text, created_at, entities FROM memory "
+                f"SELECT {_TRACE} FROM memory "
                 "WHERE id > ? AND id <= ? AND page IS NULL ORDER BY id LIMIT ?",
                 (max(after_id, lo), hi, limit),
             )
-            return [
-                Trace(r[0], soul, scope, r[1], r[2], r[3], r[4], r[5], tuple(json.loads(r[6])))
-                for r in rows
-            ]
+            return [_trace(soul, scope, r) for r in rows]
+
+        return await self._db.run(query)
+
+    async def traces(self, soul: str, scope: str, ids: Iterable[int]) -> list[Trace]:
+        """Those of the traces `ids` the scope still holds, oldest first (an id
+        of another scope, or of a trace erased since, is left out)."""
+        wanted = json.dumps(sorted(set(ids)))
+
+        def query(conn: sqlite3.Connection) -> list[Trace]:
+            lo, hi = _span(conn, soul, scope) or (0, -1)
+            rows = conn.execute(
+                f"SELECT {_TRACE} FROM memory WHERE id IN (SELECT value FROM json_each(?)) "
+                "AND id BETWEEN ? AND ? AND page IS NULL ORDER BY id",
+                (wanted, lo, hi),
+            )
+            return [_trace(soul, scope, r) for r in rows]
 
         return await self._db.run(query)
 
@@ -351,15 +374,16 @@ class TraceStore:
         await self._db.run(write)
 
     async def forget(self, soul: str, scope: str) -> int:
-        """Erase every trace and page chunk of the scope; returns the traces erased.
+        """Erase every trace, page chunk and fold record of the scope; returns the
+        traces erased.
         The scope keeps its number, so later ids stay above every earlier one."""
 
         def erase(conn: sqlite3.Connection) -> int:
             with conn:
                 conn.execute("BEGIN")
-                traces, _, _ = _delete(
-                    conn, "id BETWEEN ? AND ?", _span(conn, soul, scope) or (0, -1)
-                )
+                span = _span(conn, soul, scope) or (0, -1)
+                traces, _, _ = _delete(conn, "id BETWEEN ? AND ?", span)
+                conn.execute("DELETE FROM memory_folds WHERE trace BETWEEN ? AND ?", span)
                 conn.execute(
                     "UPDATE memory_scopes SET rows = 0, words = 0, last_trace = 0 "
                     "WHERE soul = ? AND scope = ?",
@@ -447,5 +471,109 @@ class TraceStore:
                 params,
             )
             return [Row(*r) for r in found]
+
+        return await self._db.run(query)
+
+    async def record_folds(
+        self, soul: str, scope: str, page_id: str, trace_ids: Sequence[int]
+    ) -> None:
+        """Record that the traces `trace_ids` of the scope were folded into its
+        wiki's page `page_id`. Idempotent: a fold recorded twice is kept once.
+        Raises ValueError for an id outside the scope (nothing is recorded then)."""
+
+        def write(conn: sqlite3.Connection) -> None:
+            lo, hi = _span(conn, soul, scope) or (0, -1)
+            strays = [i for i in trace_ids if not lo <= i <= hi]
+            if strays:
+                raise ValueError(f"trace ids {strays} are not of scope {scope!r} of soul {soul!r}")
+            with conn:
+                conn.execute("BEGIN")
+                conn.executemany(
+                    "INSERT OR IGNORE INTO memory_folds (trace, page) VALUES (?, ?)",
+                    [(i, page_id) for i in trace_ids],
+                )
+
+        if trace_ids:
+            await self._db.run(write)
+
+    async def folded_into(self, soul: str, scope: str, page_id: str) -> list[int]:
+        """The ids of the scope's traces folded into its page `page_id`, sorted."""
+
+        def query(conn: sqlite3.Connection) -> list[int]:
+            rows = conn.execute(
+                "SELECT trace FROM memory_folds WHERE page = ? AND trace BETWEEN ? AND ? "
+                "ORDER BY trace",
+                (page_id, *(_span(conn, soul, scope) or (0, -1))),
+            )
+            return [int(i) for (i,) in rows]
+
+        return await self._db.run(query)
+
+    async def drop_page(self, soul: str, scope: str, page_id: str) -> list[Trace]:
+        """Take page `page_id` of the scope's wiki out of the store, in one
+        transaction: the traces folded into it (their rows, index entries and
+        every fold record of theirs, into this page or another) and the page's
+        chunks and fold records. Returns the dropped traces, oldest first. The
+        page file and the log lines are the wiki's: see `Memory.drop_page`."""
+
+        def write(conn: sqlite3.Connection) -> list[Trace]:
+            span = _span(conn, soul, scope)
+            if span is None:
+                return []
+            folded = (
+                "page IS NULL AND id IN (SELECT trace FROM memory_folds "
+                "WHERE page = ? AND trace BETWEEN ? AND ?)"
+            )
+            with conn:
+                conn.execute("BEGIN")
+                dropped = [
+                    _trace(soul, scope, r)
+                    for r in conn.execute(
+                        f"SELECT {_TRACE} FROM memory WHERE {folded} ORDER BY id",
+                        (page_id, *span),
+                    )
+                ]
+                _, trace_rows, trace_words = _delete(conn, folded, (page_id, *span))
+                _, chunk_rows, chunk_words = _delete(
+                    conn, "page = ? AND id BETWEEN ? AND ?", (page_id, *span)
+                )
+                conn.execute(
+                    "DELETE FROM memory_folds WHERE trace IN (SELECT value FROM json_each(?))",
+                    (json.dumps([t.id for t in dropped]),),
+                )
+                conn.execute(
+                    "DELETE FROM memory_folds WHERE page = ? AND trace BETWEEN ? AND ?",
+                    (page_id, *span),
+                )
+                conn.execute(
+                    "UPDATE memory_scopes SET rows = rows - ?, words = words - ? "
+                    "WHERE soul = ? AND scope = ?",
+                    (trace_rows + chunk_rows, trace_words + chunk_words, soul, scope),
+                )
+            return dropped
+
+        return await self._db.run(write)
+
+    async def newest(
+        self, soul: str, scope: str, after_id: int, limit: int
+    ) -> tuple[int, list[Trace]]:
+        """How many of the scope's traces have an id above `after_id`, and the
+        newest `limit` of them, oldest first (what `/memory` shows of the
+        traces no compile has folded yet)."""
+
+        def query(conn: sqlite3.Connection) -> tuple[int, list[Trace]]:
+            span = _span(conn, soul, scope)
+            if span is None:
+                return 0, []
+            window = (max(after_id, span[0]), span[1])
+            (count,) = conn.execute(
+                "SELECT COUNT(*) FROM memory WHERE id > ? AND id <= ? AND page IS NULL", window
+            ).fetchone()
+            rows = conn.execute(
+                f"SELECT {_TRACE} FROM memory WHERE id > ? AND id <= ? AND page IS NULL "
+                "ORDER BY id DESC LIMIT ?",
+                (*window, limit),
+            )
+            return int(count), [_trace(soul, scope, r) for r in rows][::-1]
 
         return await self._db.run(query)

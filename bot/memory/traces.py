@@ -42,9 +42,14 @@ class TraceWriter:
             )
 
     def erase(self, soul: str, scope: str, at: float) -> None:
-        """Drop every trace of the scope made up to `at`, queued now or later."""
+        """Drop every trace of the scope made up to `at`, queued now or later.
+        A trace is queued when it is made, so only a batch in flight now can
+        bring one back (when its write fails): the mark is kept until the
+        writer is idle."""
         self._erased[(soul, scope)] = at
         self._queued = self._keep(self._queued)
+        if not self._in_flight:
+            self._erased.clear()
 
     def _keep(self, traces: list[NewTrace]) -> list[NewTrace]:
         if not self._erased:
@@ -84,6 +89,7 @@ class TraceWriter:
                 failures = 0
             finally:
                 self._in_flight = 0
+        self._erased.clear()  # idle: no trace made before an erase can come back
 
     def pending(self) -> int:
         """Traces not stored yet (queued or being written)."""

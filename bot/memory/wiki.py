@@ -5,13 +5,16 @@ same layout:
 
     index.md           the catalog: `# Memory Index`, the migrated MEMORY.md
                        block when there is one, then a section per kind of page
-                       (Entities, Concepts, Logs), one `- [[id]]: summary` line each
-    entities/, ...     pages: YAML front matter (id, type, summary, updated,
-                       sources, and any field a person added) and a markdown body
+                       (Entities, Concepts, Logs), one `- [[id]]: summary` line
+                       each, and one line for all the logs
+    entities/, ...     pages: YAML front matter (id, type, summary, updated, and
+                       any field a person added) and a markdown body; a page
+                       over its cap has parts `<id>/part-<n>`
     log/YYYY-MM-DD.md  append-only daily logs, created with a `# Log <day>`
                        heading and no front matter; their path makes a valid id,
                        so they are pages (type `log`) listed under Logs
-    .meta/index.json   page hashes, backlinks, the compile watermark
+    .meta/index.json   page hashes, backlinks, the compile watermark, the
+                       traces a conflict left waiting (`pending`)
 
 Links. Pages, logs and .meta are read and written following a link only
 while it stays inside the wiki's bounds: the soul folder for the shared wiki
@@ -53,7 +56,9 @@ from typing import Any
 
 import structlog
 
+from bot import prompts
 from bot.errors import PageFormatError, WikiPathRefused
+from bot.memory import pagesize
 from bot.memory.page import Page, parse_page, render_page
 from bot.memory.pageid import (
     CATALOG_ID,
@@ -99,15 +104,35 @@ def migrated_block(index: str) -> str | None:
 
 def render_catalog(summaries: dict[str, str], block: str | None) -> str:
     """index.md's text: the heading, the migrated block, then one section per
-    kind of page that has any, a `- [[id]]: summary` line per page by id. A
+    kind of page that has any, a `- [[id]]: summary` line per page by id, but
+    one line for all the daily logs (the newest, how many, since when) and one
+    for all the parts of a page (its newest), so the catalog, and the prompt it
+    is part of, grows with neither the days nor a page's size. A
     summary is put on one line; an empty one is replaced by the default."""
     parts = [INDEX_HEADING] + ([block] if block else [])
+    counts: dict[str, int] = {}  # a page with parts -> its newest part's number
+    for page_id in summaries:
+        parent, _, _ = page_id.rpartition("/")
+        number = pagesize.part_number(parent, page_id) if parent in summaries else None
+        if number:
+            counts[parent] = max(counts.get(parent, 0), number)
     for kind, heading in _SECTIONS:
-        lines = [
-            f"- [[{page_id}]]: {' '.join(summary.split()) or default_summary(page_id)}"
-            for page_id, summary in sorted(summaries.items())
-            if page_type(page_id) == kind
-        ]
+        ids = sorted(page_id for page_id in summaries if page_type(page_id) == kind)
+        lines = []
+        for page_id in ids:
+            parent, _, _ = page_id.rpartition("/")
+            if parent in counts and pagesize.part_number(parent, page_id):
+                continue  # a page's parts are one line, after it
+            summary = " ".join(summaries[page_id].split()) or default_summary(page_id)
+            lines.append(f"- [[{page_id}]]: {summary}")
+            if page_id in counts:
+                newest = pagesize.part_id(page_id, counts[page_id])
+                more = prompts.PARTS_LINE.format(page_id=page_id, count=counts[page_id])
+                lines.append(f"- [[{newest}]]: {more}")
+        if kind == "log" and len(ids) > 1:  # one line, however many days there are
+            days = sorted(ids, key=lambda page_id: page_id.rsplit("/", 1)[-1])
+            first, newest = days[0].rsplit("/", 1)[-1], days[-1]
+            lines = [f"- [[{newest}]]: the newest of {len(ids)} daily logs (since {first})"]
         if lines:
             parts.append(heading + "\n\n" + "\n".join(lines))
     return "\n\n".join(parts) + "\n"
@@ -305,6 +330,10 @@ class Wiki:
             files.make_folders(real.parent, self._folder_mode)
             files.replace_file(real, render_page(page).encode("utf-8"), self._file_mode)
 
+    def page_ids(self) -> list[str]:
+        """The id of every page file (as `list_pages` finds them, parsed or not), by id."""
+        return [page_id for page_id, _ in self._page_files()]
+
     def list_pages(self) -> list[Page]:
         """Every page by id: each regular `.md` file whose path makes a valid id
         (not index.md, nothing under a dot-folder) and that parses."""
@@ -391,10 +420,11 @@ class Wiki:
         files.make_folders(real.parent, self._folder_mode)
         files.replace_file(real, text.encode("utf-8"), self._file_mode)
 
-    def update_meta(self, watermark: int) -> None:
+    def update_meta(self, watermark: int, pending: dict[str, list[int]] | None = None) -> None:
         """Store `watermark` and `compiled_at` (now, UTC) with the hashes (sha256
         of each page file, by id) and backlinks ({target: [ids linking to it]},
-        no self-links) recomputed from the pages; other keys in .meta are kept.
+        no self-links) recomputed from the pages, and, when given, the traces
+        still `pending` by page (see `pending`); other keys in .meta are kept.
         Raises ValueError for a negative watermark or a broken .meta, OSError."""
         if watermark < 0:
             raise ValueError(f"a watermark is a whole number from 0, not {watermark!r}")
@@ -410,7 +440,23 @@ class Wiki:
         meta["backlinks"] = {target: sorted(ids) for target, ids in sorted(backlinks.items())}
         meta["watermark"] = watermark
         meta["compiled_at"] = datetime.now(UTC).isoformat(timespec="seconds")
+        if pending is not None:
+            meta["pending"] = {page: ids for page, ids in sorted(pending.items()) if ids}
+            if not meta["pending"]:
+                del meta["pending"]
         self.write_meta(meta)
+
+    def pending(self) -> dict[str, list[int]]:
+        """The traces a compile could not fold, by the page they wait for
+        (`pending` in .meta; {} when none): the next compile takes them up.
+        Raises ValueError when .meta holds something else there."""
+        value = self.read_meta().get("pending", {})
+        if not isinstance(value, dict) or not all(
+            isinstance(ids, list) and all(type(i) is int and i > 0 for i in ids)
+            for ids in value.values()
+        ):
+            raise ValueError(f"{self._meta}: 'pending' is not a map of pages to trace ids")
+        return {str(page): list(ids) for page, ids in value.items()}
 
     def remove_stale_temps(self, older_than_s: float = 3600.0) -> int:
         """Remove the temporary files of writes a killed process left behind
@@ -472,3 +518,45 @@ class Wiki:
                 files.write_all(fd, (head + text).encode("utf-8"))
             finally:
                 os.close(fd)
+
+    def remove_page(self, page_id: str) -> bool:
+        """Remove the file of page `page_id` (a link there that stays within
+        bounds: the link and the file it points to); returns whether there was
+        one. The catalog is not rewritten here. Raises InvalidWikiPageIdError,
+        WikiPathRefused when a link on the path leads out (nothing is removed),
+        and OSError for any other failure (a folder where the file should be)."""
+        path = page_path(self.root, page_id)
+        real = self._checked(path, page_id)
+        with _refusals(page_id):
+            try:
+                real.unlink()
+            except FileNotFoundError:
+                return False
+            if path.is_symlink():
+                path.unlink()
+        return True
+
+    def scrub_log(self, day: str, lines: set[str]) -> int:
+        """Take every line equal to one of `lines` (as `append_log` wrote it)
+        out of `log/<day>.md`, rewritten whole through a new file and a rename;
+        a log left with no line but its heading is removed. Returns how many
+        lines went (0 when there is no such log). Raises ValueError for a bad
+        day, WikiPathRefused when a link on the path leads out, PageFormatError
+        when the log is not UTF-8, OSError."""
+        if not _DAY.fullmatch(day):
+            raise ValueError(f"a log day is YYYY-MM-DD, not {day!r}")
+        page_id = f"log/{day}"
+        real = self._checked(page_path(self.root, page_id), page_id)
+        data = files.read_regular(real)
+        if data is None:
+            return 0
+        old = _decode(data, page_id).split("\n")
+        kept = [line for line in old if line not in lines]
+        if len(kept) == len(old):
+            return 0
+        with _refusals(page_id):
+            if all(not line.strip() or line == f"# Log {day}" for line in kept):
+                real.unlink()
+            else:
+                files.replace_file(real, "\n".join(kept).encode("utf-8"), self._file_mode)
+        return len(old) - len(kept)

@@ -33,15 +33,26 @@ log = structlog.get_logger(__name__)
 class Reply:
     """The text that ends a turn, the summed usage of its calls, how long the
     requests took (`model_ms`) and waited for a `max_concurrency` slot
-    (`queue_ms`), in milliseconds across every round; `cut` when the answer
-    ended at `max_tokens` (stop reason `max_tokens`)."""
+    (`queue_ms`), in milliseconds across every round; the last call's stop
+    reason (`end_turn` for a finished answer, `max_tokens` for one that ran out
+    of room, `refusal`, ...)."""
 
     text: str
     usage: Usage
     calls: int
     model_ms: float
     queue_ms: float
-    cut: bool = False
+    stop_reason: str = "end_turn"
+
+    @property
+    def cut(self) -> bool:
+        """Whether the answer ended at `max_tokens`, mid-sentence."""
+        return self.stop_reason == "max_tokens"
+
+    @property
+    def finished(self) -> bool:
+        """Whether the model ended its answer itself (`end_turn` or a stop sequence)."""
+        return self.stop_reason in ("end_turn", "stop_sequence")
 
 
 def _add(a: Usage, b: Usage) -> Usage:
@@ -177,12 +188,14 @@ class ModelClient:
         system: list[dict[str, Any]],
         messages: list[dict[str, Any]],
         tool: dict[str, Any],
+        max_tokens: int | None = None,
     ) -> object:
         """One call that must use `tool` (a tool spec): returns its input, or
-        None when the answer holds no such call. Raises BudgetExceeded, ModelError."""
+        None when the answer holds no such call or was cut at `max_tokens`
+        (a cut call's input is incomplete). Raises BudgetExceeded, ModelError."""
         request = {
             "model": self.model,
-            "max_tokens": self._config.max_tokens,
+            "max_tokens": max_tokens or self._config.max_tokens,
             "system": system,
             "messages": messages,
             "tools": [tool],
@@ -190,7 +203,7 @@ class ModelClient:
         }
         message = await self._call(ctx, request, [0.0, 0.0])
         calls = [b for b in message.content if b.type == "tool_use" and b.name == tool["name"]]
-        return calls[0].input if calls else None
+        return calls[0].input if calls and message.stop_reason != "max_tokens" else None
 
     async def complete(
         self,
@@ -226,8 +239,8 @@ class ModelClient:
             calls = [b for b in message.content if b.type == "tool_use"]
             if message.stop_reason != "tool_use" or not calls:
                 text = "".join(b.text for b in message.content if b.type == "text").strip()
-                cut = message.stop_reason == "max_tokens"
-                return Reply(text, total, round_no, timing[1] * 1000, timing[0] * 1000, cut)
+                stop = message.stop_reason or "end_turn"
+                return Reply(text, total, round_no, timing[1] * 1000, timing[0] * 1000, stop)
             content = [b.model_dump(mode="json", exclude_none=True) for b in message.content]
             convo.append({"role": "assistant", "content": content})
             results = [await _run_tool(by_name, call) for call in calls]

@@ -36,7 +36,22 @@ COMPACT_USER = (
     "speaker (a line break inside a message is shown as \\n):\n{transcript}\n\nThe new summary:"
 )
 
-# The compile: one call per wiki page touched; the answer is the page's new body.
+# The compile, first step: one forced `file_notes` call per batch of new notes
+# files each note on the pages it is about (existing ones, or new entities/ and
+# concepts/ pages).
+FILE_SYSTEM = (
+    "You keep a personal markdown wiki for a persona: a page per person, pet, place or thing "
+    "that matters (entities/<name>) and per recurring topic (concepts/<topic>), with names in "
+    "lower case and hyphens, like entities/ann or concepts/travel-plans. You get the wiki's "
+    "pages with their summaries and numbered notes from recent conversations. File every note "
+    "with the file_notes tool on the page or pages it is about: an existing page where one "
+    "fits, else a new page with a one-line summary. Small talk with nothing worth keeping "
+    "goes on concepts/notes."
+)
+FILE_USER = "The wiki's pages:\n{catalog}\n\nNotes to file, oldest first:\n{notes}"
+FILE_NO_PAGES = "(none yet)"
+FILE_TOOL_DESCRIPTION = "File each numbered note on the wiki pages it is about."
+# The compile, second step: one call per page touched; the answer is the page's new body.
 COMPILE_SYSTEM = (
     "You maintain one page of a personal markdown wiki that a persona keeps about the "
     "people it talks with and what they said. You get the page as it is now (people may "
@@ -48,9 +63,14 @@ COMPILE_SYSTEM = (
 )
 COMPILE_USER = (
     "Page: {page_id}\n\nThe page now:\n{body}\n\nNew facts, oldest first:\n{facts}\n\n"
-    "The full new page body:"
+    "Keep the page under {cap} tokens (about {chars} characters): condense older detail "
+    "rather than drop a fact. The full new page body:"
 )
 EMPTY_PAGE = "(empty: a new page)"
+# A page over `memory.page_max_tokens`: its oldest paragraphs move to a part page.
+PART_SUMMARY = "Earlier notes of {page_id}"
+PART_LINK = "Earlier notes: {link}"
+PARTS_LINE = "earlier notes of {page_id}, in {count} parts"
 
 # The recall block and the scope's memory index in a turn.
 RECALL_BLOCK = "Memories that may be relevant (from earlier conversations):\n{lines}"
@@ -71,6 +91,54 @@ FORGET_SHARED = (
     "This chat shares its memory with the soul's wiki, so /forget cannot erase it here. "
     "Ask an admin, or talk to me in a private chat."
 )
+# /memory: what a person sees and fixes of their own memory (bot/chat/commands.py).
+MEMORY_DM_ONLY = (
+    "/memory shows and fixes what I remember of you: it works in a private chat with me."
+)
+MEMORY_SHARED = (
+    "This chat shares its memory with the soul's wiki, so /memory has no private memory "
+    "to show here."
+)
+MEMORY_USAGE = (
+    "/memory lists what I remember of you; /memory drop PAGE removes one page and what "
+    "it was built from; /memory export sends it all as one file."
+)
+MEMORY_EMPTY = "I keep no pages about you yet."
+MEMORY_HEAD = "What I keep about you:"
+MEMORY_PAGES = "Pages ({count}):"
+MEMORY_MORE_PAGES = "- and {count} more (/memory export has them all)"
+MEMORY_LOGS = "Daily logs: {count} ({first} to {last})."
+MEMORY_NOTES = "Not folded into the pages yet: {count} messages. The latest:"
+MEMORY_NO_NOTES = "Every message so far is folded into the pages."
+MEMORY_FOOT = (
+    "/memory drop PAGE removes a page and the messages it was built from; "
+    "/memory export sends everything as one file; /forget erases it all."
+)
+MEMORY_BAD_ID = "'{page}' cannot be a page: {reason}."
+MEMORY_NO_PAGE = "There is no page '{page}' in your memory (/memory lists them)."
+MEMORY_NOT_LOG = (
+    "'{page}' is a daily log: its lines go when you drop the pages they were folded "
+    "into (or /forget erases everything)."
+)
+MEMORY_DROPPED = (
+    "Done: I dropped the page {page} and the {traces} messages it was built from "
+    "({lines} log lines went with them). They will not come back."
+)
+MEMORY_BUSY = "Your memory is being compiled right now: try again in a minute."
+MEMORY_EXPORTED = (
+    "That file is everything I keep about you: {pages} pages, {logs} daily logs and "
+    "{waiting} messages not folded into the pages yet."
+)
+MEMORY_EXPORT_FAILED = "I could not send the file ({reason}). Please try again later."
+MEMORY_TOO_LARGE = (
+    "Your memory is {size} MB, too large to send as one file here (the limit is {limit} "
+    "MB): ask an admin for a copy."
+)
+EXPORT_HEAD = (
+    "# What {soul} keeps about you\n\nYour private memory ({scope}), exported {when}: the "
+    "catalog, each page, the daily logs, then the messages not folded into the pages yet."
+)
+EXPORT_PENDING = "Not folded into the pages yet"
 
 # The DM gate (bot/chat/access.py).
 ALLOWLIST_ONLY = "Sorry, I only talk with people on my allowlist here."
@@ -84,6 +152,8 @@ HELP = (
     "Talk to me in plain words. Commands:\n"
     "/reset starts a new conversation (I keep my long-term memory)\n"
     "/forget erases what I remember from this conversation (asks to confirm first)\n"
+    "/memory lists what I remember of you (in a private chat); /memory drop PAGE removes "
+    "one page and what it was built from; /memory export sends it all as one file\n"
     "/help shows this."
 )
 ADMIN_HELP = (

@@ -7,10 +7,18 @@ assignment, and a soul whose new version fails keeps its previous good version
 live.
 Reloads run one at a time (from any thread), so a reload that read the files
 before another never swaps its older souls in after it.
+
+A reload is `at_once` (the default: an operator's reload, a rollback, a new
+epoch, the shared wiki's compile) or not (the heartbeat's own SOUL.md write).
+Each live soul carries its `renewal`, the number of the last `at_once` reload of
+it; a reload that is not keeps the number. A session whose prompt cache is warm
+goes on with the version it has while the renewal is the same (the rule is
+`bot/chat/turn.py`'s `Agent.soul`).
 """
 
 from __future__ import annotations
 
+import itertools
 import threading
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -47,6 +55,16 @@ class ReloadReport:
         return not self.failed
 
 
+@dataclass(frozen=True)
+class LiveSoul:
+    """A live soul and its `renewal`: the number of the last `at_once` reload
+    of it (no two reloads share one). An older version of the soul may still
+    serve a warm session while its renewal is this one."""
+
+    soul: Soul
+    renewal: int
+
+
 @dataclass
 class SoulRegistry:
     """The live souls, by id. Loading is synchronous file I/O: call it from a
@@ -54,15 +72,23 @@ class SoulRegistry:
 
     workspaces: Path
     max_prompt_tokens: int = MAX_PROMPT_TOKENS
-    _souls: dict[str, Soul] = field(default_factory=dict)
+    _live: dict[str, LiveSoul] = field(default_factory=dict)
     # Held by a reload from its first read to its swap; `get` and `all` never wait.
     _reloading: threading.Lock = field(default_factory=threading.Lock, repr=False, compare=False)
+    _renewals: itertools.count[int] = field(
+        default_factory=lambda: itertools.count(1), repr=False, compare=False
+    )
 
     def get(self, soul_id: str) -> Soul | None:
-        return self._souls.get(soul_id)
+        live = self._live.get(soul_id)
+        return live.soul if live else None
+
+    def live(self, soul_id: str) -> LiveSoul | None:
+        """The live version of `soul_id` with its renewal."""
+        return self._live.get(soul_id)
 
     def all(self) -> list[Soul]:
-        return sorted(self._souls.values(), key=lambda s: s.id)
+        return sorted((live.soul for live in self._live.values()), key=lambda s: s.id)
 
     def _folders(self) -> list[Path]:
         try:
@@ -109,58 +135,64 @@ class SoulRegistry:
 
     def reload_all(self) -> ReloadReport:
         """Load every soul folder again and swap the result in at once (after
-        any reload running now)."""
+        any reload running now); every session takes the new versions at its
+        next turn."""
         with self._reloading:
             return self._reload_all()
 
-    def reload(self, name: str) -> ReloadReport:
+    def reload(self, name: str, *, at_once: bool = True) -> ReloadReport:
         """Reload one soul, named by its id or its folder name (after any
-        reload running now).
+        reload running now). `at_once`: every session takes the new version
+        at its next turn; else a session whose prompt cache is warm keeps the
+        version it has (the heartbeat's writes).
 
         Raises SoulbotError when no soul and no folder has that name.
         """
         with self._reloading:
-            return self._reload(name)
+            return self._reload(name, at_once)
 
     def _reload_all(self) -> ReloadReport:
-        fresh: dict[str, Soul] = {}
+        fresh: dict[str, LiveSoul] = {}
         claimed: dict[str, Path] = {}
         loaded: list[Soul] = []
         failed: list[tuple[LoadFailure, bool]] = []
+        renewal = next(self._renewals)
         for folder in self._folders():
             result = self._load(folder, claimed)
             if isinstance(result, Soul):
-                fresh[result.id] = result
+                fresh[result.id] = LiveSoul(result, renewal)
                 loaded.append(result)
                 continue
             previous = self._by_folder(folder)
-            if previous is not None and previous.id not in fresh:
-                fresh[previous.id] = previous
-                claimed[previous.id] = folder
+            if previous is not None and previous.soul.id not in fresh:
+                fresh[previous.soul.id] = previous
+                claimed[previous.soul.id] = folder
             failed.append((result, previous is not None))
-        removed = tuple(sorted(set(self._souls) - set(fresh)))
+        removed = tuple(sorted(set(self._live) - set(fresh)))
         for soul_id in removed:
             log.info("soul.removed", soul=soul_id)
-        self._souls = fresh
+        self._live = fresh
         return ReloadReport(tuple(loaded), tuple(failed), removed)
 
-    def _reload(self, name: str) -> ReloadReport:
-        current = self._souls.get(name)
-        folder = current.folder if current else self.workspaces / name
+    def _reload(self, name: str, at_once: bool) -> ReloadReport:
+        current = self._live.get(name)
+        folder = current.soul.folder if current else self.workspaces / name
         if current is None and not (folder.is_dir() or folder.is_symlink()):
             raise SoulbotError(f"no soul or workspace folder is named '{name}'")
-        claimed = {s.id: s.folder for s in self._souls.values()}
+        claimed = {k: v.soul.folder for k, v in self._live.items()}
         if current is not None:
-            del claimed[current.id]
+            del claimed[current.soul.id]
         result = self._load(folder, claimed)
         if isinstance(result, LoadFailure):
             previous = current or self._by_folder(folder)
             return ReloadReport(failed=((result, previous is not None),))
-        fresh = {k: v for k, v in self._souls.items() if v.folder != folder}
-        fresh[result.id] = result
-        self._souls = fresh
-        log.info("soul.reloaded", soul=result.id)
+        kept = self._live.get(result.id)
+        renewal = kept.renewal if kept is not None and not at_once else next(self._renewals)
+        fresh = {k: v for k, v in self._live.items() if v.soul.folder != folder}
+        fresh[result.id] = LiveSoul(result, renewal)
+        self._live = fresh
+        log.info("soul.reloaded", soul=result.id, at_once=at_once)
         return ReloadReport(loaded=(result,))
 
-    def _by_folder(self, folder: Path) -> Soul | None:
-        return next((s for s in self._souls.values() if s.folder == folder), None)
+    def _by_folder(self, folder: Path) -> LiveSoul | None:
+        return next((v for v in self._live.values() if v.soul.folder == folder), None)

@@ -34,7 +34,9 @@ DB_NAME = "soulbot.db"
 # 2: the indexes history_live (the rows a session loads: compacted ones are not even
 #    visited) and seen_messages_ts (the prune of delivered ids past their window); the
 #    table reply_addresses.
-SCHEMA_VERSION = 2
+# 3: the table memory_folds (which traces a compile folded into which wiki page), so
+#    `/memory drop` can take a page back with the traces it was made of.
+SCHEMA_VERSION = 3
 
 SCHEMA = """
 CREATE TABLE IF NOT EXISTS usage (
@@ -125,6 +127,12 @@ CREATE TABLE IF NOT EXISTS memory (
     words INTEGER NOT NULL
 );
 CREATE INDEX IF NOT EXISTS memory_page ON memory (page, id) WHERE page IS NOT NULL;
+CREATE TABLE IF NOT EXISTS memory_folds (
+    trace INTEGER NOT NULL,
+    page TEXT NOT NULL,
+    PRIMARY KEY (trace, page)
+) WITHOUT ROWID;
+CREATE INDEX IF NOT EXISTS memory_folds_page ON memory_folds (page, trace);
 CREATE VIRTUAL TABLE IF NOT EXISTS memory_fts USING fts5(
     text, content='memory', content_rowid='id', tokenize='porter unicode61 remove_diacritics 2'
 );

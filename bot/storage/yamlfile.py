@@ -8,6 +8,12 @@ anything walks it as a tree (the config's `${ENV}` interpolation does). And so
 is nesting deeper than MAX_DEPTH: the composer recurses, and a few thousand
 brackets would end in RecursionError. Each refusal is a yaml.YAMLError with the
 line it is on (`problem_mark`), like any other YAML error.
+
+Where PyYAML has libyaml, the text is parsed in C: one pass over its events
+checks the anchors, aliases and depth, then the C loader builds the data (a
+page read on every turn parses its front matter many times faster). A text
+the C path refuses is parsed again by the pure-Python loader, whose messages
+and line numbers are the ones given, so both paths refuse alike.
 """
 
 from __future__ import annotations
@@ -26,28 +32,19 @@ _NO_ALIASES = (
 )
 
 
-class _StrictLoader(yaml.SafeLoader):
-    _depth = 0
+def _refusal(event: yaml.Event, depth: int) -> str | None:
+    """Why `event` (at collection `depth`) is refused, or None."""
+    if isinstance(event, yaml.AliasEvent):
+        return f"an alias (*{event.anchor}) is not allowed: {_NO_ALIASES}"
+    anchor = getattr(event, "anchor", None)
+    if anchor is not None:
+        return f"an anchor (&{anchor}) is not allowed: {_NO_ALIASES}"
+    if depth > MAX_DEPTH:
+        return f"nested deeper than {MAX_DEPTH} levels"
+    return None
 
-    def compose_node(self, parent: yaml.Node | None, index: Any) -> yaml.Node | None:
-        event: yaml.Event = self.peek_event()  # type: ignore[no-untyped-call]
-        mark = cast(Mark, event.start_mark)
-        if isinstance(event, yaml.AliasEvent):
-            problem = f"an alias (*{event.anchor}) is not allowed: {_NO_ALIASES}"
-            raise yaml.composer.ComposerError(None, None, problem, mark)
-        anchor = getattr(event, "anchor", None)
-        if anchor is not None:
-            problem = f"an anchor (&{anchor}) is not allowed: {_NO_ALIASES}"
-            raise yaml.composer.ComposerError(None, None, problem, mark)
-        if self._depth >= MAX_DEPTH:
-            problem = f"nested deeper than {MAX_DEPTH} levels"
-            raise yaml.composer.ComposerError(None, None, problem, mark)
-        self._depth += 1
-        try:
-            return super().compose_node(parent, index)
-        finally:
-            self._depth -= 1
 
+class _UniqueKeys(yaml.constructor.SafeConstructor):
     def construct_mapping(self, node: yaml.MappingNode, deep: bool = False) -> dict[Any, Any]:
         seen: set[Any] = set()
         for key_node, _ in node.value:
@@ -60,7 +57,52 @@ class _StrictLoader(yaml.SafeLoader):
         return super().construct_mapping(node, deep)
 
 
+class _StrictLoader(_UniqueKeys, yaml.SafeLoader):
+    _depth = 0
+
+    def compose_node(self, parent: yaml.Node | None, index: Any) -> yaml.Node | None:
+        event: yaml.Event = self.peek_event()  # type: ignore[no-untyped-call]
+        problem = _refusal(event, self._depth + 1)
+        if problem is not None:
+            raise yaml.composer.ComposerError(None, None, problem, cast(Mark, event.start_mark))
+        self._depth += 1
+        try:
+            return super().compose_node(parent, index)
+        finally:
+            self._depth -= 1
+
+
+_C_LOADER: type | None = None
+if yaml.__with_libyaml__:
+
+    class _StrictCLoader(_UniqueKeys, yaml.CSafeLoader):
+        pass
+
+    _C_LOADER = _StrictCLoader
+
+
+def _check_events(text: str) -> None:
+    """Refuse anchors, aliases and depth past MAX_DEPTH, reading the C parser's
+    events (collections count as levels, as the composer's nodes do)."""
+    depth = 0
+    for event in yaml.parse(text, Loader=yaml.CSafeLoader):
+        opens = isinstance(event, yaml.CollectionStartEvent)
+        problem = _refusal(event, depth + 1 if opens or isinstance(event, yaml.ScalarEvent) else 0)
+        if problem is not None:
+            raise yaml.composer.ComposerError(None, None, problem, cast(Mark, event.start_mark))
+        if opens:
+            depth += 1
+        elif isinstance(event, yaml.CollectionEndEvent):
+            depth -= 1
+
+
 def load_yaml(text: str) -> Any:
     """Parse YAML data (no Python tags, no anchors or aliases, no key given
     twice, at most MAX_DEPTH levels deep). Raises yaml.YAMLError."""
+    if _C_LOADER is not None:
+        try:
+            _check_events(text)
+            return yaml.load(text, Loader=_C_LOADER)  # a CSafeLoader subclass
+        except yaml.YAMLError:
+            pass  # refused: the pure parser says why, in its words and with its lines
     return yaml.load(text, Loader=_StrictLoader)  # a SafeLoader subclass

@@ -1,7 +1,8 @@
 """The terminal chat under a real pseudo-terminal: `soulbot chat` as a process on
 a pty (its controlling terminal, so Ctrl-C is the terminal's own SIGINT), against
 the fake model process. Line editing (readline) turns echo off while it reads;
-however the chat ends, the terminal must be as it was before."""
+however the chat ends, the terminal must be as it was before. While it stops, the
+terminal shows one line per step, and a Ctrl-C then quits at once."""
 
 from __future__ import annotations
 
@@ -85,6 +86,14 @@ class Terminal:
         os.close(self.slave)
 
 
+def chat_once(terminal: Terminal) -> None:
+    """Say hello; wait for the answer and the prompt after it."""
+    terminal.read_until(b"you> ")
+    terminal.type(b"hello\r")
+    terminal.read_until(b"Wren> ")
+    terminal.read_until(b"you> ", within=5.0)  # the prompt again, after the answer
+
+
 @pytest.mark.timeout(40)
 @pytest.mark.parametrize("keys", [b"\x03", b"\x04", b"/quit\r"], ids=["ctrl-c", "ctrl-d", "quit"])
 def test_the_terminal_is_given_back_as_it_was(
@@ -92,10 +101,7 @@ def test_the_terminal_is_given_back_as_it_was(
 ) -> None:
     terminal = Terminal(tmp_path, fake.url)
     try:
-        terminal.read_until(b"you> ")
-        terminal.type(b"hello\r")
-        terminal.read_until(b"Wren> ")
-        terminal.read_until(b"you> ", within=5.0)  # the prompt again, after the answer
+        chat_once(terminal)
         reading = termios.tcgetattr(terminal.slave)
         assert not reading[3] & termios.ECHO  # readline reads the line itself meanwhile
         terminal.type(keys)
@@ -103,4 +109,50 @@ def test_the_terminal_is_given_back_as_it_was(
         after = termios.tcgetattr(terminal.slave)
     finally:
         terminal.close()
+    assert after == terminal.before
+
+
+@pytest.mark.timeout(40)
+@pytest.mark.parametrize(
+    ("keys", "force"),
+    [(b"\x03", b"again"), (b"/quit\r", b"twice")],  # the end of input is no signal
+    ids=["ctrl-c", "quit"],
+)
+def test_the_stop_shows_one_line_per_step(
+    tmp_path: Path, fake: FakeProcess, keys: bytes, force: bytes
+) -> None:
+    terminal = Terminal(tmp_path, fake.url)
+    try:
+        chat_once(terminal)
+        terminal.type(keys)
+        terminal.read_until(
+            b"\rStopping. Ctrl-C %s quits at once (your messages are kept).\r\n" % force
+        )
+        terminal.read_until(b"\rsaving reflections...\r\n")
+        terminal.read_until(b"\rsaving memory... 1 wiki\r\n")  # the console user's wiki
+        terminal.read_until(b"\rStopped.\r\n")
+        assert terminal.wait() == 0
+    finally:
+        terminal.close()
+    assert b"not finished" not in terminal.screen
+
+
+@pytest.mark.timeout(40)
+def test_a_second_ctrl_c_during_the_stop_quits_at_once(tmp_path: Path, fake: FakeProcess) -> None:
+    terminal = Terminal(tmp_path, fake.url)
+    try:
+        chat_once(terminal)
+        fake.configure(latency_s=30.0)  # the shutdown compile's model call hangs
+        terminal.type(b"\x03")
+        terminal.read_until(b"saving memory... 1 wiki")
+        pressed = time.monotonic()
+        terminal.type(b"\x03")
+        terminal.read_until(b"Quitting now: your messages are kept")
+        assert terminal.wait() == 1
+        assert time.monotonic() - pressed < 10.0
+        after = termios.tcgetattr(terminal.slave)
+    finally:
+        fake.configure(latency_s=0.0)
+        terminal.close()
+    assert b"Stopped." not in terminal.screen
     assert after == terminal.before

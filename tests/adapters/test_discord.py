@@ -176,7 +176,7 @@ async def test_prefix_commands_for_admins_and_refusals_for_others(tmp_path: Path
 async def test_the_slash_command_group_is_synced_and_answers_privately(tmp_path: Path) -> None:
     async with discord_bot(tmp_path) as (dc, _, _):
         names = {c["name"] for c in dc.commands[None]}
-        assert names == {"soul", "pair", "reset", "forget", "help"}
+        assert names == {"soul", "pair", "reset", "forget", "memory", "help"}
         token = dc.push_interaction("soul status", [], user_id=ADMIN, channel_id=CHANNEL,
                                     guild_id=GUILD)  # fmt: skip
         await dc.wait_for(
@@ -370,3 +370,27 @@ async def test_a_strangers_name_is_plain_text_in_the_pair_list(tmp_path: Path) -
         dc.push_message(900, "!pair list", author_id=ADMIN)
         [_, listing] = await dc.wait_sent(2)
     assert r"\[Approve me\]\(https://evil.example\) (discord id 42)" in listing.content
+
+
+async def test_a_memory_export_is_an_attachment_in_the_dm_and_a_private_follow_up(
+    tmp_path: Path,
+) -> None:
+    async with discord_bot(tmp_path) as (dc, _, _):
+        asked = dc.push_message(900, "!memory export", author_id=ADMIN)
+        await dc.wait_sent(2)
+        token = dc.push_interaction("memory", [{"type": 3, "name": "action", "value": "export"}],
+                                    user_id=ADMIN, channel_id=900)  # fmt: skip
+        await dc.wait_for(lambda f: len(followups(f, token)) == 2, what="the file and the line")
+        group = dc.push_interaction("memory", [], user_id=ADMIN, channel_id=CHANNEL,
+                                    guild_id=GUILD)  # fmt: skip
+        await dc.wait_for(lambda f: len(followups(f, group)) == 1, what="the refusal")
+    file_message, line = dc.sent
+    assert file_message.reply_to == asked and file_message.content == ""
+    [upload] = file_message.files
+    assert upload.filename.startswith("memory-lark-") and upload.filename.endswith(".md")
+    assert upload.data.decode().startswith("# What Lark keeps about you")
+    assert line.content == prompts.MEMORY_EXPORTED.format(pages=0, logs=0, waiting=0)
+    private = followups(dc, token)
+    assert [len(r.files) for r in private] == [1, 0] and all(r.data["flags"] & 64 for r in private)
+    assert private[0].files[0].data == upload.data
+    assert [r.content for r in followups(dc, group)] == [prompts.MEMORY_DM_ONLY]

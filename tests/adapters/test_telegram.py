@@ -333,3 +333,20 @@ async def test_a_strangers_name_is_plain_text_in_the_pair_list(tmp_path: Path) -
     assert listing["parse_mode"] == "HTML"
     assert "<a" not in listing["text"] and "<b>" not in listing["text"]
     assert f": {evil} (telegram id 43), 60 min left" in parse_html(listing["text"])
+
+
+async def test_a_memory_export_is_a_document_and_a_group_gets_one_line(tmp_path: Path) -> None:
+    async with telegram(tmp_path) as (tg, _, _):
+        asked = tg.push_message(ADMIN, "/memory export", user_id=ADMIN)
+        await tg.wait_for(lambda f: bool(f.documents and f.sent), what="the file and the line")
+        tg.push_message(GROUP, "/memory", user_id=ADMIN, chat_type="supergroup")
+        await tg.wait_sent(2)
+    [document] = tg.documents
+    assert document.chat_id == ADMIN and document.caption is None
+    assert document.file.file_name.startswith("memory-lark-")
+    assert document.file.mime_type == "text/markdown"
+    assert document.file.data.decode().startswith("# What Lark keeps about you")
+    [call] = [c for c in tg.calls_of("sendDocument") if c.status == 200]
+    assert call.params["reply_parameters"]["message_id"] == asked
+    assert texts(tg, ADMIN) == [prompts.MEMORY_EXPORTED.format(pages=0, logs=0, waiting=0)]
+    assert texts(tg, GROUP) == [prompts.MEMORY_DM_ONLY]

@@ -1,7 +1,10 @@
-"""Fault drill: `soulbot run` as a process through a model outage, a SIGKILL in
-the middle of a compile, a full disk under a page write, and a flood of 1,000
-Telegram messages. The fakes (model, Telegram) run in this process; the daemon
-is the real one, with its JSON log on stderr."""
+"""Fault drill: `soulbot run` as a process through a model outage, a model that
+hangs, a SIGKILL in the middle of a compile or of a turn, a full disk under a page
+write and under a reply's write, and a flood of 1,000 Telegram messages. The fakes
+(model, Telegram) run in this process; the daemon is the real one, with its JSON
+log on stderr. A full disk is RLIMIT_FSIZE in the daemon (a write past it fails
+as on a full disk, "File too large"): its soft limit only, so the drill can lift
+it from outside (`Bot.fill_disk`, `Bot.free_disk`) while the daemon runs."""
 
 from __future__ import annotations
 
@@ -185,6 +188,18 @@ class Bot:
             await asyncio.gather(*self._readers)
         return code
 
+    def fill_disk(self, data: Path, room: int) -> None:
+        """Leave `room` bytes on the disk: a write past the end of the largest
+        file in `data`, plus `room`, fails."""
+        used = max(p.stat().st_size for p in data.rglob("*") if p.is_file())
+        _, hard = resource.getrlimit(resource.RLIMIT_FSIZE)
+        resource.prlimit(self.proc.pid, resource.RLIMIT_FSIZE, (used + room, hard))
+
+    def free_disk(self) -> None:
+        """Lift the process's file size limit (the disk has room again)."""
+        _, hard = resource.getrlimit(resource.RLIMIT_FSIZE)
+        resource.prlimit(self.proc.pid, resource.RLIMIT_FSIZE, (hard, hard))
+
     async def close(self) -> None:
         """Kill the process if it still runs and wait for it and the readers."""
         if self.proc.returncode is None:
@@ -198,11 +213,12 @@ async def running(
     cwd: Path, env: dict[str, str], max_file_bytes: int | None = None
 ) -> AsyncIterator[Bot]:
     """`soulbot run` started and serving (`daemon.started`); killed at the end
-    if it still runs. `max_file_bytes` sets RLIMIT_FSIZE in the process."""
+    if it still runs. `max_file_bytes` sets the soft RLIMIT_FSIZE of the process."""
 
     def limit_files() -> None:
         assert max_file_bytes is not None
-        resource.setrlimit(resource.RLIMIT_FSIZE, (max_file_bytes, max_file_bytes))
+        _, hard = resource.getrlimit(resource.RLIMIT_FSIZE)
+        resource.setrlimit(resource.RLIMIT_FSIZE, (max_file_bytes, hard))
 
     proc = await asyncio.create_subprocess_exec(
         sys.executable, "-m", "bot", "run", "--log-format", "json",
@@ -246,6 +262,29 @@ def query(db: Path, sql: str, *params: object) -> list[tuple[Any, ...]]:
         return conn.execute(sql, params).fetchall()
     finally:
         conn.close()
+
+
+# The system prompts of background calls (the compile's, a compaction's...).
+BACKGROUND = {text for name, text in vars(prompts).items() if name.endswith("_SYSTEM")}
+
+
+def turn_requests(model: FakeAnthropic) -> list[dict[str, Any]]:
+    """The requests of turns (background calls left out)."""
+    return [r for r in model.requests if r["system"][0]["text"] not in BACKGROUND]
+
+
+def assert_answered_once(db: Path) -> None:
+    """Every stored message has one stored answer: a reply answers the messages
+    since the one before it, up to its `reply_to`, so the `reply_to`s are
+    distinct (nothing answered twice) and the last is the newest message's
+    (nothing left unanswered)."""
+    sql = "SELECT role, id, reply_to FROM history WHERE kind IN ('message', 'compacted')"
+    rows = query(db, sql + " ORDER BY id")
+    users = [id_ for role, id_, _ in rows if role == "user"]
+    answers = [reply_to for role, _, reply_to in rows if role == "assistant"]
+    assert len(answers) == len(set(answers)), f"a message answered twice: {answers}"
+    assert set(answers) <= set(users), f"an answer to no stored message: {answers} {users}"
+    assert answers and max(answers) == users[-1], f"unanswered: {users} {answers}"
 
 
 def scope_traces(db: Path, scope: str) -> list[int]:
@@ -326,7 +365,7 @@ async def test_model_down_for_30_s_then_back(tmp_path: Path) -> None:
     assert not {"session.error", "shutdown.pending", "shutdown.task_failed"} & set(bot.names())
     # One request per failed turn (no retries), then the first real answer's
     # request carries every message the apologies answered: nothing is lost.
-    turns = [r for r in model.requests if r["system"][0]["text"] != prompts.COMPILE_SYSTEM]
+    turns = turn_requests(model)
     assert len(turns) == len(during) + len(after)
     first_back = user_texts(turns[len(during)])
     assert all(text in first_back for text in [*during, after[0]])
@@ -431,8 +470,10 @@ NO_BUDGET = (
     "budget: {daily_tokens_per_soul: null, daily_tokens_per_user: null,"
     " daily_tokens_per_admin: null, daily_tokens_background: null}\n"
 )
-# The fake ends an answer at max_tokens as the API does: room for a page past MAX_FILE.
+# The fake ends an answer at max_tokens as the API does: room for a page past MAX_FILE
+# (a chat answer, a compile's answer, a page under its cap).
 BIG_ANSWERS = "model: {max_retries: 0, max_tokens: 4000000}\n"
+BIG_PAGES = "memory: {page_max_tokens: 4000000, compile: {max_tokens: 4000000}}\n"
 
 
 def huge_pages(body: dict[str, Any]) -> Reply | None:
@@ -475,10 +516,11 @@ async def test_a_sigkill_mid_turn_then_a_restart_answers_once(tmp_path: Path) ->
     # Once: the warm-up, answered before the kill, is not answered again.
     assert [r for r in again.replies() if "warm-up" in r] == []
     assert len(again.replies()) == 1
+    assert_answered_once(cwd / "data" / "soulbot.db")
 
 
 async def test_a_full_disk_stops_the_compile_and_the_bot_answers_on(tmp_path: Path) -> None:
-    cwd = drill_folder(tmp_path, NO_BUDGET + BIG_ANSWERS)
+    cwd = drill_folder(tmp_path, NO_BUDGET + BIG_ANSWERS + BIG_PAGES)
     scope = console_scope()
     wiki = cwd.joinpath("data", "memory", "wren", *scope.split(":"))
     db = cwd / "data" / "soulbot.db"
@@ -511,7 +553,7 @@ async def test_a_full_disk_stops_the_compile_and_the_bot_answers_on(tmp_path: Pa
 
 
 async def test_a_failed_compile_is_reported_as_failed(tmp_path: Path) -> None:
-    cwd = drill_folder(tmp_path, NO_BUDGET + BIG_ANSWERS)
+    cwd = drill_folder(tmp_path, NO_BUDGET + BIG_ANSWERS + BIG_PAGES)
     async with FakeAnthropic() as model, running(cwd, drill_env(model), MAX_FILE) as bot:
         report = await disk_full_compile(bot, model)
     assert report.startswith("The compile failed for 1 wiki(s); their traces wait"), report
@@ -575,3 +617,117 @@ async def test_1000_telegram_messages_at_once(tmp_path: Path) -> None:
     assert users == Counter(texts)  # 1,000 user traces, one per message
     [(replies,)] = query(db, "SELECT COUNT(*) FROM memory WHERE speaker = 'assistant'")
     assert replies == len(tg.sent)
+
+
+# -- 5. the model hangs ------------------------------------------------------------------
+
+# A try that hangs past timeout_s is abandoned and tried once more.
+HANGS = "model: {max_retries: 1, timeout_s: 2}\n"
+
+
+@pytest.mark.timeout(120)
+async def test_a_hanging_model_times_out_and_each_message_is_answered_once(
+    tmp_path: Path,
+) -> None:
+    cwd = drill_folder(tmp_path, HANGS)
+    db = cwd / "data" / "soulbot.db"
+    async with FakeAnthropic() as model:
+        env = drill_env(model)
+        async with running(cwd, env) as bot:
+            model.script_hang(120)  # the first try hangs; the second answers
+            await bot.say("a hang, then an answer")
+            await bot.wait_reply("a hang, then an answer", within=30)
+            assert len(turn_requests(model)) == 2
+            model.script(Reply.of_hang(120), Reply.of_hang(120))  # both tries hang
+            await bot.say("a hang on every try")
+            await bot.wait_event("turn.failed", within=30)
+            assert (await bot.wait_replies(2))[1] == prompts.APOLOGY
+            await bot.say("are you back?")
+            back = await bot.wait_reply("are you back?")
+            assert await bot.stop() == 0
+        async with running(cwd, env) as again:  # nothing left to answer at the restart
+            assert await again.stop() == 0
+
+    replies = bot.replies()
+    assert len(replies) == 3 and replies[0].startswith("echo: ") and back == replies[2]
+    [failed] = bot.matching("turn.failed")
+    assert failed["error_class"] == "APITimeoutError"
+    assert len(bot.matching("turn.completed")) == 2
+    assert not {"session.error", "shutdown.pending"} & set(bot.names())
+    turns = turn_requests(model)
+    assert len(turns) == 5  # 2 tries, 2 tries, 1
+    assert "a hang on every try" in user_texts(turns[4])  # the apology's message, answered now
+    assert again.replies() == [] and not again.matching("sessions.recovered")
+    stored = query(db, "SELECT content FROM history WHERE role = 'user' ORDER BY id")
+    assert [row[0] for row in stored] == ["a hang, then an answer", "a hang on every try",
+                                          "are you back?"]  # fmt: skip
+    assert_answered_once(db)
+
+
+# -- 6. the disk fills up under a reply's write ---------------------------------------------
+
+ROOM = 128 * 2**10  # what the disk has left: enough for a message, a ledger row, a short reply
+# One line (the console prints it as one), past that room, and a request the fake takes
+# (at most 1 MiB) with it in the history.
+LONG_REPLY = " ".join(["a long answer,"] * 36_000)
+LONG_ASK = "write me a long answer"
+# No compaction: the long reply stays in the history, as it was sent.
+ROOMY_HISTORY = "memory: {history_token_budget: 1000000}\n"  # no BIG_PAGES beside it
+
+
+def long_replies(body: dict[str, Any]) -> Reply | None:
+    """LONG_REPLY to a turn whose newest line is LONG_ASK; a short page for a compile."""
+    if body["system"][0]["text"] == prompts.COMPILE_SYSTEM:
+        return Reply.of_text("- [note] a long answer was given")
+    texts = user_texts(body)
+    return Reply.of_text(LONG_REPLY) if texts and texts[-1].endswith(LONG_ASK) else None
+
+
+async def disk_full_reply(bot: Bot, model: FakeAnthropic, db: Path) -> None:
+    """A warm-up; the disk fills up; LONG_ASK: its reply is sent and its store
+    fails (`history.write_failed`), as does its trace's (tried again)."""
+    await bot.say("a warm-up first")
+    await bot.wait_reply("a warm-up first")
+    model.responder = long_replies
+    bot.fill_disk(db.parent, ROOM)
+    await bot.say(LONG_ASK)
+    assert (await bot.wait_replies(2))[1] == LONG_REPLY
+    failed = await bot.wait_event("history.write_failed")
+    assert failed["error_class"] == "OperationalError", failed  # SQLite's "disk I/O error"
+    await bot.wait_event("memory.write_failed")
+    stored = query(db, "SELECT COUNT(*) FROM history WHERE role = 'assistant'")
+    assert stored == [(1,)], "the long reply was stored: the disk did not fill up"
+
+
+@pytest.mark.timeout(120)
+@pytest.mark.parametrize("then", ["a next message", "a restart"])
+async def test_a_full_disk_under_the_reply_write_answers_once(tmp_path: Path, then: str) -> None:
+    cwd = drill_folder(tmp_path, NO_BUDGET + BIG_ANSWERS + ROOMY_HISTORY)
+    db = cwd / "data" / "soulbot.db"
+    async with FakeAnthropic() as model:
+        env = drill_env(model)
+        async with running(cwd, env) as bot:
+            await disk_full_reply(bot, model, db)
+            bot.free_disk()
+            if then == "a next message":  # its turn stores the kept reply first
+                await bot.say("is it stored now?")
+                await bot.wait_reply("is it stored now?")
+            assert await bot.stop() == 0  # else the shutdown stores it
+        async with running(cwd, env) as again:  # nothing left to answer at the restart
+            assert await again.stop() == 0
+
+    assert again.replies() == [], "the long answer's message was answered again"
+    assert not again.matching("sessions.recovered")
+    assert not {"session.error", "turn.failed", "shutdown.pending"} & set(bot.names())
+    rows = query(db, "SELECT content FROM history WHERE role = 'assistant' ORDER BY id")
+    expected = [False, True, False] if then == "a next message" else [False, True]
+    assert [row[0] == LONG_REPLY for row in rows] == expected
+    assert len(bot.replies()) == len(expected)
+    assert_answered_once(db)
+    # The trace writer tried again once the disk had room: each line is one trace.
+    speakers = Counter(row[0] for row in query(db, "SELECT speaker FROM memory "
+                                                   "WHERE page IS NULL"))  # fmt: skip
+    assert speakers == Counter(user=len(expected), assistant=len(expected))
+    [(long_traces,)] = query(db, "SELECT COUNT(*) FROM memory WHERE text = ?", LONG_REPLY)
+    assert long_traces == 1
+    assert query(db, "PRAGMA integrity_check") == [("ok",)]

@@ -104,7 +104,8 @@ async def test_an_idle_conversation_is_reflected_into_soul_md(
             await platform.replies(1)
             runtime.reflector.start()
             await wait_until(lambda: "heartbeat.written" in [e["event"] for e in logs])
-            await platform.say("and the roses?", user="ann")
+            # A new session takes the new version (Ann's, warm, keeps hers: test_soul_version).
+            await platform.say("and the roses?", user="bob")
             await platform.replies(2)
             after = runtime.registry.get("lark").version  # type: ignore[union-attr]
     text = soul_text(tmp_path)

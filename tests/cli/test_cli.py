@@ -205,8 +205,9 @@ def test_chat_and_usage_against_the_fake_model(example: Path) -> None:
         line.split()[0]: line.split() for line in report.stdout.splitlines()[2:] if line.strip()
     }
     assert rows["turn"][1] == "2"
-    assert rows["compile"][1] == "1"  # the shutdown compile folded the chat into the wiki
-    assert rows["TOTAL"][1] == "3"
+    # The shutdown compile filed the chat's notes and merged their page.
+    assert rows["compile"][1] == "2"
+    assert rows["TOTAL"][1] == "4"
 
 
 def test_chat_needs_credentials_and_a_known_soul(example: Path) -> None:
@@ -256,6 +257,7 @@ def test_memory_import_recall_compile_pages_and_forget(example: Path) -> None:
     assert compiled.returncode == 0, compiled.stderr
     assert scope in compiled.stdout and "ok" in compiled.stdout
     pages = soulbot("memory", "pages", "wren", "--scope", scope, cwd=example)
+    # The plain fake files no notes, so they all go to the default page.
     assert "concepts/notes  [concept]  Notes compiled from conversations" in pages.stdout
     wiki = example / "data" / "memory" / "wren" / "user" / "telegram" / "42"
     assert "[[concepts/notes]]" in (wiki / "index.md").read_text()

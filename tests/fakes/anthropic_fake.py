@@ -102,10 +102,12 @@ class Reply:
     message: str = ""
     retry_after: float | None = None
     seconds: float = 0.0
+    stop_reason: str = "end_turn"  # of a text reply; a text past max_tokens stops there
 
     @classmethod
-    def of_text(cls, text: str) -> Reply:
-        return cls("text", text=text)
+    def of_text(cls, text: str, stop_reason: str = "end_turn") -> Reply:
+        """A text answer; `stop_reason` as the API may give it (`refusal`, ...)."""
+        return cls("text", text=text, stop_reason=stop_reason)
 
     @classmethod
     def of_tool_use(
@@ -390,7 +392,7 @@ class FakeAnthropic(LoopbackServer):
     def _message(self, body: JSON, blocks: list[_Block], reply: Reply) -> JSON:
         n = next(self._ids)
         content: list[JSON] = []
-        text, stop = reply.text, "tool_use" if reply.kind == "tool_use" else "end_turn"
+        text, stop = reply.text, "tool_use" if reply.kind == "tool_use" else reply.stop_reason
         if text is not None and reply.kind == "text" and tokens(text) > body["max_tokens"]:
             # As the API does: the answer ends where max_tokens runs out.
             text, stop = text[: body["max_tokens"] * 4], "max_tokens"
@@ -478,9 +480,13 @@ class FakeAnthropic(LoopbackServer):
         return _json_response(200, {"ok": True})
 
 
-async def _serve(port: int, latency_s: float, min_cache_tokens: int) -> None:
-    await serve_until_signal(FakeAnthropic(latency_s=latency_s, min_cache_tokens=min_cache_tokens),
-                             port)  # fmt: skip
+async def _serve(port: int, latency_s: float, min_cache_tokens: int, librarian: bool) -> None:
+    fake = FakeAnthropic(latency_s=latency_s, min_cache_tokens=min_cache_tokens)
+    if librarian:
+        from tests.fakes.librarian import librarian as answer_compiles
+
+        fake.responder = answer_compiles
+    await serve_until_signal(fake, port)
 
 
 async def serve_until_signal(fake: FakeAnthropic, port: int = 0) -> None:
@@ -501,8 +507,13 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--port", type=int, default=0)
     parser.add_argument("--latency", type=float, default=0.0)
     parser.add_argument("--min-cache-tokens", type=int, default=1024)
+    parser.add_argument(
+        "--librarian",
+        action="store_true",
+        help="answer soulbot's compile calls as a literal model would (tests/fakes/librarian.py)",
+    )
     args = parser.parse_args(argv)
-    asyncio.run(_serve(args.port, args.latency, args.min_cache_tokens))
+    asyncio.run(_serve(args.port, args.latency, args.min_cache_tokens, args.librarian))
     return 0
 
 

@@ -21,7 +21,11 @@ scripted failure (``fail_next``), then the route. JSON answers carry exactly
 ``Content-Type: application/json`` (discord.py compares the header verbatim).
 Routes: ``GET /users/@me``, ``GET /oauth2/applications/@me``, ``GET /gateway[/bot]``,
 ``POST /users/@me/channels`` (a DM channel), ``GET /channels/{id}``,
-``POST /channels/{id}/messages`` (JSON or multipart with ``payload_json``; empty →
+``POST /channels/{id}/messages`` (JSON or multipart with ``payload_json`` and file
+parts ``files[n]``, each recorded as an ``Upload`` with its bytes: the message's
+``attachments`` carry their names, as ``payload_json``'s ``attachments`` give them by
+id, and sizes; a file over ``max_upload_bytes``, 10 MiB as on Discord, → 413/40005;
+empty →
 400/50006, content over 2000 characters → 400/50035, a reply to a message the fake
 never saw → 400/50035, unknown channel → 404/10003; with ``enforce_nonce``, a
 ``nonce`` already used returns that message and creates none, as on Discord, whose
@@ -90,6 +94,7 @@ API_PREFIX = "/api/v10"
 DISCORD_EPOCH_MS = 1_420_070_400_000
 HEARTBEAT_INTERVAL_MS = 41250
 MAX_CONTENT = 2000
+MAX_UPLOAD_BYTES = 10 * 2**20  # a bot's upload cap in a server without boosts, and in DMs
 INTERACTION_TTL_S = 15 * 60  # an interaction token's life (its follow-ups and edits)
 JOINED_AT = "2024-01-01T00:00:00+00:00"
 GUILD_MESSAGES, DIRECT_MESSAGES, MESSAGE_CONTENT = 1 << 9, 1 << 12, 1 << 15
@@ -114,7 +119,8 @@ class Request:
     """One REST request as received; ``path`` has no ``/api/v10`` prefix.
 
     ``json`` is the JSON body (for multipart, the parsed ``payload_json``) or None;
-    ``files`` the uploaded file names; ``t`` is ``time.monotonic()``.
+    ``files`` the uploaded file names, ``uploads`` the files themselves; ``t`` is
+    ``time.monotonic()``.
     """
 
     method: str
@@ -123,6 +129,24 @@ class Request:
     t: float
     query: Mapping[str, str] = field(default_factory=dict)
     files: tuple[str, ...] = ()
+    uploads: tuple[Upload, ...] = ()
+
+
+@dataclass(frozen=True)
+class Upload:
+    """A file part of a multipart request: its form field name (``files[0]``),
+    file name, media type and bytes."""
+
+    part: str
+    filename: str
+    content_type: str
+    data: bytes = field(repr=False)
+
+    @property
+    def index(self) -> int | None:
+        """The ``n`` of a ``files[n]`` field, which ``payload_json``'s attachments name."""
+        found = re.fullmatch(r"files\[(\d+)\]", self.part)
+        return int(found[1]) if found else None
 
 
 @dataclass(frozen=True)
@@ -133,6 +157,7 @@ class Sent:
     message_id: int
     content: str
     body: JSON
+    files: tuple[Upload, ...] = ()
 
     @property
     def reply_to(self) -> int | None:
@@ -152,6 +177,7 @@ class InteractionReply:
     data: JSON
     content: str | None
     response_type: int | None = None
+    files: tuple[Upload, ...] = ()
 
 
 @dataclass
@@ -261,7 +287,9 @@ def _now() -> str:
     return datetime.now(UTC).isoformat()
 
 
-Handler = Callable[[web.Request, "re.Match[str]", Any, tuple[str, ...]], Awaitable[web.Response]]
+Handler = Callable[
+    [web.Request, "re.Match[str]", Any, tuple["Upload", ...]], Awaitable[web.Response]
+]
 
 
 class FakeDiscord(LoopbackServer):
@@ -273,8 +301,10 @@ class FakeDiscord(LoopbackServer):
         bot_id: int = 7000,
         app_id: int = 7000,
         bot_name: str = "soul",
+        max_upload_bytes: int = MAX_UPLOAD_BYTES,
     ) -> None:
         self.token, self.bot_id, self.app_id, self.bot_name = token, bot_id, app_id, bot_name
+        self.max_upload_bytes = max_upload_bytes
         self.requests: list[Request] = []
         self.dropped: list[Request] = []  # the requests the fake hung up on
         self.typing: list[int] = []
@@ -324,7 +354,8 @@ class FakeDiscord(LoopbackServer):
         """Listen on 127.0.0.1 (``port`` 0: any free port). Raises RuntimeError if running."""
         if self._runner is not None:
             raise RuntimeError("FakeDiscord is already started")
-        app = web.Application()
+        # Room for the largest upload and its form: aiohttp refuses more than 1 MiB by default.
+        app = web.Application(client_max_size=self.max_upload_bytes + 2**20)
         app.router.add_get("/gateway", self._gateway)
         app.router.add_route("*", API_PREFIX + "/{tail:.*}", self._rest)
         await self._listen(app, port)
@@ -979,7 +1010,10 @@ class FakeDiscord(LoopbackServer):
     async def _rest(self, request: web.Request) -> web.Response:
         path = request.path.removeprefix(API_PREFIX)
         body, files = await self._read_body(request)
-        recorded = Request(request.method, path, body, time.monotonic(), dict(request.query), files)
+        names = tuple(f.filename for f in files)
+        recorded = Request(
+            request.method, path, body, time.monotonic(), dict(request.query), names, files
+        )
         self.requests.append(recorded)
         self._notify()
         try:
@@ -992,13 +1026,15 @@ class FakeDiscord(LoopbackServer):
             self._notify()
 
     @staticmethod
-    async def _read_body(request: web.Request) -> tuple[Any, tuple[str, ...]]:
+    async def _read_body(request: web.Request) -> tuple[Any, tuple[Upload, ...]]:
         if not request.can_read_body:
             return None, ()
         if request.content_type.startswith("multipart/"):
             form = await request.post()
             files = tuple(
-                str(getattr(v, "filename", "")) for k, v in form.items() if k != "payload_json"
+                Upload(k, v.filename, v.content_type, v.file.read())
+                for k, v in form.items()
+                if isinstance(v, web.FileField)
             )
             raw = form.get("payload_json")
             return (json.loads(raw) if isinstance(raw, str) else None), files
@@ -1009,7 +1045,13 @@ class FakeDiscord(LoopbackServer):
             return None, ()
 
     async def _route(
-        self, request: web.Request, path: str, body: Any, files: tuple[str, ...], *, scripted: bool
+        self,
+        request: web.Request,
+        path: str,
+        body: Any,
+        files: tuple[Upload, ...],
+        *,
+        scripted: bool,
     ) -> web.Response:
         token_in_path = path.startswith(("/interactions/", "/webhooks/"))
         if not token_in_path and request.headers.get("Authorization") != f"Bot {self.token}":
@@ -1099,8 +1141,10 @@ class FakeDiscord(LoopbackServer):
         self.typing.append(channel_id)
         return _response(204)
 
-    def _check_content(self, body: Any, files: tuple[str, ...]) -> web.Response | None:
-        """The 400 Discord gives for a message body, or None if it is fine."""
+    def _check_content(self, body: Any, files: tuple[Upload, ...]) -> web.Response | None:
+        """The 400 (or 413) Discord gives for a message body, or None if it is fine."""
+        if any(len(f.data) > self.max_upload_bytes for f in files):
+            return _error(413, "Request entity too large", 40005)
         if not isinstance(body, dict):
             return _form_error("content", "BASE_TYPE_REQUIRED", "This field is required")
         content = body.get("content") or ""
@@ -1112,27 +1156,30 @@ class FakeDiscord(LoopbackServer):
             return _error(400, "Cannot send an empty message", 50006)
         return None
 
-    def _bot_message(self, channel_id: int, body: JSON, files: tuple[str, ...]) -> JSON:
+    def _bot_message(self, channel_id: int, body: JSON, files: tuple[Upload, ...]) -> JSON:
         msg = self._message(
             self._next_id(), channel_id, body.get("content") or "", self._users[self.bot_id]
         )
         msg["embeds"] = body.get("embeds") or []
         msg["flags"] = int(body.get("flags") or 0)
-        msg["attachments"] = [
-            {
-                "id": str(self._next_id()),
-                "filename": name,
-                "size": 0,
-                "url": f"http://127.0.0.1:{self._port}/attachments/{channel_id}/{name}",
-                "proxy_url": f"http://127.0.0.1:{self._port}/attachments/{channel_id}/{name}",
-            }
-            for name in files
-        ]
+        named = {
+            str(a.get("id")): a.get("filename")
+            for a in body.get("attachments") or []
+            if isinstance(a, dict)
+        }
+        msg["attachments"] = []
+        for upload in files:
+            name = named.get(str(upload.index)) or upload.filename
+            url = f"http://127.0.0.1:{self._port}/attachments/{channel_id}/{name}"
+            msg["attachments"].append(
+                {"id": str(self._next_id()), "filename": name, "size": len(upload.data),
+                 "content_type": upload.content_type, "url": url, "proxy_url": url}
+            )  # fmt: skip
         self._messages[int(msg["id"])] = msg
         return msg
 
     async def _create_message(
-        self, request: web.Request, m: re.Match[str], body: Any, files: tuple[str, ...]
+        self, request: web.Request, m: re.Match[str], body: Any, files: tuple[Upload, ...]
     ) -> web.Response:
         channel_id = int(m.group(1))
         if channel_id not in self._channels:
@@ -1165,7 +1212,7 @@ class FakeDiscord(LoopbackServer):
             msg["nonce"] = str(body["nonce"])
         if nonce is not None:
             self._nonces[nonce] = msg
-        self._sent.append(Sent(channel_id, int(msg["id"]), msg["content"], body))
+        self._sent.append(Sent(channel_id, int(msg["id"]), msg["content"], body, files))
         return _response(200, msg)
 
     async def _get_commands(
@@ -1265,7 +1312,7 @@ class FakeDiscord(LoopbackServer):
         return _response(200, answer)
 
     async def _followup(
-        self, request: web.Request, m: re.Match[str], body: Any, files: tuple[str, ...]
+        self, request: web.Request, m: re.Match[str], body: Any, files: tuple[Upload, ...]
     ) -> web.Response:
         token = m.group(2)
         it = self._webhook_interaction(m)
@@ -1279,7 +1326,7 @@ class FakeDiscord(LoopbackServer):
         msg = self._bot_message(it.channel_id, body, files)
         msg["webhook_id"] = str(self.app_id)
         self.interaction_replies.append(
-            InteractionReply("followup", token, body, body.get("content"))
+            InteractionReply("followup", token, body, body.get("content"), files=files)
         )
         if request.query.get("wait") not in ("1", "true", "True"):
             return _response(204)
@@ -1304,7 +1351,7 @@ class FakeDiscord(LoopbackServer):
         return _response(200, msg)
 
     async def _edit_reply(
-        self, request: web.Request, m: re.Match[str], body: Any, files: tuple[str, ...]
+        self, request: web.Request, m: re.Match[str], body: Any, files: tuple[Upload, ...]
     ) -> web.Response:
         msg = self._reply_message(m)
         if isinstance(msg, web.Response):

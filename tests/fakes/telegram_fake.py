@@ -17,10 +17,13 @@ Point PTB at it with ``ApplicationBuilder().token(fake.token).base_url(fake.base
   ``calls`` when it is answered, in that order, with its status; a long poll the
   client gave up on is recorded with 499, a request the fake hung up on
   (``drop_next``: the connection closed with no answer, the call not done) with 444.
-* Methods: getMe; getUpdates; sendMessage; editMessageText; deleteWebhook (drops
-  queued updates when ``drop_pending_updates``); setMyCommands (``commands`` keeps
-  the last list, scope ignored) and deleteMyCommands; sendChatAction (unknown
-  action: 400); setMyDescription; answerCallbackQuery.
+* Files: a multipart file part becomes an ``Upload`` (field, file name, media type,
+  bytes) in the params; ``attach://<name>`` names another part, as PTB's media
+  groups do.
+* Methods: getMe; getUpdates; sendMessage; sendDocument; editMessageText;
+  deleteWebhook (drops queued updates when ``drop_pending_updates``); setMyCommands
+  (``commands`` keeps the last list, scope ignored) and deleteMyCommands;
+  sendChatAction (unknown action: 400); setMyDescription; answerCallbackQuery.
 * getUpdates is a long poll like Telegram's: updates with ``update_id < offset`` are
   confirmed and dropped (a negative offset keeps the last ``-offset``); at most
   ``limit`` (1-100) are answered; it waits up to ``timeout`` seconds (0: at once)
@@ -41,6 +44,14 @@ Point PTB at it with ``ApplicationBuilder().token(fake.token).base_url(fake.base
   ``reply_to_message_id``) gets ``reply_to_message``: the stored message, or a
   minimal one if the id is unknown. editMessageText refuses unknown messages,
   messages not sent by the bot, and unchanged text, with Telegram's wording.
+* sendDocument takes an uploaded file (or the ``file_id`` of one it took before) and
+  answers a message with ``document`` (file_id, file_unique_id, file_name, mime_type,
+  file_size) and the ``caption``, replies and topics as sendMessage. Refused as
+  Telegram does: no document (400 ``there is no document in the request``), an empty
+  file (400 ``file must be non-empty``), an unknown file_id (400 ``wrong file
+  identifier/HTTP URL specified``), over ``max_upload_bytes`` (50 MB, as Telegram; 413
+  ``Request Entity Too Large``), a caption over 1024 UTF-16 code units once parsed
+  (400 ``message caption is too long``). Each one taken is in ``documents``.
 
 Drive it with ``push_message`` / ``push_update``, script errors with ``fail_next``,
 and wait with ``wait_for`` / ``wait_sent``: the waits are woken on every recorded
@@ -65,6 +76,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import dataclasses
 import inspect
 import itertools
 import json
@@ -82,6 +94,8 @@ JSON = dict[str, Any]
 Handler = Callable[[JSON], Awaitable[Any]]
 
 MAX_TEXT_UTF16 = 4096
+MAX_CAPTION_UTF16 = 1024
+MAX_UPLOAD_BYTES = 50 * 1000 * 1000  # the Bot API's cap on a file a bot sends
 CLIENT_CLOSED = 499  # recorded status of a request whose client went away
 DROPPED = 444  # recorded status of a request the fake hung up on (nginx's "no response")
 CONFLICT = (
@@ -112,6 +126,29 @@ _ENTITY = re.compile(r"&(#x[0-9a-fA-F]+|#[0-9]+|[a-zA-Z]+);")
 _TAG_NAME = re.compile(r"[^\s>]*")
 _COMMAND = re.compile(r"/[A-Za-z0-9_]+(?:@[A-Za-z0-9_]+)?")
 _MENTION = re.compile(r"(?<![\w@])@[A-Za-z0-9_]{5,32}\b")
+
+
+@dataclass(frozen=True)
+class Upload:
+    """A file part of a multipart request: its form field, file name, media type
+    and bytes."""
+
+    field: str
+    file_name: str
+    mime_type: str
+    data: bytes = dataclasses.field(repr=False)
+
+
+@dataclass(frozen=True)
+class Document:
+    """A document the bot sent (sendDocument): where, as which message, the file
+    and the caption as Telegram stored it."""
+
+    chat_id: int
+    message_id: int
+    file: Upload
+    caption: str | None
+    file_id: str
 
 
 def utf16_len(text: str) -> int:
@@ -267,7 +304,7 @@ async def _read_params(request: web.Request) -> JSON:
     elif request.can_read_body:
         for key, value in (await request.post()).items():
             if isinstance(value, web.FileField):
-                params[key] = {"file_name": value.filename, "size": len(value.file.read())}
+                params[key] = Upload(key, value.filename, value.content_type, value.file.read())
             else:
                 params[key] = value.decode() if isinstance(value, bytes) else value
     return {k: _decode(k, v) for k, v in params.items()}
@@ -312,14 +349,17 @@ class FakeTelegram(LoopbackServer):
         first_name: str = "Soul",
         *,
         strict_html: bool = False,
+        max_upload_bytes: int = MAX_UPLOAD_BYTES,
     ) -> None:
         self.token = token
+        self.max_upload_bytes = max_upload_bytes
         self.bot_id = bot_id
         self.username = username
         self.first_name = first_name
         self.strict_html = strict_html
         self.calls: list[Call] = []
         self.commands: list[JSON] = []
+        self.documents: list[Document] = []
         self._updates: list[JSON] = []
         self._next_update_id = 10001
         self._allowed: frozenset[str] | None = None
@@ -335,6 +375,7 @@ class FakeTelegram(LoopbackServer):
             "getme": self._get_me,
             "getupdates": self._get_updates,
             "sendmessage": self._send_message,
+            "senddocument": self._send_document,
             "editmessagetext": self._edit_message_text,
             "deletewebhook": self._delete_webhook,
             "setmycommands": self._set_my_commands,
@@ -349,7 +390,8 @@ class FakeTelegram(LoopbackServer):
         """Serve on 127.0.0.1:``port`` (0: a free port). Raises RuntimeError if running."""
         if self._runner is not None:
             raise RuntimeError("FakeTelegram is already running; stop() it first")
-        app = web.Application()
+        # Room for the largest upload and its form: aiohttp refuses more than 1 MiB by default.
+        app = web.Application(client_max_size=self.max_upload_bytes + 2**20)
         app.router.add_route("*", "/bot{token}/{method}", self._handle)
         self._closing = False
         await self._listen(app, port)
@@ -651,12 +693,52 @@ class FakeTelegram(LoopbackServer):
     async def _send_message(self, params: JSON) -> JSON:
         chat = self._chat(params)
         text = self._render(params)
+        return self._new_message(chat, params, {"text": text})
+
+    async def _send_document(self, params: JSON) -> JSON:
+        chat = self._chat(params)
+        document = params.get("document")
+        if isinstance(document, str) and document.startswith("attach://"):
+            document = params.get(document.removeprefix("attach://"))
+        if isinstance(document, str) and document:
+            known = next((d for d in self.documents if d.file_id == document), None)
+            if known is None:
+                raise ApiError(400, "Bad Request: wrong file identifier/HTTP URL specified")
+            upload = known.file
+        elif isinstance(document, Upload):
+            upload = document
+        else:
+            raise ApiError(400, "Bad Request: there is no document in the request")
+        if not upload.data:
+            raise ApiError(400, "Bad Request: file must be non-empty")
+        if len(upload.data) > self.max_upload_bytes:
+            raise ApiError(413, "Request Entity Too Large")
+        caption = self._caption(params)
+        file_id = f"DOC{len(self.documents) + 1:06d}"
+        fields: JSON = {
+            "document": {
+                "file_id": file_id,
+                "file_unique_id": f"U{file_id}",
+                "file_name": upload.file_name,
+                "mime_type": upload.mime_type,
+                "file_size": len(upload.data),
+            }
+        }
+        if caption:
+            fields["caption"] = caption
+        message = self._new_message(chat, params, fields)
+        self.documents.append(Document(chat["id"], message["message_id"], upload, caption, file_id))
+        return message
+
+    def _new_message(self, chat: JSON, params: JSON, fields: JSON) -> JSON:
+        """A message from the bot in `chat` with `fields`, in the topic and
+        replying to the message `params` name, stored."""
         message: JSON = {
             "message_id": self._next_message_id(chat["id"]),
             "date": int(time.time()),
             "chat": chat,
             "from": self.bot_user,
-            "text": text,
+            **fields,
         }
         thread = _int(params, "message_thread_id")
         if thread is not None:
@@ -695,17 +777,32 @@ class FakeTelegram(LoopbackServer):
     # -- helpers ---------------------------------------------------------------
     def _render(self, params: JSON) -> str:
         """The text as Telegram would store it, or the ApiError Telegram would answer."""
-        text = str(params.get("text") or "")
-        if str(params.get("parse_mode") or "").upper() == "HTML":
-            try:
-                text = parse_html(text)
-            except ValueError as e:
-                if self.strict_html:
-                    raise ApiError(400, f"Bad Request: can't parse entities: {e}") from None
+        text = self._parsed(str(params.get("text") or ""), params)
         if not text.strip():
             raise ApiError(400, "Bad Request: message text is empty")
         if utf16_len(text) > MAX_TEXT_UTF16:
             raise ApiError(400, "Bad Request: message is too long")
+        return text
+
+    def _parsed(self, text: str, params: JSON) -> str:
+        """`text` as Telegram reads it in the request's `parse_mode` (HTML: its
+        tags become entities; bad HTML is an ApiError when `strict_html`)."""
+        if str(params.get("parse_mode") or "").upper() == "HTML":
+            try:
+                return parse_html(text)
+            except ValueError as e:
+                if self.strict_html:
+                    raise ApiError(400, f"Bad Request: can't parse entities: {e}") from None
+        return text
+
+    def _caption(self, params: JSON) -> str | None:
+        """A document's caption as Telegram would store it (None when there is none)."""
+        caption = params.get("caption")
+        if caption is None or caption == "":
+            return None
+        text = self._parsed(str(caption), params)
+        if utf16_len(text) > MAX_CAPTION_UTF16:
+            raise ApiError(400, "Bad Request: message caption is too long")
         return text
 
     def _chat(self, params: JSON) -> JSON:

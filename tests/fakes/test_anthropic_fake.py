@@ -455,3 +455,16 @@ async def test_an_answer_past_max_tokens_is_cut_with_its_stop_reason() -> None:
     assert cut.stop_reason == "max_tokens" and cut.content[0].text == "x" * 40
     assert cut.usage.output_tokens == 10
     assert whole.stop_reason == "end_turn" and whole.content[0].text == "short"
+
+
+async def test_a_scripted_stop_reason_reaches_the_sdk() -> None:
+    async with FakeAnthropic() as fake:
+        fake.script(Reply.of_text("I can't help with that.", stop_reason="refusal"))
+        fake.script(Reply.from_json({"kind": "text", "text": "x", "stop_reason": "refusal"}))
+        client = anthropic.AsyncAnthropic(api_key="k", base_url=fake.url, max_retries=0)
+        hi = [{"role": "user", "content": "hi"}]
+        first = await client.messages.create(model=MODEL, max_tokens=100, messages=hi)
+        second = await client.messages.create(model=MODEL, max_tokens=100, messages=hi)
+        await client.close()
+    assert first.stop_reason == second.stop_reason == "refusal"
+    assert first.content[0].text == "I can't help with that."  # type: ignore[union-attr]

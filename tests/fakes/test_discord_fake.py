@@ -374,3 +374,45 @@ async def test_an_ephemeral_followup_is_recorded_and_an_old_token_is_refused(
     assert followup.token == fresh and followup.content == "only you see x"
     assert followup.data["flags"] & 64  # ephemeral
     assert fake.sent == []
+
+
+async def test_a_multipart_message_records_its_files(fake: FakeDiscord, bot: Bot) -> None:
+    channel = bot.get_partial_messageable(CHANNEL)
+    files = [
+        discord.File(io.BytesIO(b"# Notes\n"), "notes.md"),
+        discord.File(io.BytesIO(b"x"), "b"),
+    ]
+    message = await channel.send("two files", files=files)
+    [sent] = fake.sent
+    assert [(f.part, f.filename, f.data) for f in sent.files] == [
+        ("files[0]", "notes.md", b"# Notes\n"),
+        ("files[1]", "b", b"x"),
+    ]
+    assert [(a.filename, a.size) for a in message.attachments] == [("notes.md", 8), ("b", 1)]
+    assert fake.requests[-1].uploads == sent.files
+    alone = await channel.send(file=discord.File(io.BytesIO(b"only"), "only.md"))
+    assert alone.content == "" and [a.filename for a in alone.attachments] == ["only.md"]
+    fake.max_upload_bytes = 3
+    with pytest.raises(discord.HTTPException) as caught:
+        await channel.send(file=discord.File(io.BytesIO(b"four"), "big.md"))
+    assert (caught.value.status, caught.value.code) == (413, 40005)
+    assert len(fake.sent) == 2
+
+
+async def test_a_followup_records_its_file(fake: FakeDiscord, bot: Bot) -> None:
+    done = asyncio.Event()
+
+    async def handler(interaction: discord.Interaction, what: str | None) -> None:
+        await interaction.response.defer(ephemeral=True, thinking=True)
+        await interaction.followup.send(
+            "yours", ephemeral=True, file=discord.File(io.BytesIO(b"data"), "memory.md")
+        )
+        done.set()
+
+    bot.tree.add_command(soul_group(handler))
+    await bot.tree.sync()
+    fake.push_interaction("soul reload", [], user_id=BEA, channel_id=DM)
+    await asyncio.wait_for(done.wait(), 5)
+    [followup] = [r for r in fake.interaction_replies if r.kind == "followup"]
+    assert followup.content == "yours" and followup.data["flags"] & 64
+    assert [(f.filename, f.data) for f in followup.files] == [("memory.md", b"data")]

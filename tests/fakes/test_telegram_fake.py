@@ -10,7 +10,7 @@ from typing import Any
 
 import aiohttp
 import pytest
-from telegram import Bot, Message, ReplyParameters, Update
+from telegram import Bot, InputFile, Message, ReplyParameters, Update
 from telegram.error import (
     BadRequest,
     Conflict,
@@ -365,6 +365,50 @@ async def test_replies_carry_the_replied_message(fake: FakeTelegram, bot: Bot) -
     unknown = await bot.send_message(42, "answer", reply_parameters=ReplyParameters(555))
     assert unknown.reply_to_message is not None and unknown.reply_to_message.message_id == 555
     assert fake.sent[0]["reply_parameters"] == {"message_id": mid}
+
+
+async def test_send_document_takes_a_multipart_upload(fake: FakeTelegram, bot: Bot) -> None:
+    mid = fake.push_message(42, "send it", user_id=7)
+    upload = InputFile(b"# Notes\n\nhello", filename="notes.md")
+    upload.mimetype = "text/markdown"
+    msg = await bot.send_document(
+        42, upload, caption="<b>yours</b>", parse_mode="HTML",
+        reply_parameters=ReplyParameters(mid),
+    )  # fmt: skip
+    assert msg.document is not None and msg.document.file_name == "notes.md"
+    assert (msg.document.mime_type, msg.document.file_size) == ("text/markdown", 14)
+    assert msg.caption == "yours"
+    assert msg.reply_to_message is not None and msg.reply_to_message.text == "send it"
+    [doc] = fake.documents
+    assert (doc.chat_id, doc.message_id, doc.caption) == (42, msg.message_id, "yours")
+    assert (doc.file.field, doc.file.file_name, doc.file.data) == (
+        "document",
+        "notes.md",
+        b"# Notes\n\nhello",
+    )
+    again = await bot.send_document(42, msg.document.file_id)  # a file_id it took before
+    assert again.document is not None and again.document.file_name == "notes.md"
+    assert [d.file.data for d in fake.documents] == [b"# Notes\n\nhello"] * 2
+    assert fake.sent == []  # documents are not sendMessage calls
+
+
+async def test_send_document_refuses_as_telegram_does(fake: FakeTelegram, bot: Bot) -> None:
+    with pytest.raises(BadRequest, match=r"^File must be non-empty$"):
+        await bot.send_document(42, InputFile(b"", filename="empty.md"))
+    with pytest.raises(BadRequest, match=r"^Wrong file identifier/http url specified$"):
+        await bot.send_document(42, "NOPE")
+    with pytest.raises(BadRequest, match=r"^Message caption is too long$"):
+        await bot.send_document(42, InputFile(b"x", filename="a.md"), caption="x" * 1025)
+    fake.max_upload_bytes = 1000
+    with pytest.raises(NetworkError, match="Request Entity Too Large"):
+        await bot.send_document(42, InputFile(b"x" * 1001, filename="big"))
+    async with aiohttp.ClientSession() as http:
+        url = f"{fake.base_url}{fake.token}/sendDocument"
+        async with http.post(url, json={"chat_id": 42}) as r:
+            body = await r.json()
+    assert body["description"] == "Bad Request: there is no document in the request"
+    assert fake.documents == []
+    assert [c.status for c in fake.calls_of("sendDocument")] == [400, 400, 400, 413, 400]
 
 
 async def test_small_methods_and_unknown_ones(fake: FakeTelegram, bot: Bot) -> None:

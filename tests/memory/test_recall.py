@@ -8,7 +8,7 @@ import pytest
 
 from bot.chat.history import count_tokens
 from bot.memory.recall import note_age, rank, recall_block, trace_age
-from bot.memory.store import NewTrace, TraceStore
+from bot.memory.store import CHUNK_CHARS, NewTrace, TraceStore
 from bot.storage.db import Database
 
 DAY = 86_400.0
@@ -223,3 +223,48 @@ async def test_rare_words_outrank_common_ones(store: TraceStore) -> None:
     await store.add([trace("morning walk again", OCT14 + 4 * DAY)])
     got = await block(store, "the heron on the morning walk", budget=20)
     assert got == "[user, 23 days ago, 2026-10-17] saw a heron"
+
+
+async def test_a_word_counts_once_and_neighbours_words_add_up(store: TraceStore) -> None:
+    await store.add([trace(f"filler line {i} about nothing", OCT14 + i * DAY) for i in range(20)])
+    await store.add(
+        [
+            trace("jazz night", NOW - 9 * DAY),
+            trace("jazz club", NOW - 9 * DAY + 30),  # jazz twice in a row: no extra
+            trace("jazz bar", NOW - 5 * DAY),
+            trace("kayak trip", NOW - 3 * DAY),
+            trace("went out", NOW - 3 * DAY + 30),  # between kayak and lisbon: half of both
+            trace("lisbon trip", NOW - 3 * DAY + 60),
+            trace("kayak sale", NOW - 2 * DAY),
+        ]
+    )
+    rows = await rank(store, soul="aria", scopes=[ALICE], query="jazz")
+    assert [r.text for r in rows] == ["jazz bar", "jazz club", "jazz night"]  # ties: newest
+    rows = await rank(store, soul="aria", scopes=[ALICE], query="kayak lisbon")
+    assert [r.text for r in rows][:4] == [
+        "lisbon trip",  # the rarer word, and a quarter of kayak
+        "kayak trip",
+        "went out",  # half of kayak and half of lisbon: more than kayak alone
+        "kayak sale",
+    ]
+
+
+async def test_a_long_reply_ranks_by_the_chunks_it_fills(store: TraceStore) -> None:
+    essay = " ".join(f"Point {i}: a bar with live music and a quiet corner." for i in range(40))
+    await store.add([trace(f"filler line {i} about nothing", OCT14 + i * DAY) for i in range(20)])
+    await store.add(
+        [
+            trace("Do you know a good jazz bar?", NOW - 4 * DAY),
+            trace(essay, NOW - 4 * DAY + 30, speaker="assistant", name="Aria"),
+            trace("jazz on the radio all morning", NOW - 2 * DAY),
+        ]
+    )
+    assert len(essay) > 3 * CHUNK_CHARS
+    rows = await rank(store, soul="aria", scopes=[ALICE], query="jazz bar")
+    assert [r.text for r in rows] == [
+        "Do you know a good jazz bar?",
+        "jazz on the radio all morning",
+        essay,  # the question's words, whole, but over four chunks of the budget
+    ]
+    got = await block(store, "jazz bar", budget=100)
+    assert "jazz bar?" in got and "radio" in got and "Point 0" not in got

@@ -3,9 +3,14 @@ bounded in size whatever the number of scopes."""
 
 from __future__ import annotations
 
+import asyncio
+import threading
 from pathlib import Path
 
+import pytest
+
 from bot.memory.scopes import INDEX_CACHE_SIZE, INDEX_TTL_S, Scopes
+from bot.memory.wiki import Wiki
 from bot.soul.registry import SoulRegistry
 from bot.types import Route
 
@@ -70,3 +75,28 @@ async def test_ten_thousand_scopes_by_default(tmp_path: Path) -> None:
     for i in range(INDEX_CACHE_SIZE + 500):
         await scopes.index(route(f"u{i}"))
     assert len(scopes) == INDEX_CACHE_SIZE == 10_000
+
+
+async def test_an_index_read_while_its_wiki_is_written_is_not_kept(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    scopes, _ = make(tmp_path)
+    write_index(scopes, "a", "old catalog")
+    reading, written = threading.Event(), threading.Event()
+    real = Wiki.catalog_text
+
+    def slow(self: Wiki) -> str | None:
+        text = real(self)  # the old text is read ...
+        reading.set()
+        written.wait(5)  # ... and a compile writes the new one before the read returns
+        return text
+
+    monkeypatch.setattr(Wiki, "catalog_text", slow)
+    read = asyncio.create_task(scopes.index(route("a")))
+    await asyncio.to_thread(reading.wait, 5)
+    write_index(scopes, "a", "new catalog")
+    scopes.changed("lark", route("a").scope)
+    written.set()
+    assert "old catalog" in (await read or "")
+    monkeypatch.setattr(Wiki, "catalog_text", real)
+    assert "new catalog" in (await scopes.index(route("a")) or "")

@@ -5,6 +5,8 @@ from __future__ import annotations
 from datetime import UTC, datetime
 from pathlib import Path
 
+import pytest
+
 from bot.memory.store import SCOPE_BITS, NewTrace, TraceStore, chunk_page
 from bot.storage.db import Database
 
@@ -152,6 +154,79 @@ async def test_forget_erases_traces_and_chunks_of_the_scope_only(db: Database) -
     [new] = await store.add([trace("fresh start")])
     assert new > max(old)
     assert await found(store, [ALICE], "secret") == []
+
+
+async def test_folds_are_recorded_once_per_scope_and_page(db: Database) -> None:
+    store = TraceStore(db)
+    a1, a2, a3 = await store.add([trace("one"), trace("two"), trace("three")])
+    [b1] = await store.add([trace("bob's", BOB)])
+    await store.record_folds("aria", ALICE, "entities/bob", [a3, a1])
+    await store.record_folds("aria", ALICE, "entities/bob", [a1, a2])  # idempotent
+    await store.record_folds("aria", BOB, "entities/bob", [b1])  # same id, another wiki
+    await store.record_folds("aria", ALICE, "entities/bob", [])
+    assert await store.folded_into("aria", ALICE, "entities/bob") == [a1, a2, a3]
+    assert await store.folded_into("aria", BOB, "entities/bob") == [b1]
+    assert await store.folded_into("aria", ALICE, "concepts/other") == []
+    assert await store.folded_into("aria", "user:telegram:404", "entities/bob") == []
+    with pytest.raises(ValueError, match="not of scope"):
+        await store.record_folds("aria", ALICE, "entities/carol", [a1, b1])
+    assert await store.folded_into("aria", ALICE, "entities/carol") == []
+
+
+async def test_drop_page_takes_its_traces_and_chunks_only(db: Database) -> None:
+    store = TraceStore(db)
+    a1, a2, a3, a4 = await store.add(
+        [trace("lisbon trip"), trace("kept apart"), trace("lisbon again"), trace("lisbon new")]
+    )
+    [b1] = await store.add([trace("lisbon of bob", BOB)])
+    await store.record_folds("aria", ALICE, "concepts/lisbon", [a1, a3])
+    await store.record_folds("aria", ALICE, "entities/bob", [a2, a3])
+    await store.record_folds("aria", BOB, "concepts/lisbon", [b1])
+    await store.index_page("aria", ALICE, "concepts/lisbon", "The lisbon page.", T0)
+    await store.index_page("aria", ALICE, "entities/bob", "Bob page.", T0)
+    await store.index_page("aria", BOB, "concepts/lisbon", "Bob's lisbon page.", T0)
+    dropped = await store.drop_page("aria", ALICE, "concepts/lisbon")
+    assert [(t.id, t.text, t.scope, t.name) for t in dropped] == [
+        (a1, "lisbon trip", ALICE, "Alice"),
+        (a3, "lisbon again", ALICE, "Alice"),
+    ]
+    assert await found(store, [ALICE], "lisbon") == ["lisbon new"]
+    assert [t.id for t in await store.after("aria", ALICE, 0)] == [a2, a4]
+    assert await store.folded_into("aria", ALICE, "concepts/lisbon") == []
+    assert await store.folded_into("aria", ALICE, "entities/bob") == [a2]
+    assert await found(store, [ALICE], "page") == ["Bob page."]
+    postings = await store.search("aria", [ALICE], ["kept"], 5)
+    assert (postings.rows, postings.words) == (3, 2 + 2 + 2)  # two traces and a chunk
+    assert await found(store, [BOB], "lisbon") == ["lisbon of bob", "Bob's lisbon page."]
+    assert await store.folded_into("aria", BOB, "concepts/lisbon") == [b1]
+    assert await store.drop_page("aria", ALICE, "concepts/lisbon") == []
+    assert await store.drop_page("aria", "user:telegram:404", "concepts/lisbon") == []
+
+
+async def test_forget_erases_the_scopes_folds(db: Database) -> None:
+    store = TraceStore(db)
+    [a1] = await store.add([trace("one")])
+    [b1] = await store.add([trace("bob's", BOB)])
+    await store.record_folds("aria", ALICE, "entities/bob", [a1])
+    await store.record_folds("aria", BOB, "entities/bob", [b1])
+    await store.forget("aria", ALICE)
+    assert await store.folded_into("aria", ALICE, "entities/bob") == []
+    assert await store.folded_into("aria", BOB, "entities/bob") == [b1]
+    [a2] = await store.add([trace("new")])
+    assert await store.drop_page("aria", ALICE, "entities/bob") == []
+    assert [t.id for t in await store.after("aria", ALICE, 0)] == [a2]
+
+
+async def test_newest_counts_past_an_id_and_keeps_the_last_few(db: Database) -> None:
+    store = TraceStore(db)
+    ids = await store.add([trace(f"note {n}") for n in range(5)])
+    await store.add([trace("bob's", BOB)])
+    await store.index_page("aria", ALICE, "concepts/notes", "A chunk, not a trace.", T0)
+    count, latest = await store.newest("aria", ALICE, ids[1], 2)
+    assert (count, [t.text for t in latest]) == (3, ["note 3", "note 4"])
+    assert latest[0].scope == ALICE and latest[0].id == ids[3]
+    assert await store.newest("aria", ALICE, ids[-1], 2) == (0, [])
+    assert await store.newest("aria", "user:telegram:404", 0, 2) == (0, [])
 
 
 async def test_count_and_sessions(db: Database) -> None:

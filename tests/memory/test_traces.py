@@ -45,6 +45,19 @@ async def test_a_trace_of_an_erased_scope_is_dropped_and_logged() -> None:
     assert store.batches == [["first"], ["bob's words", "said after the erase"]]
     [dropped] = [e for e in logs if e["event"] == "memory.write_dropped"]
     assert dropped["traces"] == 1 and dropped["scopes"] == ["lark user:test:ann"]
+    assert writer._erased == {}  # idle: the mark is not kept for months of erasures
+
+
+async def test_an_erased_trace_in_a_failed_batch_does_not_come_back() -> None:
+    store = FlakyStore(fails=1)
+    writer = TraceWriter(store)  # type: ignore[arg-type]
+    writer.add(trace("user:test:ann", "my pin is 1234", 1.0))
+    writer.add(trace("user:test:bob", "bob's words", 1.5))
+    await asyncio.sleep(0)  # the batch is in flight, and its write fails
+    writer.erase("lark", "user:test:ann", 5.0)
+    assert writer._erased  # kept while the batch may come back
+    assert await writer.drain(5) == 0
+    assert store.batches == [["bob's words"]] and writer._erased == {}
 
 
 class FlakyStore:

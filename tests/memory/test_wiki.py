@@ -105,7 +105,7 @@ def test_fields_a_person_added_survive_a_rewrite() -> None:
     assert page.type == "concept"  # no type field: the folder's
     again = parse_page(render_page(page), page.id)
     assert again == page
-    assert render_page(page).index("tags:") > render_page(page).index("sources:")
+    assert render_page(page).index("tags:") > render_page(page).index("updated:")
 
 
 def test_a_page_without_front_matter_is_all_body() -> None:
