@@ -129,6 +129,9 @@ def label(row: Row, now: float, group: bool) -> str:
     return f"[{who}, {trace_age(row.created_at, now)}, {date}]"
 
 
+_SHORTEST_LINE = len("[2026-01-01] x")  # a trace with no speaker and one character
+
+
 def render(rows: Sequence[Row], budget_tokens: int, now: float, group: bool) -> str:
     """The block for `rows` (most relevant first) within `budget_tokens`, as
     `bot.chat.history.count_tokens` (characters / 4) counts the whole block: every
@@ -142,6 +145,8 @@ def render(rows: Sequence[Row], budget_tokens: int, now: float, group: bool) -> 
     taken: list[tuple[Row, str]] = []
     used = -1  # characters so far, with a newline before every line but the first
     for row in rows:
+        if used + 1 + _SHORTEST_LINE > limit:
+            break  # the block is full: no line fits any more
         line = f"{label(row, now, group)} {one_line(row.text)}"
         if used + 1 + len(line) <= limit:
             taken.append((row, line))
@@ -200,7 +205,8 @@ def _score(
     the row itself and its share of the term's weight in a neighbour read around
     a shortlisted row (each weight with the length factor of the row that holds
     it, term frequency taken as 1: chat lines are short); the sum over terms."""
-    holders = {term: frozenset(postings.ids[term]) for term in weights}
+    read = {row.id for row in rows}  # a few hundred rows; a term's postings run to thousands
+    holders = {term: read.intersection(postings.ids[term]) for term in weights}
     average = max(1.0, postings.words / max(1, postings.rows))
     ordered = sorted(rows, key=lambda r: r.id)
     held: list[dict[str, float]] = []  # term -> its weight in the row
