@@ -173,7 +173,9 @@ class Compiler:
         except PageFormatError as exc:  # a hand-broken page is left for its editor
             run.wait(page_id, items, exc.reason)
             return
-        legacy = _legacy_sources(current)
+        # Only the scope's own traces: a hand-edited list may name anything.
+        held = await self._store.traces(run.soul, run.scope, _legacy_sources(current))
+        legacy = [t.id for t in held]
         folded = set(await self._store.folded_into(run.soul, run.scope, page_id)) | set(legacy)
         # A page written before a crash already holds its traces: not again.
         items = [t for t in items if t.id not in folded]

@@ -277,7 +277,8 @@ async def test_a_page_from_before_fold_records_moves_its_sources_to_the_store(
         old = await store.add(traces("I moved to Lisbon"))
         wiki.root.joinpath("entities").mkdir(parents=True)
         wiki.root.joinpath("entities", "ann.md").write_text(
-            f"---\nid: entities/ann\nsummary: Ann\nsources: ['{old[0]}']\n---\n- Lisbon\n"
+            f"---\nid: entities/ann\nsummary: Ann\nsources: ['{old[0]}', '7', 'x']\n---\n"
+            "- Lisbon\n"  # '7' names no trace of this scope: a hand-edited list
         )
         new = await store.add(traces("I adopted a greyhound"))
         await runtime.memory.compile_one("lark", SCOPE)
