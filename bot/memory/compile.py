@@ -174,7 +174,8 @@ class Compiler:
             run.wait(page_id, items, exc.reason)
             return
         # Only the scope's own traces: a hand-edited list may name anything.
-        held = await self._store.traces(run.soul, run.scope, _legacy_sources(current))
+        listed = _legacy_sources(current)
+        held = await self._store.traces(run.soul, run.scope, listed) if listed else []
         legacy = [t.id for t in held]
         folded = set(await self._store.folded_into(run.soul, run.scope, page_id)) | set(legacy)
         # A page written before a crash already holds its traces: not again.

@@ -11,11 +11,12 @@ import pytest
 from filelock import FileLock
 
 from bot import prompts
+from bot.app.runtime import Runtime
 from bot.errors import CompileFailed
 from bot.memory.service import compile_lock_path
 from bot.types import Route
 from tests.fakes.anthropic_fake import FakeAnthropic
-from tests.kit import capture_logs, make_config, running, user_texts
+from tests.kit import RecordingPlatform, capture_logs, make_config, running, user_texts
 
 ANN = Route(soul="lark", scope="user:test:ann", session="test:ann", user="test:ann", is_dm=True)
 
@@ -190,13 +191,18 @@ async def test_a_wiki_whose_meta_leads_out_fails_alone(tmp_path: Path) -> None:
     assert len(failed.value.failures) == 1 and "user:test:bob" in failed.value.failures[0]
 
 
+async def ann_said_something(runtime: Runtime, platform: RecordingPlatform) -> None:
+    """Ann's message answered and its traces stored: her wiki has something to compile."""
+    await platform.say("ann likes green tea", user="ann")
+    await platform.replies(1)
+    await runtime.memory.drain(5)
+
+
 async def test_one_compile_per_wiki_at_a_time(tmp_path: Path) -> None:
     async with FakeAnthropic(latency_s=0.2) as fake:
         config = make_config(tmp_path, fake.url)
         async with running(config) as (runtime, platform):
-            await platform.say("ann likes green tea", user="ann")
-            await platform.replies(1)
-            await runtime.memory.drain(5)
+            await ann_said_something(runtime, platform)
             before = len(fake.requests)
             with capture_logs() as logs:
                 both = await asyncio.gather(runtime.memory.compile_all(),
@@ -214,9 +220,7 @@ async def test_a_compile_in_another_process_is_left_to_finish(tmp_path: Path) ->
     async with FakeAnthropic() as fake:
         config = make_config(tmp_path, fake.url)
         async with running(config) as (runtime, platform):
-            await platform.say("ann likes green tea", user="ann")
-            await platform.replies(1)
-            await runtime.memory.drain(5)
+            await ann_said_something(runtime, platform)
             before = len(fake.requests)
             path = compile_lock_path(tmp_path / "data", "lark", "user:test:ann")
             path.parent.mkdir(parents=True)
