@@ -1,7 +1,9 @@
 """The seam between platforms and the runtime.
 
 An adapter turns a platform event into an `Inbound` and hands it to the
-`deliver` callback it was started with; the runtime answers with `send`.
+`deliver` callback it was started with; the runtime answers with `send`, or
+with `stream` (a reply shown while the model writes it, adapters/stream.py)
+where the platform and the config allow it.
 `stop` ends the intake (replies to turns in flight can still be sent);
 `close` releases everything once the last reply is out.
 """
@@ -16,7 +18,7 @@ from typing import Any, Protocol
 
 import structlog
 
-from bot.types import Inbound, Outbound
+from bot.types import Inbound, Outbound, ReplyStream
 
 log = structlog.get_logger(__name__)
 
@@ -57,8 +59,19 @@ class Adapter(Protocol):
     async def stop(self) -> None:
         """Take no more messages; `send` keeps working. Idempotent."""
 
-    async def send(self, message: Outbound) -> None:
-        """Deliver a reply, split to the platform's limit. Raises on failure."""
+    async def send(self, message: Outbound) -> list[str]:
+        """Deliver a reply, split to the platform's limit; returns the platform
+        ids of the messages sent (for replies to them, after a restart too).
+        Raises on failure."""
+
+    def stream(self, message: Outbound) -> ReplyStream | None:
+        """A reply to stream into the chat `message` addresses (its text is
+        ignored), or None where this adapter does not stream (streaming off,
+        or not possible there): the reply is then sent whole with `send`."""
+
+    def notes(self) -> list[str]:
+        """Lines for `/soul status` about what the platform lets the bot see
+        (Telegram's privacy mode); [] when there is nothing to say."""
 
     def typing(self, chat: Inbound) -> AbstractAsyncContextManager[None]:
         """Show "typing" in the chat of `chat` while the context is open;

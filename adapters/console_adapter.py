@@ -223,7 +223,15 @@ class ConsoleAdapter:
     def typing(self, chat: Inbound) -> AbstractAsyncContextManager[None]:
         return contextlib.nullcontext()  # the reply follows the prompt line at once
 
-    async def send(self, message: Outbound) -> None:
+    def notes(self) -> list[str]:
+        return []
+
+    def stream(self, message: Outbound) -> None:
+        """None: a terminal prints the reply whole (a line being rewritten would
+        fight the prompt line under it)."""
+        return None
+
+    async def send(self, message: Outbound) -> list[str]:
         """Print the reply; an attachment is saved first (see the module's
         docstring) and a line with its path follows the text. Raises OSError
         when it cannot be saved, RuntimeError when there is no `files_dir`."""
@@ -237,6 +245,7 @@ class ConsoleAdapter:
             text = "\r" + text + self._prompt()
         self._stdout.write(text)
         self._stdout.flush()
+        return []
 
     def _save(self, file: Attachment) -> Path:
         """Write `file` to a new file in `files_dir`; returns its path."""

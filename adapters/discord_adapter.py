@@ -1,16 +1,39 @@
 """Discord, through discord.py, with the message content intent.
 
-What arrives: messages in DMs, guild channels and threads, from people (other
-bots and the bot itself are ignored; so are system messages such as pins and
-joins). `mentions_bot` is a mention of the bot (removed from the text),
-`reply_to_bot` a reply to one of its messages. A thread is a session of its own
-(`chat_id` is its parent channel, `thread_id` the thread). The same words as
-the slash commands work after `command_prefix` (`!soul reload`). A message with
-only attachments or stickers gets one line saying that only text is read (in a
-guild only when it mentions or replies to the bot).
+What arrives: every message in DMs, guild channels and threads from a person,
+addressed to the bot or not (the router keeps unaddressed group messages as the
+channel's context and gates itself); other bots and the bot itself are ignored,
+and so are system messages such as pins and joins. `mentions_bot` is a mention
+of the bot (removed from the text), `reply_to_bot` a reply to one of its
+messages. A thread is a session of its own (`chat_id` is its parent channel,
+`thread_id` the thread). The same words as the slash commands work after
+`command_prefix` (`!soul reload`).
+
+What a message carries (adapters/discord_media.py): image attachments (PNG,
+JPEG, GIF, WebP by `content_type`, or by file name when Discord gives none)
+become `images`, `Media` that the core downloads (`Attachment.read`) only for a
+message it answers: at most `max_images` (4) a message, the rest left out with
+one line in `refused`; one over `max_image_bytes` by its declared size (3.75
+MiB: the model API's 5 MB limit is on the base64 data) gets a line of its own
+there and no `Media`. Other attachments (audio, video, files) are not read: a
+message with nothing else (no text, no image) is `media=True`, which the router
+answers with its one line. A sticker is text, `[sticker: <name>]`. A reply
+carries `reply_to_id`, and `quote` when Discord resolved the message it replies
+to (its author's display name, its whole text or `[image]`, `[file]`,
+`[sticker: <name>]` when it has none, whether it is the bot's); a deleted or
+unresolved one gives no quote (the core finds the id in what the bot sent).
 
 Replies are split at 2,000 characters; the first chunk replies to the message
-that started the turn. An attachment rides on the last chunk (alone when there
+that started the turn, and `send` returns the ids of the messages it made (the
+channel's, a DM's, or an ephemeral follow-up's). With `streaming` on (the
+default), `stream` posts a reply as soon as it has text and edits it as it
+grows, at most once a second (adapters/stream.py's `EditedReply`, split at
+2,000 with code fences closed in every chunk): the first message replies to the
+message the turn answers, as `send`'s would, and every post, edit and delete is
+tried again like a send. A slash command's answer (and a reply with a file) is
+never streamed: it stays an ephemeral follow-up sent whole. `notes` has nothing
+to say: Discord has no privacy mode, and the message content intent is checked
+at start. An attachment rides on the last chunk (alone when there
 is no text) as a `discord.File`: a multipart upload, made afresh for each try.
 discord.py waits out 429s and tries 500, 502, 504 and 524 five times itself (1
 s, 3 s, 5 s, ...); what it raises at once, a 503 or another 5xx, a lost
@@ -55,11 +78,12 @@ import structlog
 import yarl
 from discord import app_commands
 
-from adapters import texts
+from adapters import discord_media, texts
 from adapters.base import Deliver, repeating
 from adapters.retry import BACKOFF, Backoff, retried, send_chunks
 from adapters.split import split_message
-from bot.types import AdapterStartError, Attachment, Inbound, Outbound
+from adapters.stream import EVERY_S, EditedReply
+from bot.types import AdapterStartError, Attachment, Inbound, Outbound, ReplyStream
 
 log = structlog.get_logger(__name__)
 
@@ -118,8 +142,14 @@ class DiscordAdapter:
         gateway_url: str | None = None,
         guild_ready_timeout: float = 2.0,
         backoff: Backoff = BACKOFF,
+        max_images: int = discord_media.MAX_IMAGES,
+        max_image_bytes: int = discord_media.MAX_IMAGE_BYTES,
+        streaming: bool = True,
     ) -> None:
         self._token = token
+        self._max_images = max_images
+        self._max_image_bytes = max_image_bytes
+        self._streaming = streaming
         self._backoff = backoff
         self._guild_ready_timeout = guild_ready_timeout
         self._prefix = command_prefix
@@ -227,12 +257,8 @@ class DiscordAdapter:
             return
         try:
             inbound = self._inbound(message, client.user)
-            if inbound.text.strip():
-                await self._deliver(inbound)
-            elif (message.attachments or message.stickers) and (
-                inbound.is_dm or inbound.mentions_bot or inbound.reply_to_bot
-            ):  # the router gates it, then says it reads text only
-                await self._deliver(dataclasses.replace(inbound, text="", media=True))
+            if inbound.text.strip() or inbound.images or inbound.refused or inbound.media:
+                await self._deliver(inbound)  # addressed or not: the router gates it
         except Exception as exc:  # one message never stops the client
             log.error("adapter.error", adapter=self.name, stage="message",
                       error=f"{type(exc).__name__}: {exc}")  # fmt: skip
@@ -244,8 +270,13 @@ class DiscordAdapter:
         )
         if text.startswith(self._prefix) and self._is_command(text[len(self._prefix) :]):
             text = "/" + text[len(self._prefix) :]
-        resolved = message.reference.resolved if message.reference else None
-        replied = isinstance(resolved, discord.Message) and resolved.author.id == me.id
+        if message.stickers:
+            text = " ".join([text, *discord_media.sticker_tags(message)]).strip()
+        images, refused = discord_media.images(message.attachments, self._max_images,
+                                               self._max_image_bytes)  # fmt: skip
+        others = any(discord_media.image_type(a) is None for a in message.attachments)
+        quote = discord_media.quote(message, me)
+        reference = message.reference
         channel = message.channel
         in_thread = isinstance(channel, discord.Thread)
         return Inbound(
@@ -256,12 +287,17 @@ class DiscordAdapter:
             text=text,
             is_dm=message.guild is None,
             mentions_bot=mentioned,
-            reply_to_bot=replied,
+            reply_to_bot=quote is not None and quote.from_bot,
             message_id=str(message.id),
             thread_id=str(channel.id) if in_thread else None,
             guild_id=str(message.guild.id) if message.guild else None,
             ts=message.created_at.timestamp(),
             private_thread=in_thread and channel.type == discord.ChannelType.private_thread,
+            media=others and not text.strip() and not images and not refused,
+            quote=quote,
+            reply_to_id=str(reference.message_id) if reference and reference.message_id else None,
+            images=images,
+            refused=refused,
         )
 
     def _is_command(self, rest: str) -> bool:
@@ -386,7 +422,7 @@ class DiscordAdapter:
         channel = client.get_partial_messageable(int(chat.thread_id or chat.chat_id))
         return repeating(lambda: client.http.send_typing(channel.id), TYPING_EVERY_S)
 
-    async def send(self, message: Outbound) -> None:
+    async def send(self, message: Outbound) -> list[str]:
         client = self._client
         if client is None:
             raise RuntimeError("the Discord adapter is not started")
@@ -396,15 +432,10 @@ class DiscordAdapter:
             chunks = [""]
         asked = _Asked.parse(message.reply_to)
         if asked is not None:
-            await self._answer_privately(client, asked, chunks, file)
-            return
+            return await self._answer_privately(client, asked, chunks, file)
         channel = client.get_partial_messageable(int(message.thread_id or message.chat_id))
-        reference: Any = None
-        if message.reply_to and message.reply_to.isdigit():
-            reference = discord.MessageReference(
-                message_id=int(message.reply_to), channel_id=channel.id, fail_if_not_exists=False
-            )
-
+        reference: Any = _reference(message, channel.id)  # None: no reference (typed MISSING)
+        ids: list[str] = []
         left = len(chunks)
 
         async def send_one(chunk: str) -> None:
@@ -412,49 +443,114 @@ class DiscordAdapter:
             left -= 1
             nonce = secrets.randbits(63)  # the same for each try of this chunk
             extra = _with_file(left == 0, file)
-            await self._retried(lambda: channel.send(
+            sent = await self._retried(lambda: channel.send(
                 chunk or None, reference=reference, nonce=nonce, **extra()
             ))  # fmt: skip
+            ids.append(str(sent.id))
             reference = None
 
         await send_chunks(chunks, send_one)
+        return ids
 
     async def _answer_privately(
         self, client: discord.Client, asked: _Asked, chunks: list[str], file: Attachment | None
-    ) -> None:
+    ) -> list[str]:
         """A reply to a slash command, for the person who asked only: ephemeral
         follow-ups while the interaction lives, else their DM."""
+        ids: list[str] = []
+        left = len(chunks)
         held = self._interactions.get(asked.interaction_id)
         if held is not None:
             held.answered.set()
             if not held.interaction.is_expired():
                 followup = held.interaction.followup
-                left = len(chunks)
 
                 async def follow_up(chunk: str) -> None:
                     nonlocal left
                     left -= 1
                     extra = _with_file(left == 0, file)
-                    await self._retried(lambda: followup.send(chunk, ephemeral=True, **extra()))
+                    sent = await self._retried(
+                        lambda: followup.send(chunk, ephemeral=True, wait=True, **extra())
+                    )
+                    ids.append(str(sent.id))
 
                 await send_chunks(chunks, follow_up)
-                return
+                return ids
         log.info("discord.interaction_expired", user_id=str(asked.user_id))
         dm = await self._retried(lambda: client.create_dm(discord.Object(asked.user_id)))
-
-        left = len(chunks)
 
         async def send_one(chunk: str) -> None:
             nonlocal left
             left -= 1
             nonce = secrets.randbits(63)
             extra = _with_file(left == 0, file)
-            await self._retried(lambda: dm.send(chunk or None, nonce=nonce, **extra()))
+            sent = await self._retried(lambda: dm.send(chunk or None, nonce=nonce, **extra()))
+            ids.append(str(sent.id))
 
         await send_chunks(chunks, send_one)
+        return ids
+
+    def stream(self, message: Outbound) -> ReplyStream | None:
+        """A reply posted early and edited (at most once a second), or None when
+        streaming is off, for a slash command's answer (sent whole, privately)
+        and for a reply that carries a file."""
+        client = self._client
+        if (not self._streaming or client is None or message.attachment is not None
+                or _Asked.parse(message.reply_to) is not None):  # fmt: skip
+            return None
+        channel = client.get_partial_messageable(int(message.thread_id or message.chat_id))
+        editable = _Edited(channel, _reference(message, channel.id), self._retried)
+        return EditedReply(editable, limit=LIMIT, every_s=EVERY_S, adapter=self.name)
+
+    def notes(self) -> list[str]:
+        """Nothing to say: Discord has no privacy mode, and the message content
+        intent is checked at start (a start without it fails)."""
+        return []
 
     async def _retried(self, call: Callable[[], Awaitable[T]]) -> T:
         return await retried(call, transient=_transient, backoff=self._backoff, adapter=self.name)
+
+
+class _Edited:
+    """The `Editable` of a streamed reply in one channel (adapters/stream.py):
+    each call through the adapter's retries."""
+
+    def __init__(
+        self,
+        channel: discord.PartialMessageable,
+        reference: discord.MessageReference | None,
+        retried: Callable[[Callable[[], Awaitable[Any]]], Awaitable[Any]],
+    ) -> None:
+        self._channel = channel
+        self._reference = reference
+        self._retried = retried
+
+    async def post(self, text: str, first: bool) -> str:
+        nonce = secrets.randbits(63)  # the same for each try, as in send
+        reference: Any = self._reference if first else None  # None: none (typed MISSING)
+        sent = await self._retried(lambda: self._channel.send(
+            text, reference=reference, nonce=nonce, allowed_mentions=_SAFE_MENTIONS
+        ))  # fmt: skip
+        return str(sent.id)
+
+    async def edit(self, message_id: str, text: str) -> None:
+        partial = self._channel.get_partial_message(int(message_id))
+        await self._retried(lambda: partial.edit(content=text, allowed_mentions=_SAFE_MENTIONS))
+
+    async def delete(self, message_id: str) -> None:
+        try:
+            await self._retried(self._channel.get_partial_message(int(message_id)).delete)
+        except discord.NotFound:  # gone already (a try whose answer was lost deleted it)
+            return
+
+
+def _reference(message: Outbound, channel_id: int) -> discord.MessageReference | None:
+    """The reference of a reply's first message: to the message it answers."""
+    if not (message.reply_to and message.reply_to.isdigit()):
+        return None
+    return discord.MessageReference(
+        message_id=int(message.reply_to), channel_id=channel_id, fail_if_not_exists=False
+    )
 
 
 def _with_file(last: bool, file: Attachment | None) -> Callable[[], dict[str, Any]]:

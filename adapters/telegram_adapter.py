@@ -2,19 +2,40 @@
 
 What arrives: new messages only (`allowed_updates=["message"]`): edits,
 channel posts and service messages (members joining, pins, ...) are ignored.
-A text message becomes an `Inbound`; in a group, `mentions_bot` is an
-@username mention of the bot (removed from the text) or a `/command@bot`,
-`reply_to_bot` a reply to one of its messages. A command addressed to another
-bot (`/help@other_bot`) is ignored. A forum topic is a session of its own
-(`thread_id` is the topic). A photo, voice note, sticker or other media gets
-one line saying that only text is read (in a group only when it is a reply to
-the bot).
+Every message of a DM or a group becomes an `Inbound`, addressed or not (the
+router keeps unaddressed group messages as the chat's context and decides
+what to answer): a text; a caption, which is the text of a photo or a file;
+a sticker, whose emoji is its text ("[sticker]" without one). In a group,
+`mentions_bot` is an @username mention of the bot in the text or the caption
+(removed from it) or a `/command@bot`, `reply_to_bot` a reply to one of its
+messages. A command addressed to another bot (`/help@other_bot`) is ignored.
+A forum topic is a session of its own (`thread_id` is the topic).
+
+Media (adapters/telegram_media.py): a photo is one `Media` ("photo",
+image/jpeg) in the largest size Telegram announces at most `max_image_bytes`
+(3.75 MB: the model's 5 MB limit is on the base64), or, when no size fits, a
+line in `refused`; a PNG, JPEG, GIF or WebP sent as a file is a `Media`
+("image") or, too large, a refused line. Nothing is downloaded until the
+core calls `fetch` (getFile, then the file from `base_file_url`). A voice
+note, video, audio, animation or other file sets `media` (the router answers
+it with one line). A reply to a message (not the forum topic's first
+message, which every message of a topic "replies" to) carries `reply_to_id`
+and a `Quote`: the parent's sender, the part quoted when the person picked
+one, else the parent's text or caption, else "[photo]", "[sticker 😀]" or
+"[file]"; not cut (the core cuts it).
+
+Privacy mode: getMe's `can_read_all_group_messages` false means Telegram
+delivers only commands, mentions and replies from groups; the adapter then
+logs `telegram.privacy_mode` once at start with what to do, and `notes()`
+says it for `/soul status`. `privacy_mode_on` asks getMe once, for
+`soulbot check`.
 
 Replies are split at 4,096 UTF-16 code units, formatted as Telegram HTML, and
 sent again as plain text when Telegram refuses the entities; the first chunk
 replies to the message that started the turn. An attachment goes after the
 text as a document (`sendDocument`, multipart), replying to that message when
-there was no text. `RetryAfter` (flood control) is
+there was no text. `send` returns the ids of the messages sent. `RetryAfter`
+(flood control) is
 waited out by PTB's AIORateLimiter, which also keeps under Telegram's rates. A
 chunk that meets a network error (`NetworkError`, `TimedOut`: a lost
 connection, a timeout, a 5xx; not `BadRequest`) is tried again with backoff
@@ -24,6 +45,18 @@ took it may arrive twice: the Bot API has no idempotency key.
 `typing` sends the typing action every 4.5 s while a turn runs (Telegram shows
 it for 5 s). The command menu is set with `setMyCommands` on start.
 
+Streaming (`streaming=True`, adapters/stream.py), at most one show a second:
+in a private chat (a positive chat id: Telegram's users and private chats
+have positive ids, groups and channels negative ones) the text so far is a
+draft (`sendMessageDraft`, one random draft id per reply, the last chunk of
+what is written so far), and `finish` sends the reply as `send` does, so the
+chat ends with exactly the messages it would have had without streaming. In
+a group the reply is posted early and edited (`EditedReply`: sendMessage,
+editMessageText, deleteMessage; "message is not modified" is no error), the
+last edit making it the final text; an attachment goes after it as a document.
+Both fall back to plain text when Telegram refuses the HTML, and retry network
+errors as `send` does.
+
 Polling errors are one line each (`adapter.error`, `stage: polling`) rather than
 PTB's traceback per retry; 409 `Conflict` (another process polls with this
 token) is logged once, with what to do, until an update comes through again.
@@ -31,26 +64,40 @@ token) is logged once, with what to do, until an update comes through again.
 
 from __future__ import annotations
 
+import asyncio
 import contextlib
 import os
-import re
+import random
 from collections.abc import Awaitable, Callable, Sequence
 from contextlib import AbstractAsyncContextManager
-from typing import Any
+from typing import Any, TypeVar
 
 import structlog
-from telegram import BotCommand, InputFile, Message, MessageEntity, ReplyParameters, Update
+from telegram import Bot, BotCommand, InputFile, Message, ReplyParameters, Update
 from telegram.constants import ChatAction, ChatType, ParseMode
 from telegram.error import BadRequest, Conflict, InvalidToken, NetworkError, TelegramError
 from telegram.ext import AIORateLimiter, Application, ApplicationBuilder, TypeHandler
 
+from adapters import texts
 from adapters.base import Deliver, repeating
 from adapters.retry import BACKOFF, Backoff, SendFailed, retried, send_chunks
 from adapters.split import split_message, utf16_len
+from adapters.stream import EVERY_S, EditedReply, Paced
 from adapters.telegram_format import to_html
-from bot.types import AdapterStartError, Attachment, Inbound, Outbound
+from adapters.telegram_media import (
+    MAX_IMAGE_BYTES,
+    body,
+    carried,
+    parent_of,
+    quote_of,
+    sticker_text,
+    strip_mentions,
+)
+from bot.types import AdapterStartError, Attachment, Inbound, Outbound, ReplyStream
 
 log = structlog.get_logger(__name__)
+
+T = TypeVar("T")
 
 # PTB 22 warns that RetryAfter.retry_after becomes a timedelta, from inside its
 # own rate limiter; this is PTB's documented opt-in to that future behaviour.
@@ -64,7 +111,10 @@ ANOTHER_POLLER = (
     "this bot): Telegram gives each update to one of them only; stop the other, or give "
     "this bot a token of its own (BotFather's /token)"
 )
-_MEDIA = ("photo", "voice", "sticker", "video", "video_note", "audio", "document", "animation")
+PRIVACY_FIX = "BotFather: /setprivacy -> Disable, then remove and re-add the bot to each group"
+
+# A formatted send: called with the text and its parse mode (None: plain text).
+Formatted = Callable[[str, str | None], Awaitable[T]]
 
 
 def api_url(base_url: str | None) -> str:
@@ -74,6 +124,32 @@ def api_url(base_url: str | None) -> str:
         return DEFAULT_BASE_URL
     base = base_url.rstrip("/")
     return base if base.endswith("/bot") else base + "/bot"
+
+
+def file_url(base_file_url: str | None, base_url: str | None) -> str | None:
+    """Where PTB downloads files from: `base_file_url` when given, else the
+    `/file/bot` of a local Bot API server at `base_url` (where it serves
+    them), else None (PTB's default, Telegram's)."""
+    if base_file_url:
+        return base_file_url
+    if not base_url:
+        return None
+    root = api_url(base_url).removesuffix("/bot")
+    return root + "/file/bot"
+
+
+async def privacy_mode_on(token: str, base_url: str | None, timeout_s: float = 5.0) -> bool | None:
+    """Whether privacy mode is on for the bot of `token` (getMe's
+    `can_read_all_group_messages` is false), asked once; None when it cannot
+    be asked (no answer within `timeout_s`, a rejected token, no such field)."""
+    try:
+        async with asyncio.timeout(timeout_s):
+            async with Bot(token, base_url=api_url(base_url)) as bot:
+                can_read = bot.bot.can_read_all_group_messages
+    except (TelegramError, TimeoutError, OSError) as exc:
+        log.debug("telegram.get_me_failed", error=f"{type(exc).__name__}: {exc}")
+        return None
+    return None if can_read is None else not can_read
 
 
 class TelegramAdapter:
@@ -88,27 +164,37 @@ class TelegramAdapter:
         commands: Sequence[tuple[str, str]] = (),
         poll_timeout_s: int = 10,
         backoff: Backoff = BACKOFF,
+        *,
+        base_file_url: str | None = None,
+        max_image_bytes: int = MAX_IMAGE_BYTES,
+        streaming: bool = True,
     ) -> None:
         self._token = token
         self._base_url = api_url(base_url)
+        self._base_file_url = file_url(base_file_url, base_url)
         self._commands = commands
         self._poll_timeout_s = poll_timeout_s
         self._backoff = backoff
+        self._max_image_bytes = max_image_bytes
+        self._streaming = streaming
         self._app: Application[Any, Any, Any, Any, Any, Any] | None = None
         self._deliver: Deliver | None = None
         self._username = ""
         self._bot_id = 0
+        self._privacy_mode = False
         self._polling = False
         self._conflicted = False  # a 409 was logged; again only after an update came through
 
     async def start(self, deliver: Deliver) -> None:
-        app = (
+        builder = (
             ApplicationBuilder()
             .token(self._token)
             .base_url(self._base_url)
             .rate_limiter(AIORateLimiter(max_retries=3))
-            .build()
         )
+        if self._base_file_url:
+            builder = builder.base_file_url(self._base_file_url)
+        app = builder.build()
         try:
             await app.initialize()
         except InvalidToken:
@@ -121,6 +207,11 @@ class TelegramAdapter:
         self._app, self._deliver = app, deliver
         self._username = (app.bot.username or "").lower()
         self._bot_id = app.bot.id
+        self._privacy_mode = app.bot.can_read_all_group_messages is False  # None: not said
+        if self._privacy_mode:
+            log.warning("telegram.privacy_mode", username=self._username,
+                        reason="in groups Telegram delivers only commands, mentions and replies",
+                        fix=PRIVACY_FIX)  # fmt: skip
         app.add_handler(TypeHandler(Update, self._on_update))
         await app.start()
         if self._commands:
@@ -152,6 +243,10 @@ class TelegramAdapter:
             await app.stop()
         await app.shutdown()
 
+    def notes(self) -> list[str]:
+        """One line when privacy mode is on (read at start), else []."""
+        return [texts.PRIVACY_MODE] if self._privacy_mode else []
+
     def _poll_failed(self, error: TelegramError) -> None:
         """PTB's polling loop calls this for each failed getUpdates, then polls
         again (after 1 s, growing to 30 s): one line per failure instead of its
@@ -181,28 +276,27 @@ class TelegramAdapter:
                       error=f"{type(exc).__name__}: {exc}")  # fmt: skip
 
     def _replies_to_bot(self, message: Message) -> bool:
-        parent = message.reply_to_message
-        if parent is None or parent.from_user is None:
-            return False
-        # In a forum topic every message "replies" to the topic's first message.
-        if message.is_topic_message and parent.message_id == message.message_thread_id:
-            return False
-        return parent.from_user.id == self._bot_id
-
-    def _is_media_for_us(self, message: Message) -> bool:
-        if not any(getattr(message, kind, None) for kind in _MEDIA):
-            return False
-        return message.chat.type == ChatType.PRIVATE or self._replies_to_bot(message)
+        parent = parent_of(message)
+        return (
+            parent is not None
+            and parent.from_user is not None
+            and (parent.from_user.id == self._bot_id)
+        )
 
     def _inbound(self, message: Message) -> Inbound | None:
-        text = message.text
+        """The `Inbound` of any message with a text, a caption, a sticker or
+        media; None for the rest (service messages) and commands for another bot."""
         user = message.from_user
-        if user is None or (text is None and not self._is_media_for_us(message)):
+        if user is None or self._app is None:
             return None
-        is_dm = message.chat.type == ChatType.PRIVATE
+        text, entities = body(message)
+        sticker = sticker_text(message)
+        things = carried(message, self._app.bot, self._max_image_bytes)
+        if text is None and sticker is None and not things.anything:
+            return None
         mentioned = False
-        if text is None:  # media for us: the router gates it, then says it reads text only
-            text = ""
+        if text is None:
+            text = sticker or ""
         elif text.startswith("/"):
             head, _, rest = text.partition(" ")
             command, _, target = head.partition("@")
@@ -211,39 +305,26 @@ class TelegramAdapter:
             mentioned = bool(target)
             text = f"{command} {rest}".strip()
         else:
-            text, mentioned = self._strip_mentions(message, text)
+            text, mentioned = strip_mentions(text, entities, self._username, self._bot_id)
+        parent = parent_of(message)
         return Inbound(
             platform=self.name,
             chat_id=str(message.chat.id),
             user_id=str(user.id),
             user_name=user.full_name or user.username or str(user.id),
             text=text,
-            is_dm=is_dm,
+            is_dm=message.chat.type == ChatType.PRIVATE,
             mentions_bot=mentioned,
             reply_to_bot=self._replies_to_bot(message),
             message_id=str(message.message_id),
             thread_id=str(message.message_thread_id) if message.is_topic_message else None,
             ts=message.date.timestamp(),
-            media=message.text is None,
+            media=things.unread,
+            quote=quote_of(message, parent, self._bot_id) if parent is not None else None,
+            reply_to_id=str(parent.message_id) if parent is not None else None,
+            images=things.images,
+            refused=things.refused,
         )
-
-    def _strip_mentions(self, message: Message, text: str) -> tuple[str, bool]:
-        """The text without the bot's @mentions, and whether there was one."""
-        found = False
-        spans = []
-        for entity, value in message.parse_entities(
-            [MessageEntity.MENTION, MessageEntity.TEXT_MENTION]
-        ).items():
-            ours = (
-                entity.type == MessageEntity.MENTION and value[1:].lower() == self._username
-            ) or (entity.user is not None and entity.user.id == self._bot_id)
-            if ours:
-                found = True
-                if entity.type == MessageEntity.MENTION:
-                    spans.append(value)
-        for value in spans:
-            text = re.sub(rf"{re.escape(value)}\b ?", "", text, count=1)
-        return text.strip(), found
 
     # -- outbound -----------------------------------------------------------------------
 
@@ -259,68 +340,156 @@ class TelegramAdapter:
             TYPING_EVERY_S,
         )
 
-    async def send(self, message: Outbound) -> None:
-        """Send the chunks in order, then the attachment, each tried again after
-        network errors; raises SendFailed (how many chunks, the attachment
-        counted as one, were not delivered) when one still fails."""
+    def _bot(self) -> Bot:
         if self._app is None:
             raise RuntimeError("the Telegram adapter is not started")
-        bot = self._app.bot
+        bot: Bot = self._app.bot
+        return bot
+
+    async def send(self, message: Outbound) -> list[str]:
+        """Send the chunks in order, then the attachment, each tried again after
+        network errors; returns the ids of the messages sent. Raises SendFailed
+        (how many chunks, the attachment counted as one, were not delivered)
+        when one still fails."""
+        bot = self._bot()
         chat = int(message.chat_id)
         thread = int(message.thread_id) if message.thread_id else None
         reply_to = message.reply_to
+        ids: list[str] = []
 
         async def send_one(chunk: str) -> None:
             nonlocal reply_to
-            replying = (
-                ReplyParameters(int(reply_to), allow_sending_without_reply=True)
-                if reply_to and reply_to.isdigit()
-                else None
-            )
-            try:
-                await self._retried(lambda: bot.send_message(
-                    chat, to_html(chunk), parse_mode=ParseMode.HTML, message_thread_id=thread,
-                    reply_parameters=replying,
-                ))  # fmt: skip
-            except BadRequest as exc:
-                if "entit" not in str(exc).lower() and "tag" not in str(exc).lower():
-                    raise
-                log.info("telegram.plain_fallback", error=str(exc))
-                await self._retried(lambda: bot.send_message(
-                    chat, chunk, message_thread_id=thread, reply_parameters=replying
-                ))  # fmt: skip
+            replying = _replying(reply_to)
+            sent = await self._formatted(lambda text, mode: bot.send_message(
+                chat, text, parse_mode=mode, message_thread_id=thread, reply_parameters=replying
+            ), chunk)  # fmt: skip
+            ids.append(str(sent.message_id))
             reply_to = None
 
         chunks = split_message(message.text, LIMIT, utf16_len)
         await send_chunks(chunks, send_one)
         if message.attachment is not None:
             try:
-                await self._send_document(chat, thread, reply_to, message.attachment)
+                document = await self._send_document(chat, thread, reply_to, message.attachment)
             except Exception as exc:
                 raise SendFailed(1, len(chunks) + 1, exc) from exc
+            ids.append(str(document.message_id))
+        return ids
 
     async def _send_document(
         self, chat: int, thread: int | None, reply_to: str | None, file: Attachment
-    ) -> None:
-        assert self._app is not None  # checked by send
-        bot = self._app.bot
-        replying = (
-            ReplyParameters(int(reply_to), allow_sending_without_reply=True)
-            if reply_to and reply_to.isdigit()
-            else None
-        )
+    ) -> Message:
+        bot = self._bot()
+        replying = _replying(reply_to)
 
         def document() -> InputFile:
             upload = InputFile(file.data, filename=file.filename)
             upload.mimetype = file.mime
             return upload
 
-        await self._retried(lambda: bot.send_document(
+        return await self._retried(lambda: bot.send_document(
             chat, document(), message_thread_id=thread, reply_parameters=replying
         ))  # fmt: skip
 
-    async def _retried(self, call: Callable[[], Awaitable[Message]]) -> Message:
+    def stream(self, message: Outbound) -> ReplyStream | None:
+        """A draft in a private chat, a message edited as it grows in a group;
+        None with streaming off, for a reply with an attachment (a stream
+        carries text), or before `start`."""
+        if not self._streaming or self._app is None or message.attachment is not None:
+            return None
+        try:
+            chat = int(message.chat_id)
+        except ValueError:
+            return None
+        thread = int(message.thread_id) if message.thread_id else None
+        if chat > 0:  # a private chat: its id is the person's, positive; groups' are negative
+            return _Draft(self, chat, thread)
+        return EditedReply(_Edits(self, chat, thread, message.reply_to), LIMIT, utf16_len,
+                           EVERY_S, self.name)  # fmt: skip
+
+    async def _formatted(self, call: Formatted[T], chunk: str) -> T:
+        """`call` with the chunk as Telegram HTML, again as plain text when
+        Telegram refuses the entities; each tried again after network errors."""
+        try:
+            return await self._retried(lambda: call(to_html(chunk), ParseMode.HTML))
+        except BadRequest as exc:
+            if "entit" not in str(exc).lower() and "tag" not in str(exc).lower():
+                raise
+            log.info("telegram.plain_fallback", error=str(exc))
+            return await self._retried(lambda: call(chunk, None))
+
+    async def _retried(self, call: Callable[[], Awaitable[T]]) -> T:
         return await retried(call, transient=_transient, backoff=self._backoff, adapter=self.name)
+
+
+class _Draft:
+    """A reply in a private chat: drafts while the model writes, then the
+    reply sent as `send` sends it."""
+
+    def __init__(self, adapter: TelegramAdapter, chat: int, thread: int | None) -> None:
+        self._adapter = adapter
+        self._chat = chat
+        self._thread = thread
+        self._draft_id = random.randint(1, 2**31 - 1)  # an id, not a secret
+        self._paced = Paced(self._show, EVERY_S, adapter.name)
+
+    async def update(self, text: str) -> None:
+        await self._paced.update(text)
+
+    async def _show(self, text: str) -> None:
+        chunks = split_message(text, LIMIT, utf16_len)
+        if not chunks:
+            return
+        bot = self._adapter._bot()
+        await self._adapter._formatted(lambda body, mode: bot.send_message_draft(
+            self._chat, self._draft_id, text=body, parse_mode=mode,
+            message_thread_id=self._thread,
+        ), chunks[-1])  # fmt: skip
+
+    async def finish(self, message: Outbound) -> list[str]:
+        await self._paced.settle()
+        return await self._adapter.send(message)
+
+
+class _Edits:
+    """What an `EditedReply` does in a Telegram group (an `Editable`)."""
+
+    def __init__(
+        self, adapter: TelegramAdapter, chat: int, thread: int | None, reply_to: str | None
+    ) -> None:
+        self._adapter = adapter
+        self._chat = chat
+        self._thread = thread
+        self._reply_to = reply_to
+
+    async def post(self, text: str, first: bool) -> str:
+        bot = self._adapter._bot()
+        replying = _replying(self._reply_to) if first else None
+        sent = await self._adapter._formatted(lambda body, mode: bot.send_message(
+            self._chat, body, parse_mode=mode, message_thread_id=self._thread,
+            reply_parameters=replying,
+        ), text)  # fmt: skip
+        return str(sent.message_id)
+
+    async def edit(self, message_id: str, text: str) -> None:
+        bot = self._adapter._bot()
+        try:
+            await self._adapter._formatted(lambda body, mode: bot.edit_message_text(
+                body, chat_id=self._chat, message_id=int(message_id), parse_mode=mode
+            ), text)  # fmt: skip
+        except BadRequest as exc:
+            if "not modified" not in str(exc).lower():
+                raise
+
+    async def delete(self, message_id: str) -> None:
+        bot = self._adapter._bot()
+        await self._adapter._retried(lambda: bot.delete_message(self._chat, int(message_id)))
+
+
+def _replying(reply_to: str | None) -> ReplyParameters | None:
+    if reply_to and reply_to.isdigit():
+        return ReplyParameters(int(reply_to), allow_sending_without_reply=True)
+    return None
 
 
 def _transient(error: BaseException) -> bool:

@@ -12,7 +12,7 @@ are the fake's responses as the ledger recorded them (`usage` rows of source
 share = cache reads / (input + cache writes + cache reads), over every turn call.
 
     .venv/bin/python bench/cache.py [--turns 40] [--sessions 50] [--session-turns 40]
-                                    [--write-every 20]
+                                    [--write-every 20] [--group-messages 200]
 """
 
 from __future__ import annotations
@@ -29,7 +29,7 @@ from typing import Any
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
-from bench.common import emit, make_config, tap, write_soul
+from bench.common import emit, make_config, message, tap, write_soul
 from bench.turns import TIMEOUT_S, BenchAdapter, drive
 from bot.app.logs import configure_logging
 from bot.app.runtime import Runtime
@@ -39,11 +39,15 @@ from bot.soul.prompt import system_blocks
 from bot.soul.registry import SoulRegistry
 from bot.soul.soulfile import SoulFile
 from bot.storage.db import DB_NAME
+from bot.types import Inbound
 from tests.fakes.anthropic_fake import canonical, tokens
 from tests.fakes.process import FakeProcess
 
 TARGET_SHARE = 0.80  # at least
 TARGET_HEARTBEAT_SHARE = 0.90  # at least, in the heartbeat run
+TARGET_GROUP_SHARE = 0.85  # at least, in the group-chat run
+GROUP_SPEAKERS = 10
+ADDRESSED_EVERY = 5
 MIN_SYSTEM_TOKENS = 2000  # the soul's system prompt must be over this
 # Each simulated person writes as soon as the reply comes: over the default rate limit.
 UNLIMITED: dict[str, Any] = {"limits": {"messages_per_minute": None}}
@@ -140,12 +144,44 @@ async def heartbeat_run(
     return adapter, writes
 
 
+async def group_run(config: Config, messages: int) -> tuple[BenchAdapter, int]:
+    """One group chat: `messages` lines from GROUP_SPEAKERS people in turn,
+    every ADDRESSED_EVERY-th a mention of the bot (sent when the previous
+    answer came); returns the adapter and the number of turns answered."""
+    registry = SoulRegistry(config.workspaces)
+    registry.reload_all()
+    adapter = BenchAdapter(name="telegram")  # Telegram's group rule: `mention`
+    tap(["turn.completed"], adapter.on_turn)
+    runtime = await Runtime.open(config, registry, [adapter])
+    answered = 0
+    try:
+        await runtime.start_adapters()
+        async with asyncio.timeout(TIMEOUT_S):
+            for n in range(messages):
+                speaker = n % GROUP_SPEAKERS
+                addressed = n % ADDRESSED_EVERY == ADDRESSED_EVERY - 1
+                inbound = Inbound("telegram", "group1", f"u{speaker}", f"Speaker {speaker}",
+                                  message(n, speaker), is_dm=False, mentions_bot=addressed,
+                                  message_id=f"g{n}")  # fmt: skip
+                if addressed:
+                    await adapter.answer(inbound)
+                    answered += 1
+                else:
+                    await runtime.router.handle(inbound)
+        await runtime.stop_adapters()
+        await runtime.sessions.wait(10.0)
+    finally:
+        await runtime.close()
+    return adapter, answered
+
+
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--turns", type=int, default=40)
     parser.add_argument("--sessions", type=int, default=50, help="of the heartbeat run")
     parser.add_argument("--session-turns", type=int, default=40, help="of the heartbeat run")
     parser.add_argument("--write-every", type=int, default=20, help="turns, over the run")
+    parser.add_argument("--group-messages", type=int, default=200, help="of the group-chat run")
     args = parser.parse_args()
     configure_logging("json", "warning")
     with FakeProcess() as fake:
@@ -162,13 +198,20 @@ def main() -> int:
                 heartbeat_run(config, args.sessions, args.session_turns, args.write_every)
             )
             beat_sums = ledger_sums(config.data_dir / DB_NAME)
+        with tempfile.TemporaryDirectory(prefix="soulbot-bench-") as tmp:
+            config = make_config(Path(tmp), fake.url, extra=UNLIMITED)
+            write_soul(config.workspaces)
+            group, group_turns = asyncio.run(group_run(config, args.group_messages))
+            group_sums = ledger_sums(config.data_dir / DB_NAME)
     total, share = read_share(sums)
     beat_total, beat_share = read_share(beat_sums)
+    group_total, group_share = read_share(group_sums)
     beat_turns = args.sessions * args.session_turns
     ok = {
         "cache_read_share": share >= TARGET_SHARE,
         "system_prompt_tokens": prompt_tokens > MIN_SYSTEM_TOKENS,
         "heartbeat_cache_read_share": beat_share >= TARGET_HEARTBEAT_SHARE,
+        "group_cache_read_share": group_share >= TARGET_GROUP_SHARE,
     }
     result: dict[str, Any] = {
         "bench": "cache",
@@ -198,17 +241,34 @@ def main() -> int:
             "cache_write_tokens": beat_sums["write"],
             "cache_read_share": round(beat_share, 4),
         },
+        "group": {
+            "speakers": GROUP_SPEAKERS,
+            "messages": args.group_messages,
+            "addressed_every": ADDRESSED_EVERY,
+            "turns": len(group.samples),
+            "turn_calls": group_sums["calls"],
+            "failed_turns": group.failed,
+            "compactions": group_sums["compactions"],
+            "input_tokens_total": group_total,
+            "input_tokens_uncached": group_sums["input"],
+            "cache_read_tokens": group_sums["read"],
+            "cache_write_tokens": group_sums["write"],
+            "cache_read_share": round(group_share, 4),
+        },
         "target": {
             "cache_read_share_min": TARGET_SHARE,
             "system_prompt_tokens_over": MIN_SYSTEM_TOKENS,
             "heartbeat_cache_read_share_min": TARGET_HEARTBEAT_SHARE,
+            "group_cache_read_share_min": TARGET_GROUP_SHARE,
         },
         "pass": ok,
         "all_pass": all(ok.values())
         and len(adapter.samples) == args.turns
         and not adapter.failed
         and len(beat.samples) == beat_turns
-        and not beat.failed,
+        and not beat.failed
+        and len(group.samples) == group_turns
+        and not group.failed,
     }
     emit(result)
     return 0 if result["all_pass"] else 1

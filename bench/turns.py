@@ -15,7 +15,14 @@ Overhead per turn = (time `send` got the reply - time the inbound went to
 `turn.completed` event; the wait for a `model.max_concurrency` slot counts as
 overhead). Prints one JSON line; exit status 1 when a target is missed.
 
+Replies stream, as the daemon's default does (`--no-streaming`: sent whole):
+the model's answer is streamed from the fake, and the reply counts as arrived
+at its first shown text (what a person sees first). The platforms' one-second
+pace of edits is the adapters' (adapters/stream.py), not the core's overhead,
+so the bench's stream shows each text at once.
+
     .venv/bin/python bench/turns.py [--sessions 1000] [--messages 5] [--rate 200]
+                                    [--no-streaming]
 """
 
 from __future__ import annotations
@@ -41,7 +48,7 @@ from bot.app.logs import configure_logging
 from bot.app.runtime import Runtime, settle_gc
 from bot.config.schema import Config
 from bot.soul.registry import SoulRegistry
-from bot.types import Inbound, Outbound
+from bot.types import Inbound, Outbound, ReplyStream
 from tests.fakes.process import FakeProcess
 
 TARGET_THROUGHPUT = 200.0  # turns/s, at least
@@ -67,10 +74,12 @@ class BenchAdapter:
     """An Adapter that plays N users; replies are matched by `reply_to`."""
 
     name: str = "bench"
+    streaming: bool = False
     samples: list[Sample] = field(default_factory=list)
     failed: int = 0
     _deliver: Deliver | None = None
     _waiting: dict[str, asyncio.Future[tuple[float, str]]] = field(default_factory=dict)
+    _whole: dict[str, asyncio.Future[str]] = field(default_factory=dict)
     _completed: dict[str, tuple[float, int]] = field(default_factory=dict)
 
     async def start(self, deliver: Deliver) -> None:
@@ -82,11 +91,25 @@ class BenchAdapter:
     def typing(self, chat: Inbound) -> contextlib.nullcontext[None]:
         return contextlib.nullcontext()
 
-    async def send(self, message: Outbound) -> None:
+    def notes(self) -> list[str]:
+        return []
+
+    def stream(self, message: Outbound) -> ReplyStream | None:
+        return _Shown(self, message.reply_to or "") if self.streaming else None
+
+    async def send(self, message: Outbound) -> list[str]:
+        self.arrived(message.reply_to or "", message.text)
+        return []
+
+    def arrived(self, reply_to: str, text: str, final: bool = True) -> None:
+        """The reply to `reply_to` is shown (`final`: whole) with `text`."""
         now = time.perf_counter()
-        future = self._waiting.pop(message.reply_to or "", None)
-        if future is not None and not future.done():
-            future.set_result((now, message.text))
+        first = self._waiting.pop(reply_to, None)
+        if first is not None and not first.done():
+            first.set_result((now, text))
+        whole = self._whole.pop(reply_to, None) if final else None
+        if whole is not None and not whole.done():
+            whole.set_result(text)
 
     async def close(self) -> None:
         self._deliver = None
@@ -97,17 +120,24 @@ class BenchAdapter:
 
     async def exchange(self, user: int, turn: int, paced: bool = False) -> None:
         """Send message `turn` of `user` and wait for its reply."""
+        text, mid = message(turn, user), f"m{user}-{turn}"
+        inbound = Inbound(self.name, f"chat{user}", f"u{user}", f"User {user}", text,
+                          is_dm=True, message_id=mid)  # fmt: skip
+        await self.answer(inbound, turn, paced)
+
+    async def answer(self, inbound: Inbound, turn: int = 0, paced: bool = False) -> None:
+        """Deliver `inbound` and wait for its reply; records the sample."""
         if self._deliver is None:
             return
-        chat = f"chat{user}"
-        mid = f"m{user}-{turn}"
-        inbound = Inbound(self.name, chat, f"u{user}", f"User {user}", message(turn, user),
-                          is_dm=True, message_id=mid)  # fmt: skip
-        future: asyncio.Future[tuple[float, str]] = asyncio.get_running_loop().create_future()
-        self._waiting[mid] = future
+        chat, mid = inbound.chat_id, inbound.message_id
+        loop = asyncio.get_running_loop()
+        future: asyncio.Future[tuple[float, str]] = loop.create_future()
+        whole: asyncio.Future[str] = loop.create_future()
+        self._waiting[mid], self._whole[mid] = future, whole
         sent = time.perf_counter()
         await self._deliver(inbound)
-        replied, text = await future
+        replied, _ = await future
+        text = await whole  # a stream shows its first text before its end
         model_s, answered = self._completed.pop(f"{self.name}:{chat}", (None, 1))
         if model_s is None or text == prompts.APOLOGY:
             self.failed += 1
@@ -130,6 +160,21 @@ class BenchAdapter:
         await asyncio.gather(*tasks)
 
 
+@dataclass
+class _Shown:
+    """A streamed reply as the bench sees it: its first text is its arrival."""
+
+    adapter: BenchAdapter
+    reply_to: str
+
+    async def update(self, text: str) -> None:
+        self.adapter.arrived(self.reply_to, text, final=False)
+
+    async def finish(self, message: Outbound) -> list[str]:
+        self.adapter.arrived(self.reply_to, message.text)
+        return []
+
+
 def percentile(values: list[float], q: int) -> float:
     if len(values) < 2:
         return values[0] if values else 0.0
@@ -137,12 +182,12 @@ def percentile(values: list[float], q: int) -> float:
 
 
 async def drive(
-    config: Config, sessions: int, messages: int, rate: float, paced: int
+    config: Config, sessions: int, messages: int, rate: float, paced: int, streaming: bool = False
 ) -> BenchAdapter:
     """Open the runtime with the bench adapter, run both phases, close."""
     registry = SoulRegistry(config.workspaces)
     registry.reload_all()
-    adapter = BenchAdapter()
+    adapter = BenchAdapter(streaming=streaming)
     tap(["turn.completed"], adapter.on_turn)
     runtime = await Runtime.open(config, registry, [adapter])
     settle_gc()  # as `soulbot run` does after start-up
@@ -225,15 +270,19 @@ def main() -> int:
     parser.add_argument("--concurrency", type=int, default=64, help="model.max_concurrency")
     parser.add_argument("--rate", type=float, default=TARGET_THROUGHPUT, help="paced messages/s")
     parser.add_argument("--paced", type=int, default=3000, help="messages in the paced phase")
+    parser.add_argument("--no-streaming", dest="streaming", action="store_false")
     args = parser.parse_args()
     configure_logging("json", "warning")
     with tempfile.TemporaryDirectory(prefix="soulbot-bench-") as tmp, FakeProcess() as fake:
         config = make_config(Path(tmp), fake.url, args.concurrency)
         write_soul(config.workspaces)
-        adapter = asyncio.run(drive(config, args.sessions, args.messages, args.rate, args.paced))
+        adapter = asyncio.run(
+            drive(config, args.sessions, args.messages, args.rate, args.paced, args.streaming)
+        )
     result = summarize(
         adapter, args.sessions, args.messages, args.concurrency, args.rate, args.paced
     )
+    result["streaming"] = args.streaming
     emit(result)
     return 0 if result["all_pass"] else 1
 

@@ -1,8 +1,10 @@
 """The shared vocabulary: what crosses the seams between adapters, chat, the
 model and memory. Frozen dataclasses, no I/O.
 
-`Inbound` / `Outbound` are the adapter seam's messages (an `Attachment` is a
-file a reply carries); `Route` says where a conversation lives; `Scope` and
+`Inbound` / `Outbound` are the adapter seam's messages (a `Quote` is the
+message an inbound one replies to, a `Media` an image it carries, not yet
+downloaded; an `Attachment` is a file a reply carries, and a `ReplyStream` a
+reply shown while the model writes it); `Route` says where a conversation lives; `Scope` and
 `SessionKey` are the keys it is made of, and validate their parts, so a
 scope's folder is built only from checked parts;
 `Tool` is a tool the model may call; `ShutdownStep` is one step of the
@@ -14,10 +16,11 @@ adapters import nothing of `bot` but this module.
 
 from __future__ import annotations
 
+import json
 import re
 import time
 from collections.abc import Awaitable, Callable
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, fields
 from pathlib import Path
 from typing import Any, Literal, Protocol, runtime_checkable
 
@@ -28,7 +31,10 @@ __all__ = [
     "AdapterStartError",
     "Attachment",
     "Inbound",
+    "Media",
     "Outbound",
+    "Quote",
+    "ReplyStream",
     "Route",
     "Scope",
     "SessionKey",
@@ -52,6 +58,32 @@ def _check(what: str, value: str, pattern: re.Pattern[str]) -> None:
 
 
 @dataclass(frozen=True)
+class Quote:
+    """The message an inbound one replies to: its sender's display name, its
+    text (Telegram's partial quote when the person picked one; the core cuts
+    it to 500 characters) and whether it is the bot's own."""
+
+    user_name: str
+    text: str
+    from_bot: bool = False
+
+
+@dataclass(frozen=True)
+class Media:
+    """An image a message carries, not downloaded yet (the core downloads it
+    only for a message it answers): its kind as the person sees it (`photo`,
+    `image`), its media type (`image/png`), its size in bytes as the platform
+    announces it (None when it does not) and the coroutine that downloads it
+    (raises on any failure; the core bounds it with a timeout and checks the
+    size it gets)."""
+
+    kind: str
+    mime: str
+    size: int | None
+    fetch: Callable[[], Awaitable[bytes]] = field(repr=False, compare=False)
+
+
+@dataclass(frozen=True)
 class Inbound:
     """One message from a platform, in our own terms."""
 
@@ -70,7 +102,29 @@ class Inbound:
     private_thread: bool = False
     """A thread only its members can read (a Discord private thread)."""
     media: bool = False
-    """A photo, voice note, sticker or file came, with no text to read."""
+    """A voice note, video or file came that is not read (no text, no image)."""
+    quote: Quote | None = None
+    """The message this one replies to, when the platform gives it."""
+    reply_to_id: str | None = None
+    """The platform id of the message this one replies to."""
+    images: tuple[Media, ...] = ()
+    """The images it carries (a photo, image attachments), to download."""
+    refused: tuple[str, ...] = ()
+    """What the adapter already refused of what came (one line each: a file
+    that is no image, a photo too large in every size)."""
+
+    def address(self) -> str:
+        """The message as JSON, without its text, its quote and its media: the
+        reply address a session keeps (`from_address` reads it back)."""
+        skip = {"text", "quote", "images", "refused"}
+        plain = {f.name: getattr(self, f.name) for f in fields(self) if f.name not in skip}
+        return json.dumps({**plain, "text": ""})
+
+    @classmethod
+    def from_address(cls, address: str) -> Inbound:
+        """The message `address` stored. Raises ValueError or TypeError for a
+        broken one."""
+        return cls(**json.loads(address))
 
 
 @dataclass(frozen=True)
@@ -169,6 +223,22 @@ class SessionKey:
         middle = ["dm", self.chat] if self.dm else [self.chat]
         tail = [self.topic] if self.topic is not None else []
         return ":".join([self.platform, *middle, *tail])
+
+
+class ReplyStream(Protocol):
+    """A reply shown while the model writes it (an adapter's `stream`): a
+    Telegram draft, or a message sent early and edited, at most once a second."""
+
+    async def update(self, text: str) -> None:
+        """The answer so far, all of it; shown at the platform's pace, the
+        latest text winning. Quick, and never raises (a failed preview is
+        logged; the final reply still comes)."""
+
+    async def finish(self, message: Outbound) -> list[str]:
+        """Make `message` the reply: what was shown becomes it (its last edit,
+        or the message that ends a draft), split at the platform's limit, so
+        the chat ends with exactly what `send` would have left. Returns the
+        platform ids of the reply's messages. Raises like `send`."""
 
 
 @dataclass(frozen=True)

@@ -60,10 +60,17 @@ class RecordingPlatform:
         self.typed.append(chat.chat_id)
         return contextlib.nullcontext()
 
-    async def send(self, message: Outbound) -> None:
+    def notes(self) -> list[str]:
+        return []
+
+    def stream(self, message: Outbound) -> None:
+        return None
+
+    async def send(self, message: Outbound) -> list[str]:
         async with self._arrived:
             self.sent.append(message)
             self._arrived.notify_all()
+        return [f"sent-{len(self.sent)}"]
 
     async def say(
         self,
@@ -117,13 +124,17 @@ def make_config(tmp_path: Path, url: str, extra: str = "") -> Config:
 
 @asynccontextmanager
 async def running(
-    config: Config, platform_name: str = "test"
+    config: Config, platform_name: str | RecordingPlatform = "test"
 ) -> AsyncIterator[tuple[Runtime, RecordingPlatform]]:
     """A started runtime for `config` with one RecordingPlatform named `platform_name`
-    (a platform soulbot does not know has an open DM policy and no admins)."""
+    (a platform soulbot does not know has an open DM policy and no admins), or
+    the one given."""
     registry = SoulRegistry(config.workspaces)
     registry.reload_all()
-    platform = RecordingPlatform(platform_name)
+    platform = (
+        platform_name if isinstance(platform_name, RecordingPlatform)
+        else RecordingPlatform(platform_name)
+    )  # fmt: skip
     runtime = await Runtime.open(config, registry, [platform])
     await runtime.start_adapters()
     try:

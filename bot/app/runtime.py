@@ -6,7 +6,6 @@ what was opened; `close` closes them in the reverse order."""
 from __future__ import annotations
 
 import gc
-import json
 import time
 from collections.abc import Awaitable, Callable, Sequence
 from contextlib import AbstractAsyncContextManager, AsyncExitStack
@@ -17,6 +16,7 @@ import structlog
 from adapters.base import Adapter
 from bot.chat.access import Access
 from bot.chat.commands import Commands
+from bot.chat.context import ChannelContext
 from bot.chat.history import HistoryStore
 from bot.chat.limits import RateLimit
 from bot.chat.reflect import Reflector
@@ -32,11 +32,12 @@ from bot.model.client import ModelClient
 from bot.model.usage import Ledger
 from bot.soul.registry import SoulRegistry
 from bot.storage.db import DB_NAME, Database
-from bot.types import Inbound, Outbound
+from bot.types import Inbound, Outbound, ReplyStream
 
 log = structlog.get_logger(__name__)
 
 FULL_GC_THRESHOLD = 100  # CPython's default is 10
+MEDIA_FOLDER = "media"  # under data_dir: the images `media.keep` keeps
 
 
 def pick_default_soul(config: Config, registry: SoulRegistry) -> str:
@@ -117,24 +118,33 @@ class Runtime:
             stack.push_async_callback(memory.close)
             by_name = {adapter.name: adapter for adapter in adapters}
 
-            async def send(message: Outbound) -> None:
-                await by_name[message.platform].send(message)
+            async def send(message: Outbound) -> list[str]:
+                return await by_name[message.platform].send(message)
+
+            def stream(message: Outbound) -> ReplyStream | None:
+                return by_name[message.platform].stream(message)
 
             def typing(chat: Inbound) -> AbstractAsyncContextManager[None]:
                 return by_name[chat.platform].typing(chat)
+
+            def notes() -> list[str]:
+                return [note for adapter in by_name.values() for note in adapter.notes()]
 
             history = HistoryStore(db)
             reflector = Reflector(config.heartbeat, registry, model, history, memory, db)
             stack.push_async_callback(reflector.stop)
             agent = Agent(registry, model, memory, more_tools=reflector.tools)
+            groups = config.groups
             sessions = SessionManager(SessionParts(
                 history, agent, send, typing, config.memory.history_token_budget, memory,
                 reflector.turn_done, reflector.forget,
                 RateLimit(per) if (per := config.limits.messages_per_minute) else None,
+                stream, ChannelContext(groups.context_messages, groups.context_tokens),
+                config.data_dir / MEDIA_FOLDER if config.media.keep else None,
             ))  # fmt: skip
             access = Access(db, config)
             commands = Commands(registry=registry, sessions=sessions, memory=memory,
-                                access=access, db=db, send=send)  # fmt: skip
+                                access=access, db=db, send=send, notes=notes)  # fmt: skip
             router = Router(config, default_soul, sessions, send, access, commands)
             runtime = cls(config, registry, db, ledger, model, memory, sessions, router,
                           reflector, history, by_name)  # fmt: skip
@@ -152,7 +162,7 @@ class Runtime:
         count = 0
         for session, address in await self.history.unanswered(time.time() - window):
             try:
-                inbound = Inbound(**json.loads(address))
+                inbound = Inbound.from_address(address)
                 route = self.router.route(inbound)
             except (ValueError, TypeError) as exc:  # an address from an older or broken row
                 log.warning("sessions.recover_failed", session=session, error=str(exc))

@@ -221,8 +221,10 @@ class Commands:
         access: Access,
         db: Database,
         send: Send,
+        notes: Callable[[], list[str]] = list,
         clock: Callable[[], float] = time.time,
     ) -> None:
+        self._notes = notes
         self._registry = registry
         self._sessions = sessions
         self._memory = memory
@@ -391,6 +393,9 @@ class Commands:
             lines += await self._wiki_lines(soul.id, private=private)
         tokens, cost = await self._db.run(lambda conn: day_totals(conn, self._clock()))
         lines.append(f"Today (UTC): {tokens:,} tokens, ${cost:,.4f}")
+        notes = self._notes()
+        if notes:
+            lines += ["Platforms:", *(f"- {note}" for note in notes)]
         return "\n".join(lines)
 
     async def _wiki_lines(self, soul: str, *, private: bool) -> list[str]:

@@ -20,6 +20,11 @@ Role = Literal["user", "assistant"]
 # A delivered id is kept this long for dedupe (a platform redelivers within hours:
 # Telegram keeps an unconfirmed update for 24 h), then pruned.
 SEEN_WINDOW_S = 7 * 24 * 3600.0
+# The bot's own message ids are kept this long, so a reply to one of them is known
+# (and quoted) when the platform does not say whose it was.
+SENT_WINDOW_S = 90 * 24 * 3600.0
+# The text kept of each: a quote is cut there anyway.
+SENT_TEXT_CHARS = 500
 # Every this many delivered ids, the transaction that records one also prunes
 # the ids past the window (the first one after a start does too).
 PRUNE_EVERY = 1000
@@ -66,6 +71,7 @@ def _mark_seen(
     was recorded before. With `prune`, the ids past their window go first."""
     if prune:
         conn.execute("DELETE FROM seen_messages WHERE ts < ?", (ts - SEEN_WINDOW_S,))
+        conn.execute("DELETE FROM sent_messages WHERE ts < ?", (ts - SENT_WINDOW_S,))
     cursor = conn.execute(
         "INSERT OR IGNORE INTO seen_messages (session, message_id, ts) VALUES (?, ?, ?)",
         (session, message_id, ts),
@@ -234,12 +240,56 @@ class HistoryStore:
         def delete(conn: sqlite3.Connection) -> None:
             with conn:
                 conn.execute("BEGIN")
-                for table in ("history", "seen_messages", "sessions", "reply_addresses"):
+                for table in ("history", "seen_messages", "sessions", "reply_addresses",
+                              "sent_messages"):  # fmt: skip
                     conn.executemany(
                         f"DELETE FROM {table} WHERE session = ?", [(s,) for s in sessions]
                     )
 
         await self._db.run(delete)
+
+    async def record_sent(self, session: str, message_ids: list[str], text: str) -> None:
+        """Keep the platform ids of a reply's messages, with its text (cut to
+        SENT_TEXT_CHARS), for `SENT_WINDOW_S`."""
+        if not message_ids:
+            return
+        ts, cut = self._clock(), text[:SENT_TEXT_CHARS]
+
+        def insert(conn: sqlite3.Connection) -> None:
+            with conn:
+                conn.executemany(
+                    "INSERT OR REPLACE INTO sent_messages (session, message_id, text, ts) "
+                    "VALUES (?, ?, ?, ?)",
+                    [(session, message_id, cut, ts) for message_id in message_ids],
+                )
+
+        await self._db.run(insert)
+
+    async def sent_text(self, session: str, message_id: str) -> str | None:
+        """The text of the bot's reply that was sent as `message_id` in
+        `session`, or None when it is not one of the bot's (or too old)."""
+
+        def query(conn: sqlite3.Connection) -> str | None:
+            row = conn.execute(
+                "SELECT text FROM sent_messages WHERE session = ? AND message_id = ?",
+                (session, message_id),
+            ).fetchone()
+            return None if row is None else str(row[0])
+
+        return await self._db.run(query)
+
+    async def update_text(self, entry_id: int, text: str) -> None:
+        """Replace the text of a history row (an image's placeholder, once
+        the model has said what it showed)."""
+
+        def update(conn: sqlite3.Connection) -> None:
+            with conn:
+                conn.execute(
+                    "UPDATE history SET content = ?, tokens = ? WHERE id = ?",
+                    (text, count_tokens(text), entry_id),
+                )
+
+        await self._db.run(update)
 
     async def first_delivery(self, session: str, message_id: str) -> bool:
         """Record a platform message id; False when it was delivered before."""

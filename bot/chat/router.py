@@ -6,7 +6,16 @@ reply to the bot) or when the rule is `always` (`adapters.telegram.groups`,
 `adapters.discord.guilds`, or a binding's `respond`). A command (a message
 starting with "/" and naming one of ours) skips the mention rule; an unknown
 "/word" in a group is treated as a plain message. The adapters drop commands
-addressed to another bot.
+addressed to another bot. A group message that is not answered is kept as
+context for the next turn of its session (`SessionManager.overhear`; a memory
+trace too with `groups.remember_unaddressed`, in a chat's own scope only).
+
+A reply carries the quoted message (its sender and text, cut to
+QUOTE_CHARS) at the head of its history row, marked as quoted; a reply to a
+message the platform does not resolve is looked up among the bot's own sent
+messages, so a reply to the bot is known after a restart too. Images are
+downloaded here, for an answered message only (bot/chat/media.py); what is
+refused is said in one line, and the message goes on with what is left.
 
 Session keys: `discord:<channel_id>` (a thread is its own channel),
 `discord:dm:<user_id>`, `telegram:<chat_id>` (+ `:<topic_id>` in forum groups),
@@ -33,10 +42,11 @@ import structlog
 from bot import prompts
 from bot.chat.access import Access
 from bot.chat.commands import Commands
+from bot.chat.media import Pictured, download, refusal
 from bot.chat.sessions import Send, SessionManager, reply_to, send_safely
 from bot.config.schema import Binding, Config, GroupRule
 from bot.errors import InvalidKeyError
-from bot.types import Inbound, Route, Scope, SessionKey
+from bot.types import Inbound, Quote, Route, Scope, SessionKey
 
 log = structlog.get_logger(__name__)
 
@@ -45,6 +55,8 @@ CONSOLE = "console"
 # A longer message is cut (the platforms' own caps are 4,096 characters on
 # Telegram and 4,000 on Discord): one paste must not eat a day's budget.
 MAX_MESSAGE_CHARS = 8000
+# A quoted message is cut here: enough to know what is meant.
+QUOTE_CHARS = 500
 # Every Cc character (C0, DEL, C1) but tab and newline, and the bidi embeddings,
 # overrides and isolates, which reorder what follows them. Joiners (U+200D) and
 # variation selectors stay: emoji are built of them.
@@ -74,6 +86,20 @@ def clean_name(name: str) -> str:
     """A display name as `clean_text` cleans a text, on one line: its line
     breaks and other runs of white space are one space."""
     return " ".join(_CONTROL.sub("", _valid(name)).split())
+
+
+def quote_line(quote: Quote) -> str:
+    """The quoted message as the history row shows it, cleaned and cut."""
+    text = " ".join(_CONTROL.sub("", _valid(quote.text)).split())
+    if len(text) > QUOTE_CHARS:
+        text = text[:QUOTE_CHARS] + "…"
+    name = prompts.QUOTED_BOT if quote.from_bot else clean_name(quote.user_name)
+    return prompts.QUOTED.format(name=name, text=text)
+
+
+def _kinds(inbound: Inbound) -> tuple[str, ...]:
+    """The kinds of the images a message carried, the ones its adapter refused too."""
+    return tuple(m.kind for m in inbound.images) + ("image",) * len(inbound.refused)
 
 
 def session_key(inbound: Inbound) -> str:
@@ -200,9 +226,10 @@ class Router:
         message addressed to the bot is answered with one honest line)."""
         text = clean_text(inbound.text)
         inbound = replace(inbound, text=text, user_name=clean_name(inbound.user_name))
-        if not text and not inbound.media:
+        if not text and not inbound.media and not inbound.images and not inbound.refused:
             return
         try:
+            inbound = await self._resolve_reply(inbound)
             # In a group, "/word" that is none of ours is for another bot (or a typo),
             # unless it is addressed to us.
             command = text.startswith("/") and (
@@ -216,8 +243,10 @@ class Router:
             elif not command and not (
                 inbound.mentions_bot or inbound.reply_to_bot or self.group_rule(inbound) == "always"
             ):
+                self._overhear(inbound)
                 return
-            if not text:  # media, past the gate like any message
+            if not text and not inbound.images and not inbound.refused:
+                # media that is not read, past the gate like any message
                 await send_safely(self._send, reply_to(inbound, prompts.TEXT_ONLY))
                 return
             route = self.route(inbound)
@@ -226,9 +255,53 @@ class Router:
                     reply = await self._commands.run(inbound, route, text)
                     await send_safely(self._send, reply_to(inbound, reply))
                 return
-            rendered = text if inbound.is_dm else f"{inbound.user_name}: {text}"
-            await self._sessions.deliver(route, replace(inbound, text=text), rendered)
+            pictured = await self._pictures(inbound)
+            if pictured is not None and not pictured.images and not text:
+                return  # nothing left to answer: the refusal said why
+            prefix = "" if inbound.is_dm else f"{inbound.user_name}: "
+            if inbound.quote is not None:
+                prefix += quote_line(inbound.quote) + "\n"
+            if pictured is not None:
+                pictured = replace(pictured, prefix=prefix)
+                rendered = pictured.row()
+            else:
+                rendered = prefix + text
+            await self._sessions.deliver(route, inbound, rendered, pictured)
         except Exception as exc:  # the dispatch boundary: one line, the loop lives on
             log.exception("router.failed", platform=inbound.platform, error=str(exc))
             if inbound.is_dm or inbound.mentions_bot or inbound.reply_to_bot:
                 await send_safely(self._send, reply_to(inbound, prompts.APOLOGY))
+
+    async def _resolve_reply(self, inbound: Inbound) -> Inbound:
+        """`inbound`, with the quote of the bot's own message it replies to when
+        the platform named the message only (it was not in its cache, or the
+        bot has restarted since): the bot's sent ids say whose it was."""
+        if inbound.reply_to_id is None or inbound.quote is not None:
+            return inbound
+        sent = await self._sessions.sent_text(session_key(inbound), inbound.reply_to_id)
+        if sent is None:
+            return inbound
+        return replace(inbound, reply_to_bot=True, quote=Quote("", sent, from_bot=True))
+
+    def _overhear(self, inbound: Inbound) -> None:
+        """Keep an unaddressed group message as context (see the module docstring)."""
+        route = self.route(inbound)
+        groups = self._config.groups
+        body = inbound.text
+        if inbound.images or inbound.refused:
+            body = Pictured((), _kinds(inbound), inbound.text).row()
+        elif not body:
+            return
+        remember = groups.remember_unaddressed and route.scope.startswith("chat:")
+        self._sessions.overhear(route, inbound, body, remember)
+
+    async def _pictures(self, inbound: Inbound) -> Pictured | None:
+        """The images of an answered message, downloaded, with one line to the
+        person for what was refused; None when it carries none."""
+        if not inbound.images and not inbound.refused:
+            return None
+        images, refused = await download(inbound.images, self._config.media)
+        reasons = [*inbound.refused, *refused]
+        if reasons:
+            await send_safely(self._send, reply_to(inbound, refusal(reasons)))
+        return Pictured(tuple(images), _kinds(inbound), inbound.text, inbound.user_name)

@@ -7,6 +7,15 @@ answered together in the next turn. After a turn, a history over
 by the model into a summary, so the cached prefix survives most turns. Idle
 sessions leave memory and come back from SQLite.
 
+A group chat's lines not addressed to the bot (bot/chat/context.py) go to the
+next turn of their session. A message's images (bot/chat/media.py) go to the
+model in its turn only; its history row and its memory trace keep a
+placeholder, with the line the model began its answer with ("[seen: ...]",
+not sent). The reply streams where the adapter can (`ReplyStream`): what is
+shown becomes the final reply, or the line that says the turn failed; the
+history stores the final text only. The platform ids of a reply's messages are
+kept (`HistoryStore.record_sent`), so a reply to one is known after a restart.
+
 A session keeps the soul version its cache was written with while the cache is
 warm (`Agent.soul`), so a heartbeat write of SOUL.md costs it nothing; it takes
 the live version when idle past the cache's lifetime, after an operator's
@@ -16,31 +25,37 @@ reload, at /reset and at a compaction (the prefix is written again then anyway).
 from __future__ import annotations
 
 import asyncio
-import json
+import shutil
 import time
-from collections.abc import AsyncIterator, Awaitable, Callable
+from collections.abc import AsyncIterator, Awaitable, Callable, Sequence
 from contextlib import AbstractAsyncContextManager, AsyncExitStack, asynccontextmanager
 from dataclasses import dataclass
+from pathlib import Path
 from typing import TYPE_CHECKING
 
 import structlog
 from structlog.contextvars import bound_contextvars
 
 from bot import prompts
+from bot.chat.context import ChannelContext
 from bot.chat.history import Entry, HistoryStore, Snapshot, count_tokens
 from bot.chat.limits import RateLimit
+from bot.chat.media import Pictured, holding_seen, keep, kept_folder, split_seen
 from bot.chat.turn import Agent, CachedSoul
 from bot.errors import BudgetExceeded, ModelError, ModelRejected
-from bot.types import SHARED, Inbound, Outbound, Route
+from bot.types import SHARED, Inbound, Outbound, ReplyStream, Route
 
 if TYPE_CHECKING:
     from bot.memory.service import Memory
 
 log = structlog.get_logger(__name__)
 
-Send = Callable[[Outbound], Awaitable[None]]
+# Sends a reply; returns the platform ids of its messages (None: not known).
+Send = Callable[[Outbound], Awaitable[Sequence[str] | None]]
 # The typing indicator of the chat a message came from, shown while a turn runs.
 Typing = Callable[[Inbound], AbstractAsyncContextManager[None]]
+# A reply streamed into the chat an Outbound addresses, or None where it is sent whole.
+Stream = Callable[[Outbound], ReplyStream | None]
 
 
 def reply_to(inbound: Inbound, text: str) -> Outbound:
@@ -49,13 +64,15 @@ def reply_to(inbound: Inbound, text: str) -> Outbound:
                     inbound.message_id or None)  # fmt: skip
 
 
-async def send_safely(send: Send, message: Outbound) -> None:
-    """Send `message`; a failure is logged as `adapter.error`, never raised."""
+async def send_safely(send: Send, message: Outbound) -> list[str]:
+    """Send `message`; returns its messages' ids. A failure is logged as
+    `adapter.error`, never raised (no ids then)."""
     try:
-        await send(message)
+        return list(await send(message) or [])
     except Exception as exc:
         log.error("adapter.error", platform=message.platform,
                   error=f"{type(exc).__name__}: {exc}")  # fmt: skip
+        return []
 
 
 def _compaction_cut(entries: list[Entry], budget: int, foldable: int) -> int:
@@ -77,6 +94,48 @@ def _compaction_cut(entries: list[Entry], budget: int, foldable: int) -> int:
     return cut
 
 
+async def _finish_safely(stream: ReplyStream, message: Outbound) -> list[str]:
+    """`send_safely` for a streamed reply."""
+    try:
+        return await stream.finish(message)
+    except Exception as exc:
+        log.error("adapter.error", platform=message.platform,
+                  error=f"{type(exc).__name__}: {exc}")  # fmt: skip
+        return []
+
+
+@dataclass
+class _Turn:
+    """One turn's messages and what goes with them: the message it replies
+    to, when it started, the group's unaddressed lines, the images by entry
+    (emptied once their rows have their lasting text), the reply's stream."""
+
+    new: list[Entry]
+    target: Inbound
+    started: float
+    context: list[str]
+    pictured: dict[int, Pictured]
+    stream: ReplyStream | None
+
+    def on_text(self) -> Callable[[str], Awaitable[None]] | None:
+        """What the model's stream is told: the answer so far, shown without
+        the "[seen: ...]" line that answers to images begin with."""
+        stream = self.stream
+        if stream is None:
+            return None
+        pictured = bool(self.pictured)
+
+        async def show(text: str) -> None:
+            if pictured:
+                if holding_seen(text):
+                    return
+                text = split_seen(text)[1]
+            if text.strip():
+                await stream.update(text)
+
+        return show
+
+
 @dataclass(frozen=True)
 class SessionParts:
     """What every session works with: the history store, the agent, the
@@ -92,6 +151,10 @@ class SessionParts:
     on_turn: Callable[[Route], None] | None = None
     on_forget: Callable[[list[str]], Awaitable[None]] | None = None
     rate: RateLimit | None = None
+    stream: Stream | None = None
+    context: ChannelContext | None = None
+    media_dir: Path | None = None
+    """Where images are kept after their turn (`media.keep`); None: nowhere."""
 
 
 class Session:
@@ -113,6 +176,7 @@ class Session:
         self._task: asyncio.Task[None] | None = None
         self._deferred: asyncio.TimerHandle | None = None  # a start the rate limit put off
         self._unsaved: list[Entry] = []  # replies sent whose store failed, oldest first
+        self._pictured: dict[int, Pictured] = {}  # images waiting for their turn, by entry
         self._provisional = 0  # their ids: negative, never a row's
         self.last_active = time.monotonic()
 
@@ -124,11 +188,13 @@ class Session:
     def task(self) -> asyncio.Task[None] | None:
         return self._task
 
-    async def receive(self, inbound: Inbound, text: str) -> bool:
-        """Store a user message and make sure a turn will answer it; False (and
-        nothing done) when its platform message id was delivered before."""
+    async def receive(self, inbound: Inbound, text: str, pictured: Pictured | None = None) -> bool:
+        """Store a user message (`text`, its history row; with `pictured`, its
+        images wait in memory for its turn) and make sure a turn will answer
+        it; False (and nothing done) when its platform message id was
+        delivered before."""
         self.last_active = time.monotonic()
-        address = json.dumps({**vars(inbound), "text": ""})  # a flat dataclass: its fields
+        address = inbound.address()
         entry = await self._parts.store.append_message(
             self.route.session, self._generation, text, inbound.message_id, address
         )
@@ -137,8 +203,13 @@ class Session:
         self._entries.append(entry)
         self._received[entry.id] = time.perf_counter()
         self._latest = inbound
-        if self._parts.memory is not None:
-            self._parts.memory.record(self.route, "user", inbound.user_name, inbound.text)
+        if pictured is not None and pictured.images:
+            self._pictured[entry.id] = pictured  # its trace waits for the model's note
+            if self._parts.media_dir is not None:
+                await keep(self._parts.media_dir, self.route.session, entry.id, pictured.images)
+        elif self._parts.memory is not None:
+            trace = pictured.placeholder() if pictured is not None else inbound.text
+            self._parts.memory.record(self.route, "user", inbound.user_name, trace)
         wait, tell = 0.0, False
         if self._parts.rate is not None and inbound.platform != "console":
             wait, tell = self._parts.rate.admit(f"{inbound.platform}:{inbound.user_id}")
@@ -183,6 +254,7 @@ class Session:
         self._entries, self._summary, self._breakpoint = [], None, None
         self._soul = None
         self._unsaved = []
+        self._pictured = {}
         self._attempted = 0
 
     async def _work(self) -> None:
@@ -216,12 +288,27 @@ class Session:
         route, generation = self.route, self._generation
         fresh = {e.id for e in new}
         history = [e for e in self._entries if e.id not in fresh]
-        started = time.perf_counter()
+        context = self._parts.context
+        turn = _Turn(
+            new, target, time.perf_counter(),
+            context.take(route.session) if context is not None and not route.is_dm else [],
+            {e.id: self._pictured.pop(e.id) for e in new if e.id in self._pictured},
+            self._parts.stream(reply_to(target, "")) if self._parts.stream else None,
+        )  # fmt: skip
         with bound_contextvars(messages=len(new)):
-            text = await self._answer(route, generation, new, history, target, started)
+            text, stored = await self._answer(route, generation, history, turn)
         for entry in new:
             self._received.pop(entry.id, None)
-        await send_safely(self._parts.send, reply_to(target, text))
+        if turn.stream is None:
+            ids = await send_safely(self._parts.send, reply_to(target, text))
+        else:
+            ids = await _finish_safely(turn.stream, reply_to(target, text))
+        if ids and stored:
+            try:
+                await self._parts.store.record_sent(route.session, ids, stored)
+            except Exception as exc:  # the reply is out; only a later quote of it is lost
+                log.warning("history.write_failed", error_class=type(exc).__name__,
+                            error=str(exc), what="sent ids")  # fmt: skip
 
     async def _store_reply(self, generation: int, text: str, reply_to: int) -> Entry:
         """Store the model's reply; when the store fails (a full disk, a lock
@@ -262,23 +349,21 @@ class Session:
             self._entries = [stored if e is entry else e for e in self._entries]
 
     async def _answer(
-        self,
-        route: Route,
-        generation: int,
-        new: list[Entry],
-        history: list[Entry],
-        target: Inbound,
-        started: float,
-    ) -> str:
-        """The text to send for a turn: the model's reply, stored; or the line
-        that says why there is none."""
+        self, route: Route, generation: int, history: list[Entry], turn: _Turn
+    ) -> tuple[str, str]:
+        """The text to send for a turn and the reply stored of it: the model's
+        reply, stored; or the line that says why there is none (nothing stored)."""
         log.info("turn.started")
+        new, target, started = turn.new, turn.target, turn.started
+        images = {key: p.images for key, p in turn.pictured.items()}
+        stored = ""
         try:
             async with self._parts.typing(target):
                 prompt = await self._parts.agent.prompt(
-                    route, self._summary, history, new, self._breakpoint, self._soul
-                )
-                reply = await self._parts.agent.turn(route, prompt)
+                    route, self._summary, history, new, self._breakpoint, self._soul,
+                    turn.context, images,
+                )  # fmt: skip
+                reply = await self._parts.agent.turn(route, prompt, turn.on_text())
         except BudgetExceeded:
             text = prompts.DAILY_LIMIT
         except ModelRejected as exc:
@@ -293,8 +378,10 @@ class Session:
             text = prompts.APOLOGY
         else:
             self._breakpoint, self._soul = prompt.breakpoint_id, prompt.soul
-            text = reply.text
+            seen, text = split_seen(reply.text) if turn.pictured else (None, reply.text)
+            await self._describe(generation, turn.pictured, seen)
             if text and generation == self._generation:
+                stored = text
                 self._entries.append(await self._store_reply(generation, text, new[-1].id))
                 # Messages that came during the turn go after the reply to their elders.
                 self._entries.sort(key=lambda e: e.order)
@@ -320,7 +407,31 @@ class Session:
                 cache_creation_input_tokens=reply.usage.cache_creation_input_tokens,
                 cache_read_input_tokens=reply.usage.cache_read_input_tokens,
             )
-        return text
+        finally:
+            if turn.pictured:  # no note came: the placeholders stay as they are
+                await self._describe(generation, turn.pictured, None)
+        return text, stored
+
+    async def _describe(
+        self, generation: int, pictured: dict[int, Pictured], seen: str | None
+    ) -> None:
+        """Give the image messages of a turn their lasting text: the history
+        row with the model's note (`seen`, when it wrote one), and the trace."""
+        for entry_id, picture in pictured.items():
+            if seen and generation == self._generation:
+                text = picture.row(seen)
+                try:
+                    await self._parts.store.update_text(entry_id, text)
+                except Exception as exc:  # the row keeps its placeholder
+                    log.warning("history.write_failed", error_class=type(exc).__name__,
+                                error=str(exc), what="image note")  # fmt: skip
+                self._entries = [Entry(e.id, e.role, text, count_tokens(text), e.reply_to, e.ts)
+                                 if e.id == entry_id else e for e in self._entries]  # fmt: skip
+            if self._parts.memory is not None:
+                self._parts.memory.record(self.route, "user", picture.sender,
+                                          picture.placeholder(seen))  # fmt: skip
+        if pictured:
+            pictured.clear()
 
     async def _compact(self) -> None:
         entries = self._entries
@@ -394,14 +505,31 @@ class SessionManager:
         log.info("message.duplicate", session=session, message_id=message_id)
         return False
 
-    async def deliver(self, route: Route, inbound: Inbound, text: str) -> None:
+    async def deliver(
+        self, route: Route, inbound: Inbound, text: str, pictured: Pictured | None = None
+    ) -> None:
         """Hand a message to its session, in arrival order; a platform message id
         seen before is dropped."""
         async with self._lock(route.session):
             session = await self._get(route)
-            if not await session.receive(inbound, text):
+            if not await session.receive(inbound, text, pictured):
                 log.info("message.duplicate", session=route.session, message_id=inbound.message_id)
         self._sweep()
+
+    def overhear(self, route: Route, inbound: Inbound, text: str, remember: bool) -> None:
+        """Keep a group message not addressed to the bot as context for the
+        next turn of its session (`text`: what the turn is shown); with
+        `remember`, as a memory trace of the route's scope too."""
+        if route.is_dm:
+            return
+        if self._parts.context is not None:
+            self._parts.context.add(route.session, inbound.user_name, text)
+        if remember and self._parts.memory is not None:
+            self._parts.memory.record(route, "user", inbound.user_name, text)
+
+    async def sent_text(self, session: str, message_id: str) -> str | None:
+        """The text of the bot's reply sent as `message_id` in `session`, or None."""
+        return await self._parts.store.sent_text(session, message_id)
 
     async def recover(self, route: Route, inbound: Inbound) -> None:
         """Answer, once, what the route's session left unanswered at a crash."""
@@ -448,8 +576,14 @@ class SessionManager:
             await self._drop(sessions)
             if self._parts.on_forget is not None:
                 await self._parts.on_forget(sessions)
+            if self._parts.context is not None:
+                self._parts.context.drop(sessions)
             await memory.forget(route)
             await self._parts.store.erase(sessions)
+            if self._parts.media_dir is not None:
+                for key in sessions:  # the images `media.keep` kept
+                    folder = kept_folder(self._parts.media_dir, key)
+                    await asyncio.to_thread(shutil.rmtree, folder, ignore_errors=True)
         log.info("sessions.forgotten", soul=route.soul, scope=route.scope, sessions=len(sessions))
         return len(sessions)
 

@@ -6,8 +6,11 @@ of the soul); the session's own system blocks (its scope's memory index, the
 compacted-history summary), ending at a breakpoint; the history, with a
 breakpoint where the previous turn's history ended (so the previous turn's cache
 entry is read) and one at its end; then the per-turn part in the newest user
-message: the recall block, the clock and the new messages.
-Nothing that changes per turn sits above a breakpoint.
+message: the recall block, the group chat's unaddressed lines
+(bot/chat/context.py), the clock, the note that asks for a line on the images,
+and the new messages, each with its images before its text.
+Nothing that changes per turn sits above a breakpoint. Images are sent in the
+turn of their message only; the history keeps their placeholder.
 
 A session keeps the soul version its cached prefix was written with while that
 cache is warm (`Agent.soul`): a heartbeat write of SOUL.md would otherwise make
@@ -17,16 +20,17 @@ every live session of the soul write its whole prefix, history included, again.
 from __future__ import annotations
 
 import time
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, replace
 from datetime import UTC, datetime
 from typing import TYPE_CHECKING, Any
 
 from bot import prompts
 from bot.chat.history import Entry
+from bot.chat.media import Image
 from bot.chat.transcript import transcript
 from bot.errors import SoulbotError
-from bot.model.client import ModelClient, Reply
+from bot.model.client import ModelClient, OnText, Reply
 from bot.model.usage import CallContext
 from bot.soul.prompt import system_blocks
 from bot.soul.registry import LiveSoul, SoulRegistry
@@ -77,10 +81,12 @@ def layout(
     new: Sequence[Entry],
     previous_breakpoint: int | None,
     turn_blocks: Sequence[str],
+    images: Mapping[int, Sequence[Image]] | None = None,
 ) -> Prompt:
     """Lay out one request (see the module docstring). `history` must start with
     a user entry; consecutive entries of one role share a message; `turn_blocks`
-    (the recall block, the clock) open the newest user message."""
+    (the recall block, the clock) open the newest user message; `images`, by
+    entry id, go just before the text of their entry in `new`."""
     system = [_text(t) for t in soul_blocks]
     if system:
         system[-1]["cache_control"] = dict(EPHEMERAL)
@@ -101,6 +107,8 @@ def layout(
     for text in turn_blocks:
         add("user", _text(text))
     for entry in new:
+        for image in (images or {}).get(entry.id, ()):
+            add("user", image.block())
         add("user", _text(entry.text))
     return Prompt(system, messages, history[-1].id if history else None)
 
@@ -150,9 +158,13 @@ class Agent:
         new: Sequence[Entry],
         previous_breakpoint: int | None,
         cached: CachedSoul | None = None,
+        context: Sequence[str] = (),
+        images: Mapping[int, Sequence[Image]] | None = None,
     ) -> Prompt:
         """The request for a turn, with the soul version `soul` picks given
-        the session's `cached` one. Raises SoulbotError when the soul is gone."""
+        the session's `cached` one; `context`: the group chat's unaddressed
+        lines since the bot last spoke; `images` by entry of `new`. Raises
+        SoulbotError when the soul is gone."""
         now = self._clock()
         version = self.soul(route, cached, now)
         blocks = [b.text for b in system_blocks(version.soul)]
@@ -172,18 +184,25 @@ class Agent:
                 turn_blocks.append(prompts.RECALL_BLOCK.format(lines=recalled))
         if summary:
             session_blocks.append(prompts.SUMMARY_BLOCK.format(summary=summary))
+        if context:
+            turn_blocks.append(prompts.CONTEXT_BLOCK.format(lines="\n".join(context)))
         stamp = datetime.fromtimestamp(now, UTC).strftime("%Y-%m-%d %H:%M")
         turn_blocks.append(prompts.NOW_LINE.format(now=stamp))
-        prompt = layout(blocks, session_blocks, history, new, previous_breakpoint, turn_blocks)
+        count = sum(len(v) for v in (images or {}).values())
+        if count:
+            turn_blocks.append(prompts.IMAGES_NOTE.format(count=count))
+        prompt = layout(blocks, session_blocks, history, new, previous_breakpoint, turn_blocks,
+                        images)  # fmt: skip
         return replace(prompt, soul=CachedSoul(version, now + CACHE_TTL_S))
 
-    async def turn(self, route: Route, prompt: Prompt) -> Reply:
-        """Run a turn. Raises BudgetExceeded, ModelError."""
+    async def turn(self, route: Route, prompt: Prompt, on_text: OnText | None = None) -> Reply:
+        """Run a turn, streamed to `on_text` when given. Raises BudgetExceeded, ModelError."""
         ctx = CallContext(route.soul, route.scope, route.session, route.user, "turn")
         tools = self._memory.tools(route) if self._memory is not None else []
         if self._more_tools is not None:
             tools += self._more_tools(route)
-        return await self._model.complete(ctx, prompt.system, prompt.messages, tools)
+        return await self._model.complete(ctx, prompt.system, prompt.messages, tools,
+                                          on_text=on_text)  # fmt: skip
 
     async def summarize(self, route: Route, summary: str | None, entries: Sequence[Entry]) -> str:
         """Fold `entries` into the running summary (a `compact` model call).

@@ -29,7 +29,8 @@ def _adapters(config: Config, soul_name: str, on_eof: Callable[[], None]) -> lis
     if telegram.token.get_secret_value():
         from adapters.telegram_adapter import TelegramAdapter
 
-        adapters.append(TelegramAdapter(telegram.token.get_secret_value(), telegram.base_url, MENU))
+        adapters.append(TelegramAdapter(telegram.token.get_secret_value(), telegram.base_url, MENU,
+                                        streaming=telegram.streaming))  # fmt: skip
     if discord.token.get_secret_value():
         from adapters.discord_adapter import DiscordAdapter
 
@@ -40,6 +41,8 @@ def _adapters(config: Config, soul_name: str, on_eof: Callable[[], None]) -> lis
                 commands=MENU,
                 api_base_url=discord.api_base_url,
                 gateway_url=discord.gateway_url,
+                max_images=config.media.max_images,
+                streaming=discord.streaming,
             )
         )
     if console_enabled(config):

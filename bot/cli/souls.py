@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import asyncio
 import json
 import stat
 from collections.abc import Callable
@@ -42,7 +43,7 @@ def check(config_path: Path | None, log_format: str | None) -> None:
         click.echo("\nwarnings:")
         for warning in warnings:
             click.echo(f"  {warning}")
-    notes = scope_notes(config)
+    notes = scope_notes(config) + _platform_notes(config)
     if notes:
         click.echo("\nnotes:")
         for note in notes:
@@ -56,6 +57,20 @@ def check(config_path: Path | None, log_format: str | None) -> None:
                 click.echo(f"  {'-' if i == 0 else ' '} {line}")
         raise SystemExit(1)
     click.echo(f"\n{len(rows) - 1} soul(s) loaded, no errors")
+
+
+def _platform_notes(config: Config) -> list[str]:
+    """What a platform does not let the bot see, when it can be asked (Telegram's
+    privacy mode, by getMe; nothing when Telegram cannot be reached)."""
+    telegram = config.adapters.telegram
+    if not telegram.token.get_secret_value():
+        return []
+    from adapters.telegram_adapter import privacy_mode_on
+    from adapters.texts import PRIVACY_MODE
+
+    token = telegram.token.get_secret_value()
+    on = asyncio.run(privacy_mode_on(token, telegram.base_url))
+    return [f"telegram: {PRIVACY_MODE}"] if on else []
 
 
 def _links_out(soul: Soul) -> list[str]:

@@ -245,6 +245,13 @@ def _on_off_auto(value: Any) -> Any:
     raise PydanticCustomError("on_off_auto", "expected true, false or auto")
 
 
+def _on_off(value: Any) -> Any:
+    """`on` / `off` as YAML 1.2 reads them (strings), beside booleans."""
+    if isinstance(value, str) and value.lower() in ("on", "off"):
+        return value.lower() == "on"
+    return value
+
+
 class ConsoleConfig(_Section):
     """The terminal chat (`adapters.console:`); `auto` is on when no platform has a token."""
 
@@ -269,6 +276,9 @@ class DiscordConfig(_Section):
     """A REST proxy (`http://host/api/v10`); empty for Discord itself."""
     gateway_url: str | None = None
     """A gateway URL (`wss://...`); empty for Discord itself."""
+    streaming: Annotated[bool, BeforeValidator(_on_off)] = True
+    """`on`: a reply shows while the model writes it (one message sent early and edited, at most
+    once a second); `off`: it comes whole."""
 
     _blank = field_validator("api_base_url", "gateway_url", mode="before")(_empty_is_none)
 
@@ -294,6 +304,9 @@ class TelegramConfig(_Section):
     base_url: str | None = None
     """A local Bot API server (`http://host:8081`, with or without `/bot`); empty for Telegram
     itself."""
+    streaming: Annotated[bool, BeforeValidator(_on_off)] = True
+    """`on`: a reply shows while the model writes it (a draft in private chats; in groups a message
+    edited at most once a second); `off`: it comes whole."""
 
     _blank_url = field_validator("base_url", mode="before")(_empty_is_none)
     _url = field_validator("base_url")(_check_url)
@@ -328,6 +341,31 @@ class Binding(_Section):
     respond: GroupRule | None = None
     """`mention` or `always`: overrides `adapters.discord.guilds` / `adapters.telegram.groups`
     here."""
+
+
+class GroupsConfig(_Section):
+    """What the bot sees in group chats besides what is addressed to it (`groups:`)."""
+
+    context_messages: int = Field(30, ge=0)
+    """Messages not addressed to the bot kept per group chat, given to the next turn that is, as
+    what was said since it last spoke; `0`: none (the bot sees only what is addressed to it)."""
+    context_tokens: int = Field(1500, ge=0)
+    """The most tokens of those messages a turn is given (the newest are kept)."""
+    remember_unaddressed: bool = False
+    """Also keep those messages as memory traces of the chat's scope (off: people who never
+    spoke to the bot are not remembered by it)."""
+
+
+class MediaConfig(_Section):
+    """Images people send (`media:`)."""
+
+    max_images: int = Field(4, ge=0, le=20)
+    """Images a message may carry to the model; the rest are refused with one line. `0`: none."""
+    download_timeout_s: float = Field(20.0, gt=0)
+    """Seconds an image's download may take before it is refused."""
+    keep: bool = False
+    """Keep each image under `data_dir/media/` after its turn (off: an image lives in memory for
+    its turn only; the history and the traces keep a one-line placeholder)."""
 
 
 class SessionsConfig(_Section):
@@ -382,6 +420,10 @@ class Config(_Section):
     """Platform user ids allowed to run admin commands."""
     adapters: AdaptersConfig = AdaptersConfig()
     """The platforms."""
+    groups: GroupsConfig = GroupsConfig()
+    """Group chats: the context the bot is given."""
+    media: MediaConfig = MediaConfig()
+    """Images."""
     sessions: SessionsConfig = SessionsConfig()
     """Conversations across restarts."""
     limits: LimitsConfig = LimitsConfig()

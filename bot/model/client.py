@@ -7,6 +7,12 @@ timeouts `model.max_retries` times; what still fails is raised as
 ModelUnavailable, and a request the API refuses (another 4xx) as ModelRejected.
 A ModelUnavailable call is sent once more to `model.fallback` when one is set
 (`llm.fallback`), and ledgered under the fallback's name.
+
+`complete(..., on_text=...)` streams (`messages.stream`): `on_text` is awaited
+with the round's text so far after each delta; a tool round's text is
+followed by the next round's, from empty again, and a fallback starts over.
+A stream that breaks mid-way is a ModelUnavailable like any lost call (the
+SDK retries a request only before its answer starts).
 """
 
 from __future__ import annotations
@@ -14,7 +20,7 @@ from __future__ import annotations
 import asyncio
 import json
 import time
-from collections.abc import Sequence
+from collections.abc import Awaitable, Callable, Sequence
 from dataclasses import dataclass
 from typing import Any
 
@@ -27,6 +33,9 @@ from bot.model.usage import CallContext, Ledger, Usage
 from bot.types import Tool
 
 log = structlog.get_logger(__name__)
+
+# What a streamed call is told after each delta: the round's text so far.
+OnText = Callable[[str], Awaitable[None]]
 
 
 @dataclass(frozen=True)
@@ -124,7 +133,11 @@ class ModelClient:
                 await self._own_fallback_client.close()
 
     async def _call(
-        self, ctx: CallContext, request: dict[str, Any], timing: list[float]
+        self,
+        ctx: CallContext,
+        request: dict[str, Any],
+        timing: list[float],
+        on_text: OnText | None = None,
     ) -> anthropic.types.Message:
         """One request, and the same request to `model.fallback` when the
         primary is unavailable (ModelUnavailable) after its retries; adds
@@ -137,12 +150,13 @@ class ModelClient:
             await self._ledger.check(ctx, estimate)
         model = self.model
         try:
-            message = await self._send(self._client, request, timing)
+            message = await self._send(self._client, request, timing, on_text)
         except ModelUnavailable as primary:
             if self._config.fallback is None:
                 raise
             model = self._config.fallback
-            message = await self._fall_back(ctx, {**request, "model": model}, timing, primary)
+            message = await self._fall_back(ctx, {**request, "model": model}, timing, primary,
+                                            on_text)  # fmt: skip
         await self._ledger.record(ctx, message.model or model, _usage(message))
         return message
 
@@ -152,6 +166,7 @@ class ModelClient:
         request: dict[str, Any],
         timing: list[float],
         primary: ModelUnavailable,
+        on_text: OnText | None,
     ) -> anthropic.types.Message:
         """`request` (for the fallback model) sent once, after `primary` failed;
         both failures are logged as warnings (the caller logs the turn's end).
@@ -160,21 +175,29 @@ class ModelClient:
         log.warning("llm.fallback", model=self.model, fallback=fallback,
                     error_class=primary.error_class, source=ctx.source)  # fmt: skip
         try:
-            return await self._send(self._fallback_client, request, timing)
+            return await self._send(self._fallback_client, request, timing, on_text)
         except ModelError as failed:
             log.warning("llm.fallback_failed", model=self.model, fallback=fallback,
                         error_class=failed.error_class, source=ctx.source)  # fmt: skip
             raise primary from failed
 
     async def _send(
-        self, client: anthropic.AsyncAnthropic, request: dict[str, Any], timing: list[float]
+        self,
+        client: anthropic.AsyncAnthropic,
+        request: dict[str, Any],
+        timing: list[float],
+        on_text: OnText | None = None,
     ) -> anthropic.types.Message:
-        """One request through `client`, in a `max_concurrency` slot. Raises ModelError."""
+        """One request through `client`, in a `max_concurrency` slot, streamed
+        when there is `on_text`. Raises ModelError."""
         queued = time.perf_counter()
         async with self._semaphore:
             started = time.perf_counter()
             try:
-                message: anthropic.types.Message = await client.messages.create(**request)
+                if on_text is None:
+                    message: anthropic.types.Message = await client.messages.create(**request)
+                else:
+                    message = await _streamed(client, request, on_text)
             except anthropic.APIError as exc:
                 raise _translate(exc) from exc
             finally:
@@ -212,9 +235,11 @@ class ModelClient:
         messages: list[dict[str, Any]],
         tools: Sequence[Tool] = (),
         max_tokens: int | None = None,
+        on_text: OnText | None = None,
     ) -> Reply:
         """Run the model until it answers with text, calling tools on the way
-        (at most `model.tool_rounds` rounds; the last round may not call one).
+        (at most `model.tool_rounds` rounds; the last round may not call one),
+        streamed to `on_text` when given (see the module docstring).
 
         Raises BudgetExceeded when a call is refused and ModelError when a call
         fails after the SDK's retries. `messages` is not modified.
@@ -234,7 +259,7 @@ class ModelClient:
                 request["tools"] = [tool.spec() for tool in tools]
                 if round_no == self._config.tool_rounds:
                     request["tool_choice"] = {"type": "none"}
-            message = await self._call(ctx, request, timing)
+            message = await self._call(ctx, request, timing, on_text)
             total = _add(total, _usage(message))
             calls = [b for b in message.content if b.type == "tool_use"]
             if message.stop_reason != "tool_use" or not calls:
@@ -247,6 +272,19 @@ class ModelClient:
             convo.append({"role": "user", "content": results})
         # Another try asks again, and the model may well answer in text then.
         raise ModelUnavailable("ToolLoopError", "the model kept calling tools past the last round")
+
+
+async def _streamed(
+    client: anthropic.AsyncAnthropic, request: dict[str, Any], on_text: OnText
+) -> anthropic.types.Message:
+    """`request` streamed: `on_text` gets the text so far after each delta;
+    returns the whole message, as `create` would."""
+    shown = ""
+    async with client.messages.stream(**request) as stream:
+        async for delta in stream.text_stream:
+            shown += delta
+            await on_text(shown)
+        return await stream.get_final_message()
 
 
 async def _run_tool(tools: dict[str, Tool], call: Any) -> dict[str, Any]:

@@ -211,7 +211,30 @@ COMPILE_OTHER = "see the wiki.compile_failed log line"
 COMPILE_STOPPED = "The compile stopped: {error}: {reason}. The traces wait for the next compile."
 
 # A photo, voice note, sticker or file instead of text (after the DM gate).
-TEXT_ONLY = "I can only read text messages, sorry: please tell me in words."
+TEXT_ONLY = "I can only read text and images, sorry: please tell me in words."
+# Images the core could not give the model (the adapters word their own refusals).
+IMAGE_TOO_LARGE = "the {kind} is too large for me to look at ({size}; I take up to {limit})"
+IMAGE_FAILED = "I could not download the {kind} ({reason})"
+IMAGE_TOO_MANY = "I look at up to {limit} images a message; {left} were left out"
+IMAGES_REFUSED = "Not everything you sent reached me: {reasons}."
+
+# A group chat's messages not addressed to the bot, given to the next turn that is
+# (per-turn, never cached), one "name: text" line each, oldest first.
+CONTEXT_BLOCK = (
+    "What was said in this chat since you last spoke, not addressed to you (oldest first):\n{lines}"
+)
+# A message that replies to another: the quoted message, before the message's own text.
+QUOTED = '(replying to {name}: "{text}")'
+QUOTED_BOT = "you"
+# The per-turn note of a message that carries images, and what the history keeps of it.
+IMAGES_NOTE = (
+    "(The newest message carries {count} image(s). Begin your answer with one line "
+    '"[seen: what the image(s) show, in at most 20 words]"; that line is kept as your '
+    "note and is not shown. Then answer as usual.)"
+)
+IMAGE_PLACEHOLDER = "[{kind}{caption}]"
+IMAGE_SEEN = "[{kind}{caption}; it showed: {seen}]"
+IMAGE_NOT_SEEN = "[{kind}{caption}; not seen: {reason}]"
 
 # The end of a message cut at the router's limit.
 MESSAGE_CUT = " [... cut here: the message was {chars} characters long]"

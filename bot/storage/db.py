@@ -36,7 +36,9 @@ DB_NAME = "soulbot.db"
 #    table reply_addresses.
 # 3: the table memory_folds (which traces a compile folded into which wiki page), so
 #    `/memory drop` can take a page back with the traces it was made of.
-SCHEMA_VERSION = 3
+# 4: the table sent_messages (the platform ids of the bot's replies, with their text), so
+#    a reply to one of them is known, and quoted, after a restart too.
+SCHEMA_VERSION = 4
 
 SCHEMA = """
 CREATE TABLE IF NOT EXISTS usage (
@@ -86,6 +88,14 @@ CREATE TABLE IF NOT EXISTS seen_messages (
     PRIMARY KEY (session, message_id)
 );
 CREATE INDEX IF NOT EXISTS seen_messages_ts ON seen_messages (ts);
+CREATE TABLE IF NOT EXISTS sent_messages (
+    session TEXT NOT NULL,
+    message_id TEXT NOT NULL,
+    text TEXT NOT NULL,
+    ts REAL NOT NULL,
+    PRIMARY KEY (session, message_id)
+);
+CREATE INDEX IF NOT EXISTS sent_messages_ts ON sent_messages (ts);
 CREATE TABLE IF NOT EXISTS paired_users (
     platform TEXT NOT NULL,
     user_id TEXT NOT NULL,

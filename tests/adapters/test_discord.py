@@ -37,10 +37,13 @@ def _restore_discord_urls(monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setattr(gateway, "DEFAULT_GATEWAY", gateway.DEFAULT_GATEWAY)
 
 
-def adapter_for(fake: FakeDiscord, token: str | None = None) -> DiscordAdapter:
+def adapter_for(
+    fake: FakeDiscord, token: str | None = None, streaming: bool = True
+) -> DiscordAdapter:
     return DiscordAdapter(token or "TEST.DISCORD.TOKEN", commands=MENU,
                           api_base_url=fake.api_base_url, gateway_url=fake.gateway_url,
-                          guild_ready_timeout=0.05, backoff=FAST)  # fmt: skip
+                          guild_ready_timeout=0.05, backoff=FAST,
+                          streaming=streaming)  # fmt: skip
 
 
 def roomy(config: Config) -> Config:
@@ -50,7 +53,7 @@ def roomy(config: Config) -> Config:
 
 @asynccontextmanager
 async def discord_bot(
-    tmp_path: Path, extra: str = ""
+    tmp_path: Path, extra: str = "", streaming: bool = True
 ) -> AsyncIterator[tuple[FakeDiscord, FakeAnthropic, Runtime]]:
     async with FakeDiscord() as dc, FakeAnthropic() as model:
         dc.add_guild(GUILD, channels=[CHANNEL], members=[(ADMIN, "ann"), (12, "bob")])
@@ -58,7 +61,7 @@ async def discord_bot(
         config = roomy(
             make_config(tmp_path, model.url, f"admins: {{discord: [{ADMIN}]}}\n" + extra)
         )
-        async with serving(config, [adapter_for(dc)]) as runtime:
+        async with serving(config, [adapter_for(dc, streaming=streaming)]) as runtime:
             yield dc, model, runtime
 
 
@@ -102,7 +105,11 @@ async def test_guild_messages_need_a_mention_or_a_reply(tmp_path: Path) -> None:
         dc.push_message(CHANNEL, "and then?", author_id=12, author_name="bob", guild_id=GUILD,
                         reply_to=first.message_id)  # fmt: skip
         await dc.wait_sent(2)
-    assert [user_texts(r)[-1] for r in model.requests] == ["bob: what's up", "bob: and then?"]
+    # Every message reaches the router, which answers only these two (a reply quotes the bot).
+    asked = [user_texts(r)[-1] for r in model.requests]
+    assert len(asked) == 2 and asked[0].endswith("bob: what's up")
+    assert asked[1].startswith("bob: ") and asked[1].endswith("and then?")
+    assert "another bot here" not in json.dumps(model.requests)
 
 
 async def test_a_binding_can_answer_every_message_of_a_guild(tmp_path: Path) -> None:
@@ -232,8 +239,8 @@ async def test_a_1006_during_a_burst_loses_nothing_and_answers_nothing_twice(
 
 
 async def test_the_same_message_twice_and_a_failing_send(tmp_path: Path) -> None:
-    with capture_logs() as logs:
-        async with discord_bot(tmp_path) as (dc, model, runtime):
+    with capture_logs() as logs:  # `send` (a stream's final edit tries a refused post again)
+        async with discord_bot(tmp_path, streaming=False) as (dc, model, runtime):
             dc.fail_next("POST", r"^/channels/900/messages$", 403)
             dc.push_message(900, "first", author_id=ADMIN, message_id=4242)
             dc.push_message(900, "first", author_id=ADMIN, message_id=4242)
@@ -279,8 +286,8 @@ async def test_a_lost_answer_or_a_503_mid_reply_is_retried_and_nothing_arrives_t
 
 
 async def test_a_reply_that_still_fails_says_what_was_not_delivered(tmp_path: Path) -> None:
-    with capture_logs() as logs:
-        async with discord_bot(tmp_path) as (dc, model, _):
+    with capture_logs() as logs:  # `send` (a stream tries its preview, then its final text)
+        async with discord_bot(tmp_path, streaming=False) as (dc, model, _):
             model.script_text(three_parts())
             dc.fail_next("POST", r"^/channels/900/messages$", 503, times=20)
             dc.push_message(900, "tell me in three parts", author_id=ADMIN)

@@ -1,38 +1,72 @@
 """A fake of the Anthropic Messages API on 127.0.0.1 for the real ``anthropic`` SDK.
 
 Point ``AsyncAnthropic(api_key=..., base_url=fake.url, max_retries=0)`` at it. It
-serves non-streaming ``POST /v1/messages``:
+serves ``POST /v1/messages``, as one JSON message or, with ``"stream": true`` in the
+body (``client.messages.stream(...)``, ``create(..., stream=True)``), as events:
 
 * Auth: ``x-api-key`` or ``Authorization: Bearer <key>``, else 401.
 * Every parsed request is logged (``fake.log``: body, raw bytes, headers;
-  ``fake.requests``: the bodies). A body that is not a JSON object is a 400 and
-  is not logged.
+  ``fake.requests``: the bodies). A body that is not a JSON object is a 400, one
+  over 32 MB a 413 request_too_large; neither is logged.
 * Order of a request: log, wait ``latency_s``, auth, outage (``down`` /
   ``fail_until``), validation (model, max_tokens, messages, at most 4 cache
-  breakpoints), then the reply. Only a request that gets this far consumes a
-  reply: first the FIFO script (``script_text``, ``script_tool_use``,
-  ``script_error``, ``script_hang``), then ``responder(body)``, then the default
-  ``"echo: <text of the last user message>"``.
+  breakpoints, images), then the reply. Only a request that gets this far consumes
+  a reply: first the FIFO script (``script_text``, ``script_tool_use``,
+  ``script_error``, ``script_hang``, ``script(Reply.of_stream_error(...))``), then
+  ``responder(body)``, then the default ``"echo: <text of the last user message>"``
+  (``" [1 image]"``, ``" [2 images]"``, ... appended when it carried images).
+
+Streaming: every error up to the reply (auth, outage, validation, a scripted error)
+is the same HTTP error, before any event. Otherwise the answer is ``text/event-stream``,
+each event ``event: <type>\\ndata: <json>\\n\\n``: ``message_start`` (the message with
+empty content, null stop_reason and the usage of the non-streamed answer with
+``output_tokens`` 1), ``ping``, then per content block ``content_block_start``, its
+deltas (``text_delta``; ``input_json_delta`` with the tool input's JSON as
+``partial_json``), ``content_block_stop``, then ``message_delta`` (``stop_reason``,
+``stop_sequence``, ``usage.output_tokens``) and ``message_stop``. Texts and tool JSON
+go in chunks of ``stream_chunk_chars`` characters (default 8) with ``stream_delay_s``
+(default 0.0, real time) between deltas. ``stream.get_final_message()`` is the Message
+the same reply gives non-streamed (content, stop_reason, usage; the max_tokens cut
+included). ``Reply.of_stream_error(text, after_chars, error_type)`` fails mid-stream:
+it streams the first ``after_chars`` characters of the text, then ``event: error``
+with ``{"type": "error", "error": {"type": error_type, "message": ...}}`` and ends.
+The SDK raises that from the iterator (and from ``get_final_message``) as a plain
+``anthropic.APIStatusError`` with ``status_code`` 200, the HTTP status of the
+stream, and ``body`` the error object; not ``OverloadedError``, which needs a 529.
+Non-streamed, that reply is the HTTP error of its type (529 for overloaded_error).
+As the real API bills a stream's input once it started, a stream failing mid-way
+counts as a success for the cache: it reads and writes like the full answer.
+
+Images: a top-level ``{"type": "image", "source": {"type": "base64", "media_type":
+M, "data": D}}`` block of a message is checked as the API does, each failure a 400
+invalid_request_error naming ``messages.N.content.M``: M one of image/jpeg,
+image/png, image/gif, image/webp; D at most 5 MB (5 * 1024 * 1024 characters of
+base64) and valid base64; at most 100 images in a request. The fake cannot fetch,
+so any other source (``url``, ``file``) is a 400 too. Images nested in a tool_result
+are not looked at. ``images(body)`` gives a request's images as (media_type, bytes).
 
 Token rule (deterministic, not the real tokenizer): ``tokens(s) = ceil(len(s) / 4)``.
 The prompt is the ordered blocks tools, system (a string is one text block), then
 each message's content blocks (a string is one text block). A block counts
 ``tokens(canonical JSON of the block without its cache_control)``, where canonical
 JSON is ``json.dumps(sort_keys=True, separators=(",", ":"), ensure_ascii=False)``;
-a prefix counts the sum of its blocks. Output tokens are
+an image block instead counts ``image_tokens(data) = min(1600, ceil(len(data) /
+1000))`` of its base64 ``data``, about its decoded bytes / 750 (the API's pixels /
+750, capped near 1600). A prefix counts the sum of its blocks. Output tokens are
 ``max(1, tokens(reply text + canonical JSON of the tool input))``.
 
 Prompt cache: a top-level block with ``cache_control`` (``ttl`` "5m", the default,
 or "1h") is a breakpoint; a request-level ``cache_control`` marks the last block, as
 the API does; blocks nested in a tool_result are not looked at. A prefix's key
 hashes the model and, per block, its section (tool/system/user/assistant) and
-canonical JSON. On a successful request the hit is the longest live cached prefix
-ending at a breakpoint or up to ``lookback_blocks`` blocks before one (20, like the
-real API; 0 = exact breakpoints only); it is read and its TTL refreshed. Every
-breakpoint prefix longer than the hit with at least ``min_cache_tokens`` tokens is
-written. ``cache_read`` = hit tokens, ``cache_creation`` = longest written prefix -
-``cache_read``, ``input_tokens`` = total - both. Errors touch no cache. TTLs use the
-injected ``clock``; latency and hangs sleep in real time.
+canonical JSON (an image's data included: another image is another prefix). On a
+successful request the hit is the longest live cached prefix ending at a breakpoint
+or up to ``lookback_blocks`` blocks before one (20, like the real API; 0 = exact
+breakpoints only); it is read and its TTL refreshed. Every breakpoint prefix longer
+than the hit with at least ``min_cache_tokens`` tokens is written. ``cache_read`` =
+hit tokens, ``cache_creation`` = longest written prefix - ``cache_read``,
+``input_tokens`` = total - both. HTTP errors touch no cache. TTLs use the injected
+``clock``; latency, hangs and stream delays sleep in real time.
 
 Standalone: ``python -m tests.fakes.anthropic_fake --port 0 --latency 0.0`` prints
 ``PORT <n>`` and serves until SIGTERM/SIGINT. Control it over HTTP:
@@ -45,7 +79,10 @@ from __future__ import annotations
 
 import argparse
 import asyncio
+import base64
+import binascii
 import contextlib
+import dataclasses
 import hashlib
 import itertools
 import json
@@ -53,7 +90,7 @@ import math
 import signal
 import time
 from collections import deque
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 from typing import Any, Literal, get_args
 
@@ -62,7 +99,7 @@ from aiohttp import web
 from tests.fakes.server import LoopbackServer
 
 JSON = dict[str, Any]
-ReplyKind = Literal["text", "tool_use", "error", "hang"]
+ReplyKind = Literal["text", "tool_use", "error", "hang", "stream_error"]
 
 ERROR_TYPES: dict[int, str] = {
     400: "invalid_request_error",
@@ -74,8 +111,14 @@ ERROR_TYPES: dict[int, str] = {
     500: "api_error",
     529: "overloaded_error",
 }
+STATUSES: dict[str, int] = {etype: status for status, etype in ERROR_TYPES.items()}
 TTL_S: dict[str, float] = {"5m": 300.0, "1h": 3600.0}
 MAX_BREAKPOINTS = 4
+MAX_BODY_BYTES = 32 * 1024 * 1024
+MEDIA_TYPES = ("image/jpeg", "image/png", "image/gif", "image/webp")
+MAX_IMAGE_CHARS = 5 * 1024 * 1024
+MAX_IMAGES = 100
+MAX_IMAGE_TOKENS = 1600
 
 
 def canonical(obj: Any) -> str:
@@ -86,6 +129,30 @@ def canonical(obj: Any) -> str:
 def tokens(text: str) -> int:
     """The fake's token count of a text: ceil(len / 4)."""
     return math.ceil(len(text) / 4)
+
+
+def image_tokens(data: str) -> int:
+    """The fake's token count of an image with base64 `data`: ceil(len / 1000), at most 1600."""
+    return min(MAX_IMAGE_TOKENS, math.ceil(len(data) / 1000))
+
+
+def images(body: JSON) -> list[tuple[str, bytes]]:
+    """The (media_type, decoded bytes) of the top-level images of a body the fake accepted."""
+    return [
+        (b["source"]["media_type"], base64.b64decode(b["source"]["data"]))
+        for _, b in _image_blocks(body.get("messages") or [])
+    ]
+
+
+def _image_blocks(messages: list[Any]) -> list[tuple[str, JSON]]:
+    """The top-level image blocks of `messages`, each with its path ``messages.N.content.M``."""
+    return [
+        (f"messages.{n}.content.{m}", block)
+        for n, message in enumerate(messages)
+        if isinstance(message, dict) and isinstance(message.get("content"), list)
+        for m, block in enumerate(message["content"])
+        if isinstance(block, dict) and block.get("type") == "image"
+    ]
 
 
 @dataclass(frozen=True)
@@ -103,6 +170,7 @@ class Reply:
     retry_after: float | None = None
     seconds: float = 0.0
     stop_reason: str = "end_turn"  # of a text reply; a text past max_tokens stops there
+    after_chars: int = 0  # of a stream_error reply: the characters streamed before the error
 
     @classmethod
     def of_text(cls, text: str, stop_reason: str = "end_turn") -> Reply:
@@ -133,6 +201,26 @@ class Reply:
         return cls("hang", seconds=seconds)
 
     @classmethod
+    def of_stream_error(
+        cls,
+        text: str,
+        after_chars: int,
+        error_type: str = "overloaded_error",
+        message: str = "Overloaded",
+    ) -> Reply:
+        """Streamed: the first `after_chars` characters of `text`, then an ``error``
+        event. Not streamed: the HTTP error of `error_type` (529 for overloaded_error)."""
+        status = STATUSES.get(error_type, 500)
+        return cls(
+            "stream_error",
+            text=text,
+            after_chars=after_chars,
+            status=status,
+            error_type=error_type,
+            message=message,
+        )
+
+    @classmethod
     def from_json(cls, d: JSON) -> Reply:
         """``{"kind": K, **keyword arguments of of_K}``, e.g. ``{"kind": "hang", "seconds": 5}``."""
         args = dict(d)
@@ -156,6 +244,7 @@ class Recorded:
 class _Block:
     section: str  # "tool", "system", "user" or "assistant"
     text: str  # canonical JSON without cache_control
+    tokens: int
     ttl_s: float | None  # set on a breakpoint
 
 
@@ -177,12 +266,19 @@ def _prompt_blocks(body: JSON) -> list[_Block]:
         cc = block.get("cache_control")
         ttl = TTL_S.get(cc.get("ttl", "5m"), TTL_S["5m"]) if isinstance(cc, dict) else None
         rest = {k: v for k, v in block.items() if k != "cache_control"}
-        blocks.append(_Block(section, canonical(rest), ttl))
+        blocks.append(_Block(section, canonical(rest), _block_tokens(rest), ttl))
     top = body.get("cache_control")  # the API marks the last block itself
     if isinstance(top, dict) and blocks and blocks[-1].ttl_s is None:
-        last = blocks[-1]
-        blocks[-1] = _Block(last.section, last.text, TTL_S.get(top.get("ttl", "5m"), TTL_S["5m"]))
+        ttl = TTL_S.get(top.get("ttl", "5m"), TTL_S["5m"])
+        blocks[-1] = dataclasses.replace(blocks[-1], ttl_s=ttl)
     return blocks
+
+
+def _block_tokens(block: JSON) -> int:
+    source = block.get("source")
+    if block.get("type") == "image" and isinstance(source, dict):
+        return image_tokens(str(source.get("data", "")))
+    return tokens(canonical(block))
 
 
 def _validate(body: JSON, blocks: list[_Block]) -> str | None:
@@ -195,6 +291,37 @@ def _validate(body: JSON, blocks: list[_Block]) -> str | None:
     if found > MAX_BREAKPOINTS:
         limit = f"A maximum of {MAX_BREAKPOINTS} blocks with cache_control may be provided."
         return f"{limit} Found {found}."
+    found_images = _image_blocks(body["messages"])
+    if len(found_images) > MAX_IMAGES:
+        limit = f"messages: A maximum of {MAX_IMAGES} images may be provided."
+        return f"{limit} Found {len(found_images)}."
+    for path, block in found_images:
+        problem = _image_problem(path, block)
+        if problem:
+            return problem
+    return None
+
+
+def _image_problem(path: str, block: JSON) -> str | None:
+    source = block.get("source")
+    kind = source.get("type") if isinstance(source, dict) else None
+    if not isinstance(source, dict) or kind != "base64":
+        return f"{path}.image.source: the fake takes only base64 images, not {kind!r}"
+    if source.get("media_type") not in MEDIA_TYPES:
+        allowed = ", ".join(repr(m) for m in MEDIA_TYPES[:-1]) + f" or {MEDIA_TYPES[-1]!r}"
+        return f"{path}.image.source.base64.media_type: Input should be {allowed}"
+    data = source.get("data")
+    if not isinstance(data, str):
+        return f"{path}.image.source.base64.data: Input should be a valid string"
+    if len(data) > MAX_IMAGE_CHARS:
+        return (
+            f"{path}.image.source.base64: image exceeds 5 MB maximum:"
+            f" {len(data)} bytes > {MAX_IMAGE_CHARS} bytes"
+        )
+    try:
+        base64.b64decode(data, validate=True)
+    except binascii.Error:
+        return f"{path}.image.source.base64: invalid base64 data"
     return None
 
 
@@ -206,7 +333,38 @@ def _default_text(body: JSON) -> str:
     blocks = [b for b in content or [] if isinstance(b, dict)]
     if any(b.get("type") == "tool_result" for b in blocks):
         return "echo: tool results received"
-    return "echo: " + "\n".join(str(b.get("text", "")) for b in blocks if b.get("type") == "text")
+    text = "\n".join(str(b.get("text", "")) for b in blocks if b.get("type") == "text")
+    n = sum(b.get("type") == "image" for b in blocks)
+    note = f"[{n} image{'s' * (n > 1)}]" if n else ""
+    return "echo: " + " ".join(part for part in (text, note) if part)
+
+
+def _message_events(message: JSON, chunk_chars: int) -> list[JSON]:
+    """The real API's events (each carries its ``type``) of a finished `message`, its
+    texts and tool input JSON in chunks of `chunk_chars` characters."""
+    start = {**message, "content": [], "stop_reason": None, "stop_sequence": None}
+    start["usage"] = {**message["usage"], "output_tokens": 1}
+    events: list[JSON] = [{"type": "message_start", "message": start}, {"type": "ping"}]
+    for index, block in enumerate(message["content"]):
+        if block["type"] == "text":
+            opened, whole = {**block, "text": ""}, block["text"]
+            delta_type, key = "text_delta", "text"
+        else:
+            opened, whole = {**block, "input": {}}, json.dumps(block["input"])
+            delta_type, key = "input_json_delta", "partial_json"
+        events.append({"type": "content_block_start", "index": index, "content_block": opened})
+        for chunk in _chunks(whole, chunk_chars):
+            delta = {"type": delta_type, key: chunk}
+            events.append({"type": "content_block_delta", "index": index, "delta": delta})
+        events.append({"type": "content_block_stop", "index": index})
+    stop = {"stop_reason": message["stop_reason"], "stop_sequence": message["stop_sequence"]}
+    usage = {"output_tokens": message["usage"]["output_tokens"]}
+    events += [{"type": "message_delta", "delta": stop, "usage": usage}, {"type": "message_stop"}]
+    return events
+
+
+def _chunks(text: str, n: int) -> Iterator[str]:
+    return (text[i : i + n] for i in range(0, len(text), n))
 
 
 def _json_response(status: int, obj: Any, headers: dict[str, str] | None = None) -> web.Response:
@@ -232,6 +390,8 @@ class FakeAnthropic(LoopbackServer):
         self.latency_s = latency_s
         self.min_cache_tokens = min_cache_tokens
         self.lookback_blocks = lookback_blocks
+        self.stream_chunk_chars = 8
+        self.stream_delay_s = 0.0
         self.clock = clock
         self.responder: Callable[[JSON], Reply | None] | None = None
         self.log: list[Recorded] = []
@@ -244,7 +404,7 @@ class FakeAnthropic(LoopbackServer):
 
     # -- lifecycle -------------------------------------------------------------
     async def start(self, port: int = 0) -> None:
-        app = web.Application()
+        app = web.Application(client_max_size=MAX_BODY_BYTES)
         app.router.add_post("/v1/messages", self._messages)
         app.router.add_post("/_fake/script", self._ctl_script)
         app.router.add_post("/_fake/config", self._ctl_config)
@@ -317,14 +477,21 @@ class FakeAnthropic(LoopbackServer):
         fail_for_s: float | None = None,
         min_cache_tokens: int | None = None,
         lookback_blocks: int | None = None,
+        stream_chunk_chars: int | None = None,
+        stream_delay_s: float | None = None,
     ) -> None:
-        """Runtime settings; ``fail_for_s`` = ``fail_until(clock() + s, down_status)``."""
+        """Runtime settings; ``fail_for_s`` = ``fail_until(clock() + s, down_status)``;
+        ``stream_chunk_chars`` must be at least 1."""
+        if stream_chunk_chars is not None and stream_chunk_chars < 1:
+            raise ValueError(f"stream_chunk_chars must be at least 1, not {stream_chunk_chars}")
         for name, value in (
             ("latency_s", latency_s),
             ("_outage_status", down_status),
             ("down", down),
             ("min_cache_tokens", min_cache_tokens),
             ("lookback_blocks", lookback_blocks),
+            ("stream_chunk_chars", stream_chunk_chars),
+            ("stream_delay_s", stream_delay_s),
         ):
             if value is not None:
                 setattr(self, name, value)
@@ -353,8 +520,12 @@ class FakeAnthropic(LoopbackServer):
             with contextlib.suppress(TimeoutError):
                 await asyncio.wait_for(self._closing.wait(), seconds)
 
-    async def _messages(self, request: web.Request) -> web.Response:
-        raw = await request.read()
+    async def _messages(self, request: web.Request) -> web.StreamResponse:
+        try:
+            raw = await request.read()
+        except web.HTTPRequestEntityTooLarge:
+            limit = f"The body must be at most {MAX_BODY_BYTES} bytes."
+            return self._error(413, "request_too_large", limit)
         try:
             body = json.loads(raw)
         except ValueError:
@@ -387,7 +558,38 @@ class FakeAnthropic(LoopbackServer):
         if reply.kind == "hang":
             await self._sleep(reply.seconds)
             reply = Reply.of_text(_default_text(body))
+        if body.get("stream") is True:
+            return await self._stream(request, self._events(body, blocks, reply))
+        if reply.kind == "stream_error":
+            return self._error(reply.status, reply.error_type, reply.message)
         return _json_response(200, self._message(body, blocks, reply))
+
+    def _events(self, body: JSON, blocks: list[_Block], reply: Reply) -> list[JSON]:
+        """The events of `reply` streamed. A stream_error reply is answered as its text
+        (the same usage and cache), cut after `after_chars` by an error event."""
+        if reply.kind != "stream_error":
+            return _message_events(self._message(body, blocks, reply), self.stream_chunk_chars)
+        message = self._message(body, blocks, Reply.of_text(reply.text or ""))
+        text = message["content"][0]["text"][: reply.after_chars]
+        events = _message_events(
+            {**message, "content": [{"type": "text", "text": text}]}, self.stream_chunk_chars
+        )
+        error = {"type": "error", "error": {"type": reply.error_type, "message": reply.message}}
+        return [*itertools.takewhile(lambda e: e["type"] != "content_block_stop", events), error]
+
+    async def _stream(self, request: web.Request, events: list[JSON]) -> web.StreamResponse:
+        """Send `events` as server-sent events, ``stream_delay_s`` between deltas."""
+        response = web.StreamResponse(
+            headers={"Content-Type": "text/event-stream", "Cache-Control": "no-cache"}
+        )
+        await response.prepare(request)
+        delays = itertools.chain([0.0], itertools.repeat(self.stream_delay_s))
+        for event in events:
+            if event["type"] == "content_block_delta":
+                await self._sleep(next(delays))
+            await response.write(f"event: {event['type']}\ndata: {json.dumps(event)}\n\n".encode())
+        await response.write_eof()
+        return response
 
     def _message(self, body: JSON, blocks: list[_Block], reply: Reply) -> JSON:
         n = next(self._ids)
@@ -430,7 +632,7 @@ class FakeAnthropic(LoopbackServer):
         for b in blocks:
             digest.update(f"\x1e{b.section}\x00{b.text}".encode())
             keys.append(digest.copy().hexdigest())
-        cum = list(itertools.accumulate(tokens(b.text) for b in blocks))
+        cum = list(itertools.accumulate(b.tokens for b in blocks))
         breakpoints = [i for i, b in enumerate(blocks) if b.ttl_s is not None]
         hit = -1
         for bp in breakpoints:

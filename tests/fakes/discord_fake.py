@@ -16,8 +16,10 @@ Unauthorized", "code": 0}``; discord.py turns that on ``/users/@me`` into
 ``LoginFailure``), except under ``/interactions/`` and ``/webhooks/`` where the token
 is in the path, as on Discord. Order of a request: record it (``fake.requests``),
 a scripted hang-up (``drop_next``: the connection closed with no answer, before or
-after the route ran; discord.py raises ``aiohttp.ServerDisconnectedError``), auth, a
-scripted failure (``fail_next``), then the route. JSON answers carry exactly
+after the route ran; discord.py raises ``aiohttp.ServerDisconnectedError``, except that
+aiohttp itself sends an idempotent request, GET, PUT or DELETE, once more first: a
+DELETE hung up on after the route then meets 404/10008), auth, a scripted failure
+(``fail_next``), then the route. JSON answers carry exactly
 ``Content-Type: application/json`` (discord.py compares the header verbatim).
 Routes: ``GET /users/@me``, ``GET /oauth2/applications/@me``, ``GET /gateway[/bot]``,
 ``POST /users/@me/channels`` (a DM channel), ``GET /channels/{id}``,
@@ -30,7 +32,15 @@ empty →
 never saw → 400/50035, unknown channel → 404/10003; with ``enforce_nonce``, a
 ``nonce`` already used returns that message and creates none, as on Discord, whose
 window is a few minutes: the fake's has no end), ``GET
-/channels/{id}/messages/{id}``, ``POST /channels/{id}/typing`` (204),
+/channels/{id}/messages/{id}``, ``PATCH /channels/{id}/messages/{id}`` (an edit of
+content, embeds, components, answered with ``edited_timestamp`` and recorded as an
+``Edit``: another user's message → 403/50005, content over 2000 → 400/50035, nothing
+left → 400/50006, unknown → 404/10008), ``DELETE /channels/{id}/messages/{id}`` (204,
+recorded as a ``Deletion`` in ``deleted``; from then on no route knows the id, a
+reply to it → 400/50035, and ``message_text`` raises; another user's message →
+403/50013, as for a bot without Manage Messages, or in a DM 403/50003; unknown channel
+→ 404/10003; unknown message, or one of another channel → 404/10008; no MESSAGE_DELETE
+event is sent, as edits send no MESSAGE_UPDATE), ``POST /channels/{id}/typing`` (204),
 ``GET``/``PUT /applications/{app}[/guilds/{guild}]/commands`` (bulk overwrite; ids
 are kept per name), ``POST /interactions/{id}/{token}/callback`` (204, or the
 callback object when discord.py asks ``with_response``; a second ack → 400/40060),
@@ -39,10 +49,20 @@ message only with ``wait``), ``GET``/``PATCH /webhooks/{app}/{token}/messages/{i
 @original}``; the webhook routes answer 401/50027 once the interaction is 15 minutes
 old, as on Discord (``push_interaction(age_s=...)`` makes an old one; its callback is
 not checked). Anything else → 404 ``{"message": "404: Not Found", "code": 0}``.
+``fail_next`` and ``drop_next`` match any of these by method and path.
 A scripted 429 carries ``retry_after`` in the body and a ``Via`` header: without
 ``Via`` discord.py takes a 429 for a Cloudflare ban and raises instead of retrying.
 discord.py retries 500/502/504 itself after 1 s, 3 s, ...: script those sparingly
 (a 503 it raises at once, as ``DiscordServerError``).
+
+Attachments, the bot's uploads and ``push_message(attachments=[FakeFile(...)])``
+alike, have ``url`` = ``proxy_url`` on the fake itself, outside ``/api/v10`` and with
+no auth, like Discord's CDN: ``http://127.0.0.1:P/attachments/{channel}/{id}/{name}``.
+A GET there answers the bytes with their media type, or a 404 (text) for an unknown
+one, so discord.py's ``Attachment.read()`` works (it GETs ``url`` with the client's
+session). Every GET is recorded as a ``Download`` on arrival; ``hang_downloads(s)``
+holds the answers ``s`` seconds, for a client's timeout. A ``FakeFile``'s
+``declared_size`` makes the attachment's ``size`` lie; the bytes served stay theirs.
 
 Gateway (plain TEXT frames; discord.py asks for zlib-stream but inflates only binary
 frames): HELLO on connect; op 1 → op 11; IDENTIFY (op 2) with the right token → READY
@@ -61,13 +81,23 @@ channel cache for it: ``message.channel`` is a ``DMChannel`` with no recipient
 (``channel.recipient is None``) whose ``send`` works by id. ``push_message`` records the
 DM channel per author, so ``user.send`` (``POST /users/@me/channels``) finds the same id.
 
+Replies: ``push_message(reply_to=id)`` carries the message the fake knows by that id
+(a user's pushed one or the bot's) as ``referenced_message``; ``referenced=False``
+sends it null, as Discord does for a deleted one, and discord.py 2.7 then gives
+``message.reference.resolved`` as a ``DeletedReferencedMessage`` (``id`` and
+``channel_id`` from the reference; never None, which it gives only when the field is
+absent). ``push_message(stickers=[name])`` adds ``sticker_items`` (discord.py's
+``message.stickers``).
+
 Driving: ``add_guild``, ``add_thread``, ``push_message``, ``push_interaction``,
 ``drop_connection`` (abort the TCP connection without a close frame: discord.py sees
-1006 and RESUMEs at once, without backoff), ``fail_next``, ``drop_next``. Watching:
-``requests``, ``dropped`` (the requests hung up on), ``sent``, ``typing``,
-``commands``, ``interaction_replies``, ``gateway_received``, ``identify_count``,
-``resume_count``, and the ``wait_*`` coroutines, woken on every recorded request and
-gateway frame.
+1006 and RESUMEs at once, without backoff), ``fail_next``, ``drop_next``,
+``hang_downloads``. Watching: ``requests``, ``dropped`` (the requests hung up on),
+``sent`` (as sent: edits and deletions do not change a ``Sent``), ``edits``,
+``deleted``, ``message_text`` (a message's content now, after edits; a deleted one
+raises), ``downloads``, ``typing``, ``commands``, ``interaction_replies``,
+``gateway_received``, ``identify_count``, ``resume_count``, and the ``wait_*``
+coroutines, woken on every recorded request, download and gateway frame.
 """
 
 from __future__ import annotations
@@ -84,6 +114,7 @@ from collections.abc import Awaitable, Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from typing import Any, Literal
+from urllib.parse import quote
 
 from aiohttp import WSMsgType, web
 
@@ -163,6 +194,61 @@ class Sent:
     def reply_to(self) -> int | None:
         ref = self.body.get("message_reference") or {}
         return int(ref["message_id"]) if ref.get("message_id") else None
+
+
+@dataclass(frozen=True)
+class Edit:
+    """A message edit by ``PATCH /channels/{id}/messages/{id}``: ``content`` is the
+    message's text after it, ``body`` the request as sent, ``at`` ``time.monotonic()``."""
+
+    channel_id: int
+    message_id: int
+    content: str
+    body: JSON
+    at: float
+
+
+@dataclass(frozen=True)
+class Deletion:
+    """A message deleted by ``DELETE /channels/{id}/messages/{id}``; ``at`` is
+    ``time.monotonic()``."""
+
+    channel_id: int
+    message_id: int
+    at: float
+
+
+@dataclass(frozen=True)
+class FakeFile:
+    """An attachment for ``push_message``, served at its ``url`` with these bytes.
+
+    ``declared_size`` is the ``size`` the message claims (None: the real one), so a
+    test can make it lie either way; ``width``/``height`` go in as given (images).
+    """
+
+    filename: str
+    data: bytes = field(repr=False)
+    content_type: str = "application/octet-stream"
+    declared_size: int | None = None
+    width: int | None = None
+    height: int | None = None
+
+    @property
+    def size(self) -> int:
+        """The ``size`` of its attachment object."""
+        return len(self.data) if self.declared_size is None else self.declared_size
+
+
+@dataclass(frozen=True)
+class Download:
+    """A GET of an attachment URL, recorded on arrival (``t``: ``time.monotonic()``):
+    the ids and file name of its path, and whether the fake served it (else 404)."""
+
+    channel_id: int
+    attachment_id: int
+    filename: str
+    found: bool
+    t: float
 
 
 @dataclass(frozen=True)
@@ -310,6 +396,9 @@ class FakeDiscord(LoopbackServer):
         self.typing: list[int] = []
         self.commands: dict[int | None, list[JSON]] = {}  # None: global; else per guild
         self.interaction_replies: list[InteractionReply] = []
+        self.edits: list[Edit] = []
+        self.deleted: list[Deletion] = []
+        self.downloads: list[Download] = []
         self.gateway_received: list[JSON] = []  # every frame the client sent
         self.identify_count = 0
         self.resume_count = 0
@@ -319,6 +408,8 @@ class FakeDiscord(LoopbackServer):
         self._users: dict[int, JSON] = {bot_id: self._user(bot_id, bot_name, bot=True)}
         self._dm_by_user: dict[int, int] = {}
         self._messages: dict[int, JSON] = {}
+        self._files: dict[tuple[int, int], FakeFile] = {}  # (channel, attachment id) -> file
+        self._download_delay = 0.0
         self._interactions: dict[str, _Interaction] = {}
         self._failures: list[_Failure] = []
         self._drops: list[_Drop] = []
@@ -339,6 +430,8 @@ class FakeDiscord(LoopbackServer):
                 ("GET", r"/channels/(\d+)", self._get_channel),
                 ("POST", r"/channels/(\d+)/messages", self._create_message),
                 ("GET", r"/channels/(\d+)/messages/(\d+)", self._get_message),
+                ("PATCH", r"/channels/(\d+)/messages/(\d+)", self._edit_message),
+                ("DELETE", r"/channels/(\d+)/messages/(\d+)", self._delete_message),
                 ("POST", r"/channels/(\d+)/typing", self._trigger_typing),
                 ("GET", r"/applications/(\d+)(?:/guilds/(\d+))?/commands", self._get_commands),
                 ("PUT", r"/applications/(\d+)(?:/guilds/(\d+))?/commands", self._put_commands),
@@ -357,6 +450,9 @@ class FakeDiscord(LoopbackServer):
         # Room for the largest upload and its form: aiohttp refuses more than 1 MiB by default.
         app = web.Application(client_max_size=self.max_upload_bytes + 2**20)
         app.router.add_get("/gateway", self._gateway)
+        app.router.add_get(
+            r"/attachments/{channel_id:\d+}/{attachment_id:\d+}/{filename}", self._download
+        )
         app.router.add_route("*", API_PREFIX + "/{tail:.*}", self._rest)
         await self._listen(app, port)
 
@@ -394,6 +490,17 @@ class FakeDiscord(LoopbackServer):
     def sent(self) -> list[Sent]:
         """Messages created by ``POST /channels/{id}/messages``, in order (a fresh list)."""
         return list(self._sent)
+
+    def message_text(self, message_id: int) -> str:
+        """The current content of a message the fake knows (pushed, or the bot's),
+        after any edits. Raises ValueError for an unknown id, and for a deleted one
+        (``"message N was deleted"``)."""
+        try:
+            return str(self._messages[message_id]["content"])
+        except KeyError:
+            if any(d.message_id == message_id for d in self.deleted):
+                raise ValueError(f"message {message_id} was deleted") from None
+            raise ValueError(f"unknown message {message_id}") from None
 
     @property
     def connected(self) -> bool:
@@ -455,12 +562,19 @@ class FakeDiscord(LoopbackServer):
         self, method: str, path_regex: str, *, times: int = 1, after: bool = False
     ) -> None:
         """Hang up on the next ``times`` requests matching: close the connection with
-        no answer (discord.py raises ``aiohttp.ServerDisconnectedError``). ``after``:
+        no answer (discord.py raises ``aiohttp.ServerDisconnectedError``; aiohttp
+        sends a GET, PUT or DELETE once more first, so drop those ``times=2``). ``after``:
         do the request first, so its effect stays (a message is created) and only its
         answer is lost. A request hung up on meets no ``fail_next`` rule. ``method``
         and ``path_regex`` as in ``fail_next``.
         """
         self._drops.append(_Drop(method.upper(), re.compile(path_regex), times, after))
+
+    def hang_downloads(self, seconds: float) -> None:
+        """Hold every later attachment download ``seconds`` before answering (0: answer
+        at once again). A client that gives up first closes its connection; the fake
+        has then recorded the download and answers no one."""
+        self._download_delay = seconds
 
     def _scripted_drop(self, method: str, path: str) -> _Drop | None:
         for drop in self._drops:
@@ -594,6 +708,9 @@ class FakeDiscord(LoopbackServer):
         reply_to: int | None = None,
         author_bot: bool = False,
         message_id: int | None = None,
+        attachments: Sequence[FakeFile] = (),
+        stickers: Sequence[str] = (),
+        referenced: bool = True,
     ) -> int:
         """Dispatch a MESSAGE_CREATE from a user; return its id.
 
@@ -601,7 +718,14 @@ class FakeDiscord(LoopbackServer):
         ``mention_bot`` puts the bot in ``mentions`` (writing ``<@bot_id>`` into the
         text is the caller's job); ``reply_to`` makes it a reply (type 19) with
         ``referenced_message`` but does not ping (Discord clients ping by default: add
-        ``mention_bot``); a reused ``message_id`` sends the same message again.
+        ``mention_bot``): the message the fake knows by that id (pushed or the bot's),
+        else a blank one of the bot's. ``referenced=False`` sends ``referenced_message:
+        null`` instead, as Discord does when the referenced message was deleted:
+        discord.py then makes ``message.reference.resolved`` a
+        ``DeletedReferencedMessage`` (its ``id`` is ``reply_to``). ``attachments`` become
+        Discord's attachment objects, each served at its ``url`` on the fake (see
+        ``FakeFile``); ``stickers`` (names) become ``sticker_items`` (format 1, PNG).
+        A reused ``message_id`` sends the same message again.
         Raises ValueError for an unknown guild or a channel outside it.
         """
         author = self._user(author_id, author_name, bot=author_bot)
@@ -622,16 +746,21 @@ class FakeDiscord(LoopbackServer):
             if guild_id is not None:
                 bot["member"] = self._member(self.bot_id, with_user=False)
             msg["mentions"] = [bot]
+        msg["attachments"] = [self._attachment(channel_id, f) for f in attachments]
+        if stickers:
+            msg["sticker_items"] = [
+                {"id": str(self._next_id()), "name": name, "format_type": 1} for name in stickers
+            ]
         if reply_to is not None:
             msg["type"] = 19
             msg["message_reference"] = {"type": 0, "message_id": str(reply_to)}
             msg["message_reference"]["channel_id"] = str(channel_id)
             if guild_id is not None:
                 msg["message_reference"]["guild_id"] = str(guild_id)
-            referenced = self._messages.get(reply_to)
-            if referenced is None:
-                referenced = self._message(reply_to, channel_id, "", self._users[self.bot_id])
-            msg["referenced_message"] = referenced
+            original = self._messages.get(reply_to)
+            if original is None:
+                original = self._message(reply_to, channel_id, "", self._users[self.bot_id])
+            msg["referenced_message"] = original if referenced else None
         self._messages[mid] = msg
         self._dispatch("MESSAGE_CREATE", msg)
         return mid
@@ -873,6 +1002,25 @@ class FakeDiscord(LoopbackServer):
             msg["guild_id"] = guild_id
         return msg
 
+    def _attachment(self, channel_id: int, file: FakeFile) -> JSON:
+        """Discord's attachment object for ``file`` in a channel; its bytes are kept
+        for ``GET`` on its ``url`` (which is also its ``proxy_url``)."""
+        aid = self._next_id()
+        self._files[(channel_id, aid)] = file
+        url = f"http://127.0.0.1:{self._port}/attachments/{channel_id}/{aid}/{quote(file.filename)}"
+        attachment: JSON = {
+            "id": str(aid),
+            "filename": file.filename,
+            "size": file.size,
+            "url": url,
+            "proxy_url": url,
+            "content_type": file.content_type,
+        }
+        for key, value in (("width", file.width), ("height", file.height)):
+            if value is not None:
+                attachment[key] = value
+        return attachment
+
     # -- the gateway --------------------------------------------------------------------
     def _dispatch(self, t: str, d: JSON, *, state_event: bool = False) -> None:
         """Send event ``t`` in the current session, or keep it for a RESUME.
@@ -1006,6 +1154,24 @@ class FakeDiscord(LoopbackServer):
             chunk["nonce"] = d["nonce"]
         self._dispatch("GUILD_MEMBERS_CHUNK", chunk, state_event=True)
 
+    # -- attachment downloads ------------------------------------------------------------
+    async def _download(self, request: web.Request) -> web.Response:
+        """``GET /attachments/{channel}/{attachment}/{filename}``: the file's bytes with
+        its media type, after any ``hang_downloads`` delay; unknown → 404."""
+        info = request.match_info
+        channel_id, aid = int(info["channel_id"]), int(info["attachment_id"])
+        file = self._files.get((channel_id, aid))
+        if file is not None and file.filename != info["filename"]:
+            file = None
+        download = Download(channel_id, aid, info["filename"], file is not None, time.monotonic())
+        self.downloads.append(download)
+        self._notify()
+        if self._download_delay:
+            await asyncio.sleep(self._download_delay)
+        if file is None:
+            return web.Response(status=404, text="404: Not Found")
+        return web.Response(body=file.data, headers={"Content-Type": file.content_type})
+
     # -- REST ----------------------------------------------------------------------------
     async def _rest(self, request: web.Request) -> web.Response:
         path = request.path.removeprefix(API_PREFIX)
@@ -1132,6 +1298,59 @@ class FakeDiscord(LoopbackServer):
             return _error(404, "Unknown Message", 10008)
         return _response(200, msg)
 
+    async def _edit_message(
+        self, request: web.Request, m: re.Match[str], body: Any, files: Any
+    ) -> web.Response:
+        """Edit one of the bot's messages (content, embeds, components; its attachments
+        stay); an edit that leaves it empty → 400/50006. Recorded in ``edits``."""
+        channel_id, message_id = int(m.group(1)), int(m.group(2))
+        if channel_id not in self._channels:
+            return _error(404, "Unknown Channel", 10003)
+        msg = self._messages.get(message_id)
+        if msg is None or msg["channel_id"] != m.group(1):
+            return _error(404, "Unknown Message", 10008)
+        if msg["author"]["id"] != str(self.bot_id):
+            return _error(403, "Cannot edit a message authored by another user", 50005)
+        if not isinstance(body, dict):
+            body = {}
+        if len(body.get("content") or "") > MAX_CONTENT:
+            return _too_long()
+        content, embeds = (body[k] if k in body else msg[k] for k in ("content", "embeds"))
+        if not (content or embeds or msg["attachments"]):
+            return _error(400, "Cannot send an empty message", 50006)
+        self._apply_edit(msg, body)
+        self.edits.append(Edit(channel_id, message_id, msg["content"], body, time.monotonic()))
+        return _response(200, msg)
+
+    async def _delete_message(
+        self, request: web.Request, m: re.Match[str], body: Any, files: Any
+    ) -> web.Response:
+        """Delete one of the bot's messages (204); another user's → 403: 50013, as
+        for a bot without Manage Messages, or 50003 in a DM, where no one can delete
+        it. The message is forgotten by every route and recorded in ``deleted``."""
+        channel_id, message_id = int(m.group(1)), int(m.group(2))
+        channel = self._channels.get(channel_id)
+        if channel is None:
+            return _error(404, "Unknown Channel", 10003)
+        msg = self._messages.get(message_id)
+        if msg is None or msg["channel_id"] != m.group(1):
+            return _error(404, "Unknown Message", 10008)
+        if msg["author"]["id"] != str(self.bot_id):
+            if channel["type"] == 1:
+                return _error(403, "Cannot execute action on a DM channel", 50003)
+            return _error(403, "Missing Permissions", 50013)
+        del self._messages[message_id]
+        self.deleted.append(Deletion(channel_id, message_id, time.monotonic()))
+        return _response(204)
+
+    @staticmethod
+    def _apply_edit(msg: JSON, body: JSON) -> None:
+        """Set what an edit's ``body`` gives (null clears it) and ``edited_timestamp``."""
+        for key, empty in (("content", ""), ("embeds", []), ("components", [])):
+            if key in body:
+                msg[key] = empty if body[key] is None else body[key]
+        msg["edited_timestamp"] = _now()
+
     async def _trigger_typing(
         self, request: web.Request, m: re.Match[str], body: Any, files: Any
     ) -> web.Response:
@@ -1167,14 +1386,13 @@ class FakeDiscord(LoopbackServer):
             for a in body.get("attachments") or []
             if isinstance(a, dict)
         }
-        msg["attachments"] = []
-        for upload in files:
-            name = named.get(str(upload.index)) or upload.filename
-            url = f"http://127.0.0.1:{self._port}/attachments/{channel_id}/{name}"
-            msg["attachments"].append(
-                {"id": str(self._next_id()), "filename": name, "size": len(upload.data),
-                 "content_type": upload.content_type, "url": url, "proxy_url": url}
-            )  # fmt: skip
+        msg["attachments"] = [
+            self._attachment(
+                channel_id,
+                FakeFile(named.get(str(u.index)) or u.filename, u.data, u.content_type),
+            )
+            for u in files
+        ]
         self._messages[int(msg["id"])] = msg
         return msg
 
@@ -1363,10 +1581,7 @@ class FakeDiscord(LoopbackServer):
         content = body.get("content")
         if len(content or "") > MAX_CONTENT:
             return _too_long()
-        for key, empty in (("content", ""), ("embeds", []), ("components", [])):
-            if key in body:
-                msg[key] = empty if body[key] is None else body[key]
+        self._apply_edit(msg, body)
         msg["flags"] &= ~128  # no longer LOADING
-        msg["edited_timestamp"] = _now()
         self.interaction_replies.append(InteractionReply("edit", m.group(2), body, content))
         return _response(200, msg)

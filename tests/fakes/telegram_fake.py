@@ -2,7 +2,9 @@
 
 Point PTB at it with ``ApplicationBuilder().token(fake.token).base_url(fake.base_url)``
 (``fake.base_url == "http://127.0.0.1:<port>/bot"``); PTB then calls
-``POST {base_url}{token}/{method}``.
+``POST {base_url}{token}/{method}``. To download files add
+``.base_file_url(fake.base_file_url)`` (``"http://127.0.0.1:<port>/file/bot"``);
+PTB then fetches ``GET {base_file_url}{token}/{file_path}``.
 
 * Requests: parameters come from the query string and from a form-encoded,
   multipart or JSON body (body wins). PTB form-encodes: scalars arrive as strings
@@ -17,10 +19,13 @@ Point PTB at it with ``ApplicationBuilder().token(fake.token).base_url(fake.base
   ``calls`` when it is answered, in that order, with its status; a long poll the
   client gave up on is recorded with 499, a request the fake hung up on
   (``drop_next``: the connection closed with no answer, the call not done) with 444.
-* Files: a multipart file part becomes an ``Upload`` (field, file name, media type,
-  bytes) in the params; ``attach://<name>`` names another part, as PTB's media
+* Uploads: a multipart file part becomes an ``Upload`` (field, file name, media
+  type, bytes) in the params; ``attach://<name>`` names another part, as PTB's media
   groups do.
-* Methods: getMe; getUpdates; sendMessage; sendDocument; editMessageText;
+* Methods: getMe (``can_read_all_group_messages`` is ``not privacy_mode``: false
+  by default, as for a bot in privacy mode; ``can_join_groups`` and
+  ``supports_inline_queries`` as set, true and false by default); getUpdates;
+  sendMessage; sendMessageDraft; sendDocument; editMessageText; deleteMessage; getFile;
   deleteWebhook (drops queued updates when ``drop_pending_updates``); setMyCommands
   (``commands`` keeps the last list, scope ignored) and deleteMyCommands;
   sendChatAction (unknown action: 400); setMyDescription; answerCallbackQuery.
@@ -40,10 +45,38 @@ Point PTB at it with ``ApplicationBuilder().token(fake.token).base_url(fake.base
   entities ``&lt; &gt; &amp; &quot;`` and numeric ones, a stray ``&`` is literal):
   the returned message carries the plain text, and limits apply to it. Invalid
   HTML is 400 ``can't parse entities: ...`` only with ``strict_html=True``;
-  otherwise the raw text is kept. A reply (``reply_parameters`` or
-  ``reply_to_message_id``) gets ``reply_to_message``: the stored message, or a
-  minimal one if the id is unknown. editMessageText refuses unknown messages,
-  messages not sent by the bot, and unchanged text, with Telegram's wording.
+  otherwise the raw text is kept. Every message pushed or sent is remembered as it
+  is now (``bot_messages(chat_id)``: the bot's, edits applied, deleted ones left
+  out). A reply
+  (``reply_parameters`` or ``reply_to_message_id``) gets ``reply_to_message``: the
+  remembered message (without its own ``reply_to_message``, as on Telegram), or a
+  minimal one if the id is unknown.
+* editMessageText replaces the text and the inline keyboard (none given: removed);
+  it refuses unknown messages, messages not sent by the bot, unchanged text and
+  keyboard (400 ``message is not modified: ...``) and a text over 4096 (400
+  ``MESSAGE_TOO_LONG``, not sendMessage's wording), as Telegram does. Each one taken
+  is in ``edits`` with a monotonic time, to check an edit rate.
+* deleteMessage answers ``true`` and forgets the message (editing it again is 400
+  ``message to edit not found``); each one is in ``deleted`` with a monotonic time.
+  An unknown (or already deleted) message is 400 ``message to delete not found``; a
+  user's message in a group 400 ``message can't be deleted``, as for a bot that is no
+  admin there (in a private chat a bot may delete the user's messages too).
+* sendMessageDraft (Bot API 9.3) streams a draft to a private chat the fake knows:
+  an unknown chat is 400 ``chat not found``, a group 400 ``TEXTDRAFT_PEER_INVALID``
+  (Telegram's answer), ``draft_id`` 0 or missing 400 ``draft_id must be non-zero``
+  (the fake's wording). The text is parsed as sendMessage's, may be empty (Telegram
+  then shows "Thinking..."), and over 4096 is 400 ``message is too long``. A draft
+  makes no message: it is in ``drafts`` with a monotonic time, answered ``true``.
+* Files users send: ``add_file`` stores bytes and gives a file_id; ``photo_extra``,
+  ``document_extra`` and ``sticker_extra`` build the message fields of a photo (sizes
+  smallest first), a document and a sticker as Telegram sends them, to pass as
+  ``push_message(extra=...)``. getFile answers ``{file_id, file_unique_id,
+  file_size, file_path}`` (unknown id: 400 ``invalid file_id``; over 20 MiB of data:
+  400 ``file is too big``, as Telegram); ``file_size`` is the declared size, which a
+  test may make differ from the bytes. ``GET /file/bot<token>/<file_path>`` answers
+  the bytes (wrong token or unknown path: 404 ``Not Found``); ``hang_downloads``
+  holds the next ones to trip a client timeout. Each download is in ``downloads``
+  when answered, with its status (499 if the client gave up), not in ``calls``.
 * sendDocument takes an uploaded file (or the ``file_id`` of one it took before) and
   answers a message with ``document`` (file_id, file_unique_id, file_name, mime_type,
   file_size) and the ``caption``, replies and topics as sendMessage. Refused as
@@ -55,7 +88,7 @@ Point PTB at it with ``ApplicationBuilder().token(fake.token).base_url(fake.base
 
 Drive it with ``push_message`` / ``push_update``, script errors with ``fail_next``,
 and wait with ``wait_for`` / ``wait_sent``: the waits are woken on every recorded
-call and every queued update, never polled.
+call, download and queued update, never polled.
 
 What PTB 22.8 does against it (checked): polling sends getMe, deleteWebhook, then
 getUpdates with only ``timeout`` and ``offset`` (no ``limit``, no
@@ -69,7 +102,11 @@ raise InvalidToken (EndPointNotFound from ``do_api_request``). A 5xx raises
 ``NetworkError`` (the status in its message), a hung-up connection ``NetworkError``
 ("httpx.RemoteProtocolError: Server disconnected without sending a response."),
 409 ``Conflict``; PTB's polling loop retries a Conflict after 1 s, 1.5 s, 2.25 s, ...
-and hands each to the updater's ``error_callback``.
+and hands each to the updater's ``error_callback``. ``bot.get_file`` prefixes the
+``file_path`` with its base file URL; a download past ``read_timeout`` raises
+``TimedOut``, a 404 download ``InvalidToken("Not Found")``. ``Message.quote`` is a
+``TextQuote``; ``bot.can_read_all_group_messages`` comes from getMe at
+``initialize()``.
 """
 
 from __future__ import annotations
@@ -96,6 +133,8 @@ Handler = Callable[[JSON], Awaitable[Any]]
 MAX_TEXT_UTF16 = 4096
 MAX_CAPTION_UTF16 = 1024
 MAX_UPLOAD_BYTES = 50 * 1000 * 1000  # the Bot API's cap on a file a bot sends
+MAX_DOWNLOAD_BYTES = 20 * 2**20  # the Bot API's cap on a file a bot fetches (getFile)
+THUMBNAIL_SIDES = (90, 320)  # the long side of the smaller sizes Telegram adds to a photo
 CLIENT_CLOSED = 499  # recorded status of a request whose client went away
 DROPPED = 444  # recorded status of a request the fake hung up on (nginx's "no response")
 CONFLICT = (
@@ -117,6 +156,7 @@ FREE_TEXT_KEYS = frozenset(
     {"text", "caption", "description", "short_description", "title", "name", "query"}
     | {"question", "explanation", "callback_data", "data", "payload"}
 )
+EDIT_TOO_LONG = "Bad Request: MESSAGE_TOO_LONG"  # editMessageText's wording, not sendMessage's
 NOT_MODIFIED = (
     "Bad Request: message is not modified: specified new message content and reply markup"
     " are exactly the same as a current content and reply markup of the message"
@@ -149,6 +189,68 @@ class Document:
     file: Upload
     caption: str | None
     file_id: str
+
+
+@dataclass(frozen=True)
+class _File:
+    """A file users sent, as getFile knows it: ids, download path, bytes and the
+    ``file_size`` Telegram announces (which a test may make differ from the bytes)."""
+
+    file_id: str
+    file_unique_id: str
+    file_path: str
+    data: bytes = dataclasses.field(repr=False)
+    file_size: int
+
+    def ref(self) -> JSON:
+        """The fields every file object in a message carries."""
+        return {
+            "file_id": self.file_id,
+            "file_unique_id": self.file_unique_id,
+            "file_size": self.file_size,
+        }
+
+
+@dataclass(frozen=True)
+class Download:
+    """One answered GET of a file URL: the ``file_path`` asked for, monotonic arrival
+    time and HTTP status (200, 404, or 499 if the client gave up, as on a hung one)."""
+
+    file_path: str
+    t: float
+    status: int
+
+
+@dataclass(frozen=True)
+class Draft:
+    """A draft the bot streamed (sendMessageDraft): where, which draft, the text as
+    Telegram shows it (parsed) and the monotonic time it was taken."""
+
+    chat_id: int
+    draft_id: int
+    text: str
+    t: float
+    message_thread_id: int | None = None
+
+
+@dataclass(frozen=True)
+class Edit:
+    """A successful editMessageText of a chat message: which message, its new text
+    (parsed) and the monotonic time it was taken."""
+
+    chat_id: int
+    message_id: int
+    text: str
+    t: float
+
+
+@dataclass(frozen=True)
+class Deletion:
+    """A successful deleteMessage: which message and the monotonic time it was taken."""
+
+    chat_id: int
+    message_id: int
+    t: float
 
 
 def utf16_len(text: str) -> int:
@@ -338,6 +440,30 @@ def _kind(update: JSON) -> str:
     return next((k for k in update if k != "update_id"), "")
 
 
+def _inline_markup(params: JSON) -> JSON | None:
+    """The inline keyboard a request attaches (the only markup a message keeps), or None."""
+    markup = params.get("reply_markup")
+    return markup if isinstance(markup, dict) and "inline_keyboard" in markup else None
+
+
+def _caption_fields(caption: str | None) -> JSON:
+    """A user's ``caption`` with the ``caption_entities`` Telegram adds (none if no caption)."""
+    if caption is None:
+        return {}
+    entities = auto_entities(caption)
+    return {"caption": caption, **({"caption_entities": entities} if entities else {})}
+
+
+def _quote(replied: JSON, quote: str) -> JSON:
+    """Telegram's partial quote of ``replied``: the text, its UTF-16 offset in the
+    replied text (or caption), chosen by the user. Raises ValueError if not in it."""
+    text = str(replied.get("text") or replied.get("caption") or "")
+    at = text.find(quote) if quote else -1
+    if at < 0:
+        raise ValueError(f"quote {quote!r} is not in the replied message {text!r}")
+    return {"text": quote, "position": utf16_len(text[:at]), "is_manual": True}
+
+
 class FakeTelegram(LoopbackServer):
     """The fake server; see the module docstring."""
 
@@ -360,6 +486,15 @@ class FakeTelegram(LoopbackServer):
         self.calls: list[Call] = []
         self.commands: list[JSON] = []
         self.documents: list[Document] = []
+        self.downloads: list[Download] = []
+        self.drafts: list[Draft] = []
+        self.edits: list[Edit] = []
+        self.deleted: list[Deletion] = []
+        self.privacy_mode = True
+        self.can_join_groups = True
+        self.supports_inline_queries = False
+        self._files: dict[str, _File] = {}
+        self._hangs: list[float] = []  # seconds each next download is held
         self._updates: list[JSON] = []
         self._next_update_id = 10001
         self._allowed: frozenset[str] | None = None
@@ -377,6 +512,9 @@ class FakeTelegram(LoopbackServer):
             "sendmessage": self._send_message,
             "senddocument": self._send_document,
             "editmessagetext": self._edit_message_text,
+            "deletemessage": self._delete_message,
+            "sendmessagedraft": self._send_message_draft,
+            "getfile": self._get_file,
             "deletewebhook": self._delete_webhook,
             "setmycommands": self._set_my_commands,
             "deletemycommands": self._delete_my_commands,
@@ -393,6 +531,7 @@ class FakeTelegram(LoopbackServer):
         # Room for the largest upload and its form: aiohttp refuses more than 1 MiB by default.
         app = web.Application(client_max_size=self.max_upload_bytes + 2**20)
         app.router.add_route("*", "/bot{token}/{method}", self._handle)
+        app.router.add_get("/file/bot{token}/{path:.+}", self._download)
         self._closing = False
         await self._listen(app, port)
 
@@ -413,6 +552,11 @@ class FakeTelegram(LoopbackServer):
     @property
     def base_url(self) -> str:
         return f"http://127.0.0.1:{self.port}/bot"
+
+    @property
+    def base_file_url(self) -> str:
+        """For ``Bot(base_file_url=...)`` / ``ApplicationBuilder().base_file_url(...)``."""
+        return f"http://127.0.0.1:{self.port}/file/bot"
 
     # -- driving ---------------------------------------------------------------
     @property
@@ -451,6 +595,8 @@ class FakeTelegram(LoopbackServer):
         message_thread_id: int | None = None,
         is_topic_message: bool = False,
         reply_to_bot: bool = False,
+        reply_to: int | None = None,
+        quote: str | None = None,
         entities: list[JSON] | None = None,
         extra: JSON | None = None,
     ) -> int:
@@ -458,9 +604,20 @@ class FakeTelegram(LoopbackServer):
 
         A text gets ``entities`` if given, else Telegram's automatic ones (a leading
         ``/command``, ``@mentions``). ``reply_to_bot`` makes it a reply to the bot's
-        last message in the chat (one is made up if there is none). ``extra`` is
-        merged into the message last (photo, caption, new_chat_members, ...).
+        last message in the chat (one is made up if there is none); ``reply_to`` a
+        reply to that message of the chat, the user's or the bot's, as it is now
+        (ValueError if unknown). Either way ``reply_to_message`` is the whole replied
+        message, and ``quote`` adds Telegram's partial quote of its text (``quote``
+        field: text, UTF-16 ``position``, ``is_manual``; ValueError if not in it).
+        ``extra`` is merged into the message last (photo, caption, new_chat_members,
+        ...: see ``photo_extra``, ``document_extra``, ``sticker_extra``).
         """
+        if reply_to is not None and reply_to_bot:
+            raise ValueError("push_message: give reply_to or reply_to_bot, not both")
+        if quote is not None and reply_to is None and not reply_to_bot:
+            raise ValueError("push_message: a quote needs reply_to or reply_to_bot")
+        if reply_to is not None and (chat_id, reply_to) not in self._messages:
+            raise ValueError(f"push_message: no message {reply_to} in chat {chat_id}")
         user: JSON = {"id": user_id, "is_bot": False, "first_name": first_name}
         if username is not None:
             user["username"] = username
@@ -474,6 +631,9 @@ class FakeTelegram(LoopbackServer):
             chat["is_forum"] = True
         self._chats[chat_id] = chat
         replied = self._last_bot_message(chat, message_thread_id) if reply_to_bot else None
+        if reply_to is not None:
+            replied = self._reply_target(chat, reply_to)
+        quoted = _quote(replied, quote) if replied is not None and quote is not None else None
         message: JSON = {
             "message_id": self._next_message_id(chat_id),
             "date": int(time.time()),
@@ -491,9 +651,84 @@ class FakeTelegram(LoopbackServer):
                 message["entities"] = found
         if replied is not None:
             message["reply_to_message"] = replied
+        if quoted is not None:
+            message["quote"] = quoted
         message.update(extra or {})
         self.push_update({"message": message})
         return int(message["message_id"])
+
+    def add_file(self, data: bytes, *, declared_size: int | None = None) -> str:
+        """Store a file a user sent and return its file_id. getFile answers it with
+        ``file_size`` = ``declared_size`` if given (a test may lie), else ``len(data)``,
+        and its ``file_path`` downloads ``data``."""
+        n = len(self._files) + 1
+        size = len(data) if declared_size is None else declared_size
+        file = _File(f"FILE{n:06d}", f"UFILE{n:06d}", f"files/file_{n}", data, size)
+        self._files[file.file_id] = file
+        return file.file_id
+
+    def photo_extra(
+        self,
+        data: bytes,
+        *,
+        width: int = 1280,
+        height: int = 960,
+        caption: str | None = None,
+        declared_size: int | None = None,
+    ) -> JSON:
+        """Message fields of a photo as Telegram sends it, for ``push_message(extra=)``:
+        ``photo``, PhotoSizes smallest first, each an added file: thumbnails with
+        ``THUMBNAIL_SIDES`` as the long side and placeholder bytes (``b"thumbnail
+        90x67"``), then ``width`` x ``height`` with ``data`` (``declared_size`` as in
+        ``add_file``); and ``caption`` with its automatic ``caption_entities``."""
+        longest = max(width, height)
+        sizes: list[JSON] = []
+        for side in (s for s in THUMBNAIL_SIDES if s < longest):
+            w, h = max(1, width * side // longest), max(1, height * side // longest)
+            sizes.append(self._photo_size(self.add_file(f"thumbnail {w}x{h}".encode()), w, h))
+        file_id = self.add_file(data, declared_size=declared_size)
+        sizes.append(self._photo_size(file_id, width, height))
+        return {"photo": sizes, **_caption_fields(caption)}
+
+    def document_extra(
+        self,
+        data: bytes,
+        *,
+        file_name: str = "file.bin",
+        mime_type: str = "application/octet-stream",
+        caption: str | None = None,
+        declared_size: int | None = None,
+    ) -> JSON:
+        """Message fields of a document a user sent, for ``push_message(extra=)``:
+        ``document`` (an added file with ``file_name`` and ``mime_type``;
+        ``declared_size`` as in ``add_file``) and ``caption`` as in ``photo_extra``."""
+        file = self._files[self.add_file(data, declared_size=declared_size)]
+        document = {**file.ref(), "file_name": file_name, "mime_type": mime_type}
+        return {"document": document, **_caption_fields(caption)}
+
+    def sticker_extra(
+        self, data: bytes, *, emoji: str | None = "🙂", width: int = 512, height: int = 512
+    ) -> JSON:
+        """Message fields of a static sticker, for ``push_message(extra=)``: ``sticker``
+        (an added file; type ``regular``, not animated, not video, with ``emoji``)."""
+        file = self._files[self.add_file(data)]
+        sticker: JSON = {
+            **file.ref(),
+            "type": "regular",
+            "width": width,
+            "height": height,
+            "is_animated": False,
+            "is_video": False,
+        }
+        if emoji is not None:
+            sticker["emoji"] = emoji
+        return {"sticker": sticker}
+
+    def hang_downloads(self, seconds: float, *, times: int = 1) -> None:
+        """Hold the next ``times`` file downloads ``seconds`` before answering (``stop()``
+        ends the wait), so a client's read timeout fires; one that gives up is in
+        ``downloads`` with 499."""
+        self._hangs.extend([seconds] * times)
 
     def fail_next(
         self,
@@ -544,6 +779,16 @@ class FakeTelegram(LoopbackServer):
         """The params of the successful sendMessage calls, in order."""
         return [c.params for c in self.calls_of("sendMessage") if c.status == 200]
 
+    def bot_messages(self, chat_id: int) -> list[JSON]:
+        """The bot's messages in ``chat_id`` as they are now (edits applied, deleted
+        ones left out), in the order sent; a message made up for ``reply_to_bot`` is
+        among them."""
+        return [
+            m
+            for (chat, _), m in self._messages.items()
+            if chat == chat_id and m.get("from", {}).get("id") == self.bot_id
+        ]
+
     async def wait_for(
         self,
         predicate: Callable[[FakeTelegram], bool],
@@ -584,6 +829,37 @@ class FakeTelegram(LoopbackServer):
     def _record(self, call: Call) -> None:
         self.calls.append(call)
         self._notify()
+
+    def _record_download(self, download: Download) -> None:
+        self.downloads.append(download)
+        self._notify()
+
+    # -- file downloads --------------------------------------------------------
+    async def _download(self, request: web.Request) -> web.Response:
+        """``GET /file/bot<token>/<file_path>``: the bytes of an added file (after a
+        scripted hang), or 404 ``Not Found`` for a wrong token or an unknown path."""
+        t = time.monotonic()
+        path = request.match_info["path"]
+        try:
+            await self._hang()
+        except asyncio.CancelledError:
+            self._record_download(Download(path, t, CLIENT_CLOSED))
+            raise
+        file = next((f for f in self._files.values() if f.file_path == path), None)
+        if request.match_info["token"] != self.token or file is None:
+            self._record_download(Download(path, t, 404))
+            return ApiError(404, "Not Found").response()
+        self._record_download(Download(path, t, 200))
+        return web.Response(body=file.data, content_type="application/octet-stream")
+
+    async def _hang(self) -> None:
+        """Wait the next scripted hang out, if any (``stop()`` ends it)."""
+        if not self._hangs:
+            return
+        loop = asyncio.get_running_loop()
+        deadline = loop.time() + self._hangs.pop(0)
+        while not self._closing and (remaining := deadline - loop.time()) > 0:
+            await self._wait_change(remaining)
 
     # -- the API ---------------------------------------------------------------
     async def _handle(self, request: web.Request) -> web.Response:
@@ -627,9 +903,9 @@ class FakeTelegram(LoopbackServer):
     async def _get_me(self, params: JSON) -> JSON:
         return {
             **self.bot_user,
-            "can_join_groups": True,
-            "can_read_all_group_messages": False,
-            "supports_inline_queries": False,
+            "can_join_groups": self.can_join_groups,
+            "can_read_all_group_messages": not self.privacy_mode,
+            "supports_inline_queries": self.supports_inline_queries,
         }
 
     async def _delete_webhook(self, params: JSON) -> bool:
@@ -750,38 +1026,91 @@ class FakeTelegram(LoopbackServer):
         reply_id = _to_int(replied or params.get("reply_to_message_id"), "reply_parameters")
         if reply_id is not None:
             message["reply_to_message"] = self._reply_target(chat, reply_id)
-        markup = params.get("reply_markup")
-        if isinstance(markup, dict) and "inline_keyboard" in markup:
+        markup = _inline_markup(params)
+        if markup is not None:
             message["reply_markup"] = markup
         self._messages[chat["id"], message["message_id"]] = message
         return message
 
     async def _edit_message_text(self, params: JSON) -> JSON | bool:
+        """Replace a bot message's text and inline keyboard (none given: removed), as
+        Telegram does, and record it in ``edits``; unchanged text and keyboard is 400
+        ``NOT_MODIFIED``."""
         if params.get("inline_message_id"):
-            self._render(params)
+            self._render(params, EDIT_TOO_LONG)
             return True
         chat = self._chat(params)
-        message_id = _int(params, "message_id")
-        old = self._messages.get((chat["id"], message_id or 0))
+        message_id = _int(params, "message_id") or 0
+        old = self._messages.get((chat["id"], message_id))
         if old is None:
             raise ApiError(400, "Bad Request: message to edit not found")
         if old.get("from", {}).get("id") != self.bot_id:
             raise ApiError(400, "Bad Request: message can't be edited")
-        text = self._render(params)
-        if text == old.get("text"):
+        text = self._render(params, EDIT_TOO_LONG)
+        markup = _inline_markup(params)
+        if text == old.get("text") and markup == old.get("reply_markup"):
             raise ApiError(400, NOT_MODIFIED)
-        new = {**old, "text": text, "edit_date": int(time.time())}
-        self._messages[chat["id"], new["message_id"]] = new
+        new = {k: v for k, v in old.items() if k != "reply_markup"}
+        new.update(text=text, edit_date=int(time.time()))
+        if markup is not None:
+            new["reply_markup"] = markup
+        self._messages[chat["id"], message_id] = new
+        self.edits.append(Edit(chat["id"], message_id, text, time.monotonic()))
         return new
 
+    async def _delete_message(self, params: JSON) -> bool:
+        """Forget a message and record it in ``deleted``: the bot's anywhere, a user's
+        only in a private chat (in a group the bot would need to be an admin)."""
+        chat = self._chat(params)
+        message_id = _int(params, "message_id") or 0
+        message = self._messages.get((chat["id"], message_id))
+        if message is None:
+            raise ApiError(400, "Bad Request: message to delete not found")
+        if message.get("from", {}).get("id") != self.bot_id and chat["type"] != "private":
+            raise ApiError(400, "Bad Request: message can't be deleted")
+        del self._messages[chat["id"], message_id]
+        self.deleted.append(Deletion(chat["id"], message_id, time.monotonic()))
+        return True
+
+    async def _send_message_draft(self, params: JSON) -> bool:
+        """Take a draft for a private chat the fake knows (unknown: 400 ``chat not
+        found``; a group: 400 ``TEXTDRAFT_PEER_INVALID``) with a non-zero ``draft_id``;
+        the text may be empty (Telegram shows "Thinking...") but not too long. It is
+        recorded in ``drafts`` and makes no message."""
+        chat = self._chats.get(_int(params, "chat_id") or 0)
+        if chat is None:
+            raise ApiError(400, "Bad Request: chat not found")
+        if chat["type"] != "private":
+            raise ApiError(400, "Bad Request: TEXTDRAFT_PEER_INVALID")
+        draft_id = _int(params, "draft_id", 0)
+        if not draft_id:
+            raise ApiError(400, "Bad Request: draft_id must be non-zero")
+        text = self._parsed(str(params.get("text") or ""), params)
+        if utf16_len(text) > MAX_TEXT_UTF16:
+            raise ApiError(400, "Bad Request: message is too long")
+        thread = _int(params, "message_thread_id")
+        self.drafts.append(Draft(chat["id"], draft_id, text, time.monotonic(), thread))
+        return True
+
+    async def _get_file(self, params: JSON) -> JSON:
+        """An added file as a File object with its ``file_path`` (refused over
+        ``MAX_DOWNLOAD_BYTES`` of data, as Telegram refuses files over 20 MB)."""
+        file = self._files.get(str(params.get("file_id") or ""))
+        if file is None:
+            raise ApiError(400, "Bad Request: invalid file_id")
+        if len(file.data) > MAX_DOWNLOAD_BYTES:
+            raise ApiError(400, "Bad Request: file is too big")
+        return {**file.ref(), "file_path": file.file_path}
+
     # -- helpers ---------------------------------------------------------------
-    def _render(self, params: JSON) -> str:
-        """The text as Telegram would store it, or the ApiError Telegram would answer."""
+    def _render(self, params: JSON, too_long: str = "Bad Request: message is too long") -> str:
+        """The text as Telegram would store it, or the ApiError Telegram would answer
+        (``too_long``: the method's wording for a text over the limit)."""
         text = self._parsed(str(params.get("text") or ""), params)
         if not text.strip():
             raise ApiError(400, "Bad Request: message text is empty")
         if utf16_len(text) > MAX_TEXT_UTF16:
-            raise ApiError(400, "Bad Request: message is too long")
+            raise ApiError(400, too_long)
         return text
 
     def _parsed(self, text: str, params: JSON) -> str:
@@ -816,6 +1145,9 @@ class FakeTelegram(LoopbackServer):
                 chat = {"id": chat_id, "type": "supergroup", "title": f"Group {chat_id}"}
             self._chats[chat_id] = chat
         return self._chats[chat_id]
+
+    def _photo_size(self, file_id: str, width: int, height: int) -> JSON:
+        return {**self._files[file_id].ref(), "width": width, "height": height}
 
     def _next_message_id(self, chat_id: int) -> int:
         return next(self._message_ids.setdefault(chat_id, itertools.count(1)))

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import asyncio
+import base64
 import json
 import os
 import sys
@@ -16,7 +17,14 @@ import anthropic
 import pytest
 from anthropic import AsyncAnthropic
 
-from tests.fakes.anthropic_fake import FakeAnthropic, Reply, canonical, tokens
+from tests.fakes.anthropic_fake import (
+    FakeAnthropic,
+    Reply,
+    canonical,
+    image_tokens,
+    images,
+    tokens,
+)
 
 MODEL = "claude-test-1"
 REPO = Path(__file__).resolve().parents[2]
@@ -412,6 +420,18 @@ async def test_standalone_process() -> None:
                 assert r.status == 200
             async with s.get(url + "/_fake/requests") as r:
                 assert await r.json() == []
+            # streaming, and a stream failing mid-way, over the process
+            async with s.post(url + "/_fake/config", json={"stream_chunk_chars": 2}) as r:
+                assert r.status == 200
+            failing = [{"kind": "stream_error", "text": "abcdef", "after_chars": 3}]
+            async with s.post(url + "/_fake/script", json=failing) as r:
+                assert r.status == 200
+            hi: list[anthropic.types.MessageParam] = [{"role": "user", "content": "hi"}]
+            async with c.messages.stream(model=MODEL, max_tokens=5, messages=hi) as stream:
+                with pytest.raises(anthropic.APIStatusError):
+                    await stream.get_final_message()
+            async with c.messages.stream(model=MODEL, max_tokens=5, messages=hi) as stream:
+                assert [t async for t in stream.text_stream] == ["ec", "ho", ": ", "hi"]
         await c.close()
         proc.terminate()
         assert await asyncio.wait_for(proc.wait(), 10) == 0
@@ -468,3 +488,345 @@ async def test_a_scripted_stop_reason_reaches_the_sdk() -> None:
         await client.close()
     assert first.stop_reason == second.stop_reason == "refusal"
     assert first.content[0].text == "I can't help with that."  # type: ignore[union-attr]
+
+
+# -- streaming -------------------------------------------------------------------------
+HI: list[anthropic.types.MessageParam] = [{"role": "user", "content": "hi"}]
+
+
+async def streamed(c: AsyncAnthropic, **kw: Any) -> anthropic.types.Message:
+    """The final message of ``client.messages.stream``."""
+    kw.setdefault("messages", HI)
+    kw.setdefault("max_tokens", 100)
+    async with c.messages.stream(model=MODEL, **kw) as stream:
+        return await stream.get_final_message()
+
+
+async def raw_events(c: AsyncAnthropic, **kw: Any) -> list[Any]:
+    """The events of ``create(..., stream=True)`` (the SDK drops pings)."""
+    kw.setdefault("messages", HI)
+    stream = await c.messages.create(model=MODEL, max_tokens=100, stream=True, **kw)
+    return [event async for event in stream]
+
+
+def same(a: anthropic.types.Message, b: anthropic.types.Message) -> None:
+    assert a.model_dump(exclude={"id"}) == b.model_dump(exclude={"id"})
+
+
+@pytest.mark.parametrize(
+    "reply",
+    [
+        Reply.of_text("A longer answer, streamed in several pieces."),
+        Reply.of_text("No.", stop_reason="refusal"),
+        Reply.of_text(""),
+        Reply.of_tool_use("recall", {"query": "cats", "n": 3, "é": [1]}, "toolu_1", "Look."),
+        Reply.of_tool_use("noop", {}, "toolu_2"),
+    ],
+)
+async def test_a_stream_gives_the_non_streamed_message(fake: FakeAnthropic, reply: Reply) -> None:
+    c = client(fake)
+    fake.script(reply, reply)
+    plain = await ask(c)
+    same(await streamed(c), plain)
+    assert fake.requests[1]["stream"] is True and "stream" not in fake.requests[0]
+
+
+async def test_the_event_sequence(fake: FakeAnthropic) -> None:
+    text = "abcdefghijklmnopqrst"  # 20 characters: deltas of 8, 8 and 4
+    fake.script_tool_use("t", {"q": "cats"}, "toolu_1", text=text)
+    events = await raw_events(client(fake))
+    assert [e.type for e in events] == [
+        "message_start",
+        *["content_block_start", *["content_block_delta"] * 3, "content_block_stop"],
+        *["content_block_start", *["content_block_delta"] * 2, "content_block_stop"],
+        "message_delta",
+        "message_stop",
+    ]
+    start = events[0].message
+    assert start.content == [] and start.stop_reason is None and start.role == "assistant"
+    assert start.usage.input_tokens == tokens(canonical({"type": "text", "text": "hi"}))
+    assert start.usage.cache_read_input_tokens == start.usage.cache_creation_input_tokens == 0
+    assert events[1].content_block.model_dump() == {"type": "text", "text": "", "citations": None}
+    assert [e.delta.text for e in events[2:5]] == ["abcdefgh", "ijklmnop", "qrst"]
+    assert [e.index for e in events[1:6]] == [0] * 5
+    opened = events[6].content_block
+    assert (opened.type, opened.id, opened.name, opened.input) == ("tool_use", "toolu_1", "t", {})
+    partial = [e.delta for e in events[7:9]]
+    assert {d.type for d in partial} == {"input_json_delta"}
+    assert "".join(d.partial_json for d in partial) == json.dumps({"q": "cats"})
+    assert [e.index for e in events[6:10]] == [1] * 4
+    delta = events[10]
+    assert (delta.delta.stop_reason, delta.delta.stop_sequence) == ("tool_use", None)
+    assert delta.usage.output_tokens == tokens(text + canonical({"q": "cats"}))
+
+
+async def test_the_wire_format(fake: FakeAnthropic) -> None:
+    fake.script_text("hello")
+    body = {"model": MODEL, "max_tokens": 5, "messages": HI, "stream": True}
+    async with (
+        aiohttp.ClientSession() as s,
+        s.post(fake.url + "/v1/messages", json=body, headers={"x-api-key": "k"}) as r,
+    ):
+        assert r.status == 200 and r.content_type == "text/event-stream"
+        wire = (await r.read()).decode()
+    frames = wire.split("\n\n")
+    assert frames.pop() == ""  # every event ends with a blank line
+    types = []
+    for frame in frames:
+        event, data = frame.split("\n")
+        assert event.startswith("event: ") and data.startswith("data: ")
+        types.append(event.removeprefix("event: "))
+        assert json.loads(data.removeprefix("data: "))["type"] == types[-1]
+    assert types == [
+        "message_start",
+        "ping",
+        "content_block_start",
+        "content_block_delta",
+        "content_block_stop",
+        "message_delta",
+        "message_stop",
+    ]
+
+
+async def test_stream_chunk_chars_is_configurable(fake: FakeAnthropic) -> None:
+    c = client(fake)
+    fake.configure(stream_chunk_chars=3)
+    fake.script_text("abcdefg")
+    assert [e.delta.text for e in await raw_events(c) if e.type == "content_block_delta"] == [
+        "abc",
+        "def",
+        "g",
+    ]
+    async with aiohttp.ClientSession() as s:
+        async with s.post(fake.url + "/_fake/config", json={"stream_chunk_chars": 0}) as r:
+            assert r.status == 400
+        async with s.post(fake.url + "/_fake/config", json={"stream_chunk_chars": 100}) as r:
+            assert r.status == 200
+    fake.script_text("abcdefg")
+    assert len([e for e in await raw_events(c) if e.type == "content_block_delta"]) == 1
+
+
+async def test_a_streamed_answer_past_max_tokens_is_cut(fake: FakeAnthropic) -> None:
+    c = client(fake)
+    fake.script_text("x" * 400)  # 100 tokens
+    fake.script_text("x" * 400)
+    plain = await c.messages.create(model=MODEL, max_tokens=10, messages=HI)
+    cut = await streamed(c, max_tokens=10)
+    same(cut, plain)
+    assert cut.stop_reason == "max_tokens" and cut.content[0].text == "x" * 40  # type: ignore[union-attr]
+    assert cut.usage.output_tokens == 10
+
+
+async def test_stream_delay_paces_the_deltas() -> None:
+    async with FakeAnthropic() as fake:
+        fake.configure(stream_delay_s=0.2, stream_chunk_chars=4)
+        fake.script_text("abcdefghijkl")  # three deltas, two delays
+        started = time.monotonic()
+        msg = await streamed(client(fake))
+        assert time.monotonic() - started >= 0.4
+        assert msg.content[0].text == "abcdefghijkl"  # type: ignore[union-attr]
+
+
+async def test_a_slow_stream_arrives_piece_by_piece_and_stop_does_not_wait() -> None:
+    fake = FakeAnthropic()
+    await fake.start()
+    fake.configure(stream_delay_s=60, stream_chunk_chars=4)
+    fake.script_text("abcdefghijkl")
+    c = client(fake)
+    try:
+        async with c.messages.stream(model=MODEL, max_tokens=100, messages=HI) as stream:
+            texts = aiter(stream.text_stream)
+            assert await anext(texts) == "abcd"  # delivered while the rest waits a minute
+            await asyncio.wait_for(fake.stop(), 5)  # wakes the delay: the rest follows at once
+            assert [t async for t in texts] == ["efgh", "ijkl"]
+    finally:
+        await fake.stop()
+        await c.close()
+
+
+async def test_errors_come_before_any_event() -> None:
+    clock = Clock()
+    async with FakeAnthropic(clock=clock) as fake:
+        c = client(fake)
+        fake.script_error(429, "rate_limit_error", "slow down", retry_after=7)
+        with pytest.raises(anthropic.RateLimitError) as info:
+            await streamed(c)
+        assert info.value.response.headers["content-type"] == "application/json"
+        fake.down = True
+        with pytest.raises(anthropic.OverloadedError):
+            await raw_events(c)
+        fake.down = False
+        with pytest.raises(anthropic.BadRequestError):
+            await streamed(c, messages=[])
+        with pytest.raises(anthropic.AuthenticationError):
+            await streamed(c, extra_headers={"Authorization": anthropic.omit})
+        assert len(fake.requests) == 4
+        assert (await streamed(c)).content[0].text == "echo: hi"  # type: ignore[union-attr]
+
+
+async def test_a_stream_that_fails_mid_way(fake: FakeAnthropic) -> None:
+    c = client(fake)
+    fake.script(Reply.of_stream_error("hello world, and more", 11))  # deltas: 8 + 3 chars
+    seen: list[Any] = []
+    stream = await c.messages.create(model=MODEL, max_tokens=100, messages=HI, stream=True)
+    with pytest.raises(anthropic.APIStatusError) as info:
+        async for event in stream:
+            seen.append(event)
+    assert type(info.value) is anthropic.APIStatusError and info.value.status_code == 200
+    error = {"type": "error", "error": {"type": "overloaded_error", "message": "Overloaded"}}
+    assert info.value.body == error
+    assert [e.type for e in seen] == [
+        "message_start",
+        "content_block_start",
+        "content_block_delta",
+        "content_block_delta",
+    ]
+    assert "".join(e.delta.text for e in seen[2:]) == "hello world"
+    # the helper stream raises the same from get_final_message, keeping what came
+    fake.script(Reply.from_json({"kind": "stream_error", "text": "hello", "after_chars": 2}))
+    async with c.messages.stream(model=MODEL, max_tokens=100, messages=HI) as helper:
+        with pytest.raises(anthropic.APIStatusError):
+            await helper.get_final_message()
+        assert helper.current_message_snapshot.content[0].text == "he"  # type: ignore[union-attr]
+
+
+async def test_a_stream_error_reply_not_streamed_is_an_http_error(fake: FakeAnthropic) -> None:
+    c = client(fake)
+    fake.script(Reply.of_stream_error("hello", 2))
+    with pytest.raises(anthropic.OverloadedError) as info:
+        await ask(c)
+    assert info.value.status_code == 529
+    fake.script(Reply.of_stream_error("hello", 2, "api_error", "boom"))
+    with pytest.raises(anthropic.InternalServerError) as failed:
+        await ask(c)
+    assert failed.value.status_code == 500
+    assert failed.value.body == {"type": "error", "error": {"type": "api_error", "message": "boom"}}
+
+
+async def test_streams_cache_and_log_like_plain_requests(fake: FakeAnthropic) -> None:
+    c = client(fake)
+    first = await streamed(c, system=cached_system())
+    written = first.usage.cache_creation_input_tokens
+    assert written is not None and written >= 1024
+    second = await ask(c, system=cached_system())
+    assert second.usage.cache_read_input_tokens == written
+    # a stream failing mid-way has read and written the cache like a success
+    fake.script(Reply.of_stream_error("partial", 3))
+    with pytest.raises(anthropic.APIStatusError):
+        await streamed(c, system=cached_system(BIG + "!"))
+    third = await streamed(c, system=cached_system(BIG + "!"))
+    assert third.usage.cache_read_input_tokens == tokens(
+        canonical({"type": "text", "text": BIG + "!"})
+    )
+    assert [r.get("stream") for r in fake.requests] == [True, None, True, True]
+    assert all(json.loads(r.raw) == r.body for r in fake.log)
+
+
+# -- images ----------------------------------------------------------------------------
+PNG = b"\x89PNG\r\n\x1a\n" + bytes(range(100))
+
+
+def image(data: bytes = PNG, media_type: str = "image/png", *, cached: bool = False) -> Any:
+    return b64_image(base64.b64encode(data).decode(), media_type, cached=cached)
+
+
+def b64_image(data: str, media_type: str = "image/png", *, cached: bool = False) -> Any:
+    block = {"type": "image", "source": {"type": "base64", "media_type": media_type, "data": data}}
+    return {**block, "cache_control": {"type": "ephemeral"}} if cached else block
+
+
+async def test_images_are_counted_echoed_and_readable(fake: FakeAnthropic) -> None:
+    c = client(fake)
+    gif = b"GIF89a" + bytes(3000)
+    two = [image(), {"type": "text", "text": "look"}, image(gif, "image/gif")]
+    msg = await ask(c, two)
+    assert msg.content[0].text == "echo: look [2 images]"  # type: ignore[union-attr]
+    assert images(fake.requests[0]) == [("image/png", PNG), ("image/gif", gif)]
+    expected = (
+        image_tokens(two[0]["source"]["data"])
+        + tokens(canonical({"type": "text", "text": "look"}))
+        + image_tokens(two[2]["source"]["data"])
+    )
+    assert msg.usage.input_tokens == expected
+    assert image_tokens(two[2]["source"]["data"]) == 5  # 4008 base64 characters
+    assert (await ask(c, [image()])).content[0].text == "echo: [1 image]"  # type: ignore[union-attr]
+    assert images(fake.requests[1]) == [("image/png", PNG)] and images({"messages": HI}) == []
+
+
+def test_image_tokens_are_capped() -> None:
+    assert image_tokens("") == 0 and image_tokens("A" * 1000) == 1 and image_tokens("A" * 1001) == 2
+    assert image_tokens("A" * 5 * 1024 * 1024) == 1600
+
+
+async def test_an_image_is_part_of_the_cache_key() -> None:
+    async with FakeAnthropic(min_cache_tokens=1) as fake:
+        c = client(fake)
+        first = await ask(c, [image(cached=True)])
+        assert first.usage.cache_creation_input_tokens == image_tokens(image()["source"]["data"])
+        again = await ask(c, [image(cached=True)])
+        assert again.usage.cache_read_input_tokens == first.usage.cache_creation_input_tokens
+        other = await ask(c, [image(PNG[::-1], cached=True)])  # same length, other bytes
+        assert other.usage.cache_read_input_tokens == 0
+
+
+@pytest.mark.parametrize(
+    ("block", "message"),
+    [
+        (
+            image(media_type="image/bmp"),
+            "messages.0.content.1.image.source.base64.media_type: Input should be"
+            " 'image/jpeg', 'image/png', 'image/gif' or 'image/webp'",
+        ),
+        (b64_image("@@"), "messages.0.content.1.image.source.base64: invalid base64 data"),
+        (b64_image("abc"), "messages.0.content.1.image.source.base64: invalid base64 data"),
+        (
+            {"type": "image", "source": {"type": "url", "url": "https://example.com/a.png"}},
+            "messages.0.content.1.image.source: the fake takes only base64 images, not 'url'",
+        ),
+    ],
+)
+async def test_a_bad_image_is_a_400(fake: FakeAnthropic, block: Any, message: str) -> None:
+    fake.script_text("not consumed")
+    with pytest.raises(anthropic.BadRequestError) as info:
+        await ask(client(fake), [{"type": "text", "text": "see"}, block])
+    assert info.value.body == {
+        "type": "error",
+        "error": {"type": "invalid_request_error", "message": message},
+    }
+    assert (await ask(client(fake))).content[0].text == "not consumed"  # type: ignore[union-attr]
+
+
+async def test_an_image_over_5_mb_is_a_400(fake: FakeAnthropic) -> None:
+    big = 5 * 1024 * 1024 + 4
+    block = b64_image("A" * big)
+    messages = [HI[0], {"role": "assistant", "content": "ok"}, {"role": "user", "content": [block]}]
+    with pytest.raises(anthropic.BadRequestError) as info:
+        await ask(client(fake), messages=messages)
+    assert info.value.body["error"]["message"] == (  # type: ignore[index]
+        f"messages.2.content.0.image.source.base64: image exceeds 5 MB maximum:"
+        f" {big} bytes > 5242880 bytes"
+    )
+    msg = await ask(client(fake), [b64_image("A" * (5 * 1024 * 1024))])
+    assert msg.usage.input_tokens == 1600
+
+
+async def test_more_than_100_images_is_a_400(fake: FakeAnthropic) -> None:
+    c = client(fake)
+    many = [
+        {"role": "user", "content": [image()] * 60},
+        {"role": "assistant", "content": "ok"},
+        {"role": "user", "content": [image()] * 41},
+    ]
+    with pytest.raises(anthropic.BadRequestError) as info:
+        await ask(c, messages=many)
+    assert info.value.message.endswith("A maximum of 100 images may be provided. Found 101.'}}")
+    msg = await ask(c, [image()] * 100)
+    assert msg.content[0].text == "echo: [100 images]"  # type: ignore[union-attr]
+
+
+async def test_a_body_over_32_mb_is_a_413(fake: FakeAnthropic) -> None:
+    with pytest.raises(anthropic.APIStatusError) as info:
+        await ask(client(fake), "x" * (32 * 1024 * 1024))
+    assert info.value.status_code == 413
+    assert info.value.body["error"]["type"] == "request_too_large"  # type: ignore[index]
+    assert fake.requests == []

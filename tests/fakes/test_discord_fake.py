@@ -13,7 +13,7 @@ import pytest
 import yarl
 from discord import app_commands
 
-from tests.fakes.discord_fake import FakeDiscord
+from tests.fakes.discord_fake import FakeDiscord, FakeFile
 
 TOKEN = "TEST.DISCORD.TOKEN"
 BOT = 7000
@@ -416,3 +416,208 @@ async def test_a_followup_records_its_file(fake: FakeDiscord, bot: Bot) -> None:
     [followup] = [r for r in fake.interaction_replies if r.kind == "followup"]
     assert followup.content == "yours" and followup.data["flags"] & 64
     assert [(f.filename, f.data) for f in followup.files] == [("memory.md", b"data")]
+
+
+async def test_pushed_attachments_are_served_over_http(fake: FakeDiscord, bot: Bot) -> None:
+    png = FakeFile("cat pic.png", b"\x89PNG fake", "image/png", width=4, height=3)
+    liar = FakeFile("huge.txt", b"small", "text/plain; charset=utf-8", declared_size=50_000_000)
+    fake.push_message(DM, "look", author_id=ANN, attachments=[png, liar])
+    message = await bot.next_message()
+    image, text = message.attachments
+    assert (image.filename, image.size, image.content_type) == ("cat pic.png", 9, "image/png")
+    assert (image.width, image.height, text.width) == (4, 3, None)
+    origin = fake.api_base_url.removesuffix("/api/v10")
+    assert image.url == f"{origin}/attachments/{DM}/{image.id}/cat%20pic.png" == image.proxy_url
+    assert (text.size, text.content_type) == (50_000_000, "text/plain; charset=utf-8")
+    assert await image.read() == b"\x89PNG fake"
+    assert await text.read(use_cached=True) == b"small"  # proxy_url: the same route
+    with pytest.raises(discord.NotFound):
+        await bot.http.get_from_cdn(image.url.replace(str(image.id), str(text.id)))
+    assert [(d.attachment_id, d.found) for d in fake.downloads] == [
+        (image.id, True),
+        (text.id, True),
+        (text.id, False),
+    ]
+    small = FakeFile("a.bin", b"0123456789", declared_size=1)
+    fake.push_message(CHANNEL, "", author_id=ANN, guild_id=GUILD, attachments=[small])
+    [tiny] = (await bot.next_message()).attachments
+    assert (tiny.size, tiny.content_type) == (1, "application/octet-stream")
+    assert await tiny.read() == b"0123456789"
+
+
+async def test_the_bots_own_uploads_are_served_too(fake: FakeDiscord, bot: Bot) -> None:
+    channel = bot.get_partial_messageable(CHANNEL)
+    sent = await channel.send(file=discord.File(io.BytesIO(b"# mine"), "mine.md"))
+    [attachment] = sent.attachments
+    assert await attachment.read() == b"# mine"
+    assert fake.downloads[-1].channel_id == CHANNEL and fake.downloads[-1].found
+
+
+async def test_a_hung_download_runs_into_the_clients_timeout(fake: FakeDiscord, bot: Bot) -> None:
+    fake.push_message(DM, "slow", author_id=ANN, attachments=[FakeFile("a.txt", b"abc")])
+    [attachment] = (await bot.next_message()).attachments
+    fake.hang_downloads(30)
+    with pytest.raises(TimeoutError):
+        await asyncio.wait_for(attachment.read(), 0.2)
+    [download] = fake.downloads
+    assert download.found and download.filename == "a.txt"
+    fake.hang_downloads(0)
+    assert await asyncio.wait_for(attachment.read(), 5) == b"abc"
+    assert len(fake.downloads) == 2
+
+
+async def test_stickers_arrive_as_sticker_items(fake: FakeDiscord, bot: Bot) -> None:
+    fake.push_message(CHANNEL, "", author_id=ANN, guild_id=GUILD, stickers=["wave", "cat"])
+    message = await bot.next_message()
+    assert [s.name for s in message.stickers] == ["wave", "cat"]
+    assert {s.format for s in message.stickers} == {discord.StickerFormatType.png}
+    assert message.content == "" and message.attachments == []
+
+
+async def test_the_bot_edits_its_messages(fake: FakeDiscord, bot: Bot) -> None:
+    channel = bot.get_channel(CHANNEL)
+    assert isinstance(channel, discord.TextChannel)
+    message = await channel.send("draft")
+    assert message.edited_at is None
+    edited = await message.edit(content="final")
+    assert edited.content == "final" and edited.edited_at is not None
+    again = await channel.get_partial_message(message.id).edit(content="final, really")
+    assert again.content == "final, really"
+    [first, second] = fake.edits
+    assert (first.channel_id, first.message_id, first.content) == (CHANNEL, message.id, "final")
+    assert second.content == "final, really" and first.at <= second.at
+    assert second.body["content"] == "final, really"
+    assert fake.message_text(message.id) == "final, really"
+    assert fake.sent[0].content == "draft"  # Sent keeps what was sent
+    with pytest.raises(discord.HTTPException) as emptied:
+        await message.edit(content=None)
+    assert emptied.value.code == 50006
+    file = discord.File(io.BytesIO(b"x"), "x.txt")
+    with_file = await channel.send("caption", file=file)
+    assert (await with_file.edit(content=None)).content == ""  # the file stays
+
+    theirs = fake.push_message(CHANNEL, "mine", author_id=ANN, guild_id=GUILD)
+    await bot.next_message()
+    with pytest.raises(discord.Forbidden) as forbidden:
+        await channel.get_partial_message(theirs).edit(content="hacked")
+    assert forbidden.value.code == 50005 and fake.message_text(theirs) == "mine"
+    with pytest.raises(discord.HTTPException) as too_long:
+        await message.edit(content="x" * 2001)
+    assert (too_long.value.status, too_long.value.code) == (400, 50035)
+    with pytest.raises(discord.NotFound) as unknown:
+        await channel.get_partial_message(12345).edit(content="?")
+    assert unknown.value.code == 10008
+    with pytest.raises(ValueError, match="unknown message"):
+        fake.message_text(12345)
+    assert len(fake.edits) == 3
+
+
+async def test_edits_meet_scripted_failures_and_hang_ups(fake: FakeDiscord, bot: Bot) -> None:
+    message = await bot.get_partial_messageable(CHANNEL).send("v1")
+    fake.fail_next("PATCH", rf"^/channels/{CHANNEL}/messages/\d+$", 403)
+    with pytest.raises(discord.Forbidden):
+        await message.edit(content="v2")
+    fake.fail_next("PATCH", r"/messages/", 429, {"retry_after": 0.01})
+    await message.edit(content="v3")
+    fake.drop_next("PATCH", r"/messages/", after=True)
+    with pytest.raises(aiohttp.ServerDisconnectedError):
+        await message.edit(content="v4")
+    patches = [r for r in fake.requests if r.method == "PATCH"]
+    assert len(patches) == 4 and fake.dropped == patches[3:]
+    assert [e.content for e in fake.edits] == ["v3", "v4"]
+    assert fake.message_text(message.id) == "v4"  # made, only the answer was lost
+
+
+async def test_the_bot_deletes_its_messages_and_no_one_elses(fake: FakeDiscord, bot: Bot) -> None:
+    channel = bot.get_channel(CHANNEL)
+    assert isinstance(channel, discord.TextChannel)
+    first, second = await channel.send("preview 1"), await channel.send("preview 2")
+    await first.delete()  # Message.delete()
+    await channel.get_partial_message(second.id).delete()  # PartialMessage.delete()
+    [a, b] = fake.deleted
+    assert (a.channel_id, a.message_id, b.message_id) == (CHANNEL, first.id, second.id)
+    assert a.at <= b.at
+    with pytest.raises(ValueError, match=f"message {first.id} was deleted"):
+        fake.message_text(first.id)
+    assert [s.content for s in fake.sent] == ["preview 1", "preview 2"]  # as sent
+
+    with pytest.raises(discord.NotFound) as again:  # gone for every route
+        await first.delete()
+    assert again.value.code == 10008
+    with pytest.raises(discord.NotFound) as edited:
+        await first.edit(content="back?")
+    assert edited.value.code == 10008
+    with pytest.raises(discord.NotFound) as fetched:
+        await channel.fetch_message(first.id)
+    assert fetched.value.code == 10008
+    with pytest.raises(discord.HTTPException) as replied:
+        await channel.send("to it", reference=first)
+    assert (replied.value.status, replied.value.code) == (400, 50035)
+
+    kept = await channel.send("kept")
+    with pytest.raises(discord.NotFound) as elsewhere:  # the id, in another channel
+        await bot.get_partial_messageable(THREAD).get_partial_message(kept.id).delete()
+    assert elsewhere.value.code == 10008
+    with pytest.raises(discord.NotFound) as no_channel:
+        await bot.get_partial_messageable(4242).get_partial_message(kept.id).delete()
+    assert no_channel.value.code == 10003
+    theirs = fake.push_message(CHANNEL, "mine", author_id=ANN, guild_id=GUILD)
+    await bot.next_message()
+    with pytest.raises(discord.Forbidden) as forbidden:  # no Manage Messages
+        await channel.get_partial_message(theirs).delete()
+    assert (forbidden.value.code, forbidden.value.text) == (50013, "Missing Permissions")
+    fake.push_message(DM, "private", author_id=BEA, author_name="bea")
+    in_dm = await bot.next_message()
+    with pytest.raises(discord.Forbidden) as dm:
+        await in_dm.delete()
+    assert dm.value.code == 50003
+    assert fake.message_text(kept.id) == "kept" and fake.message_text(theirs) == "mine"
+    assert len(fake.deleted) == 2
+    deletes = [r for r in fake.requests if r.method == "DELETE"]
+    assert [r.path for r in deletes[:2]] == [
+        f"/channels/{CHANNEL}/messages/{first.id}",
+        f"/channels/{CHANNEL}/messages/{second.id}",
+    ]
+    assert len(deletes) == 7
+
+
+async def test_deletes_meet_scripted_failures_and_aiohttps_own_retry(
+    fake: FakeDiscord, bot: Bot
+) -> None:
+    channel = bot.get_partial_messageable(CHANNEL)
+    first, second, third = [await channel.send(f"v{n}") for n in (1, 2, 3)]
+    fake.fail_next("DELETE", r"/messages/", 429, {"retry_after": 0.01})
+    await first.delete()  # discord.py sleeps and retries
+    # aiohttp sends an idempotent request once more after a hang-up, by itself:
+    fake.drop_next("DELETE", r"/messages/", after=True)
+    with pytest.raises(discord.NotFound) as lost:  # deleted; the retry finds it gone
+        await second.delete()
+    assert lost.value.code == 10008
+    fake.drop_next("DELETE", r"/messages/", times=2)  # before the route: nothing deleted
+    with pytest.raises(aiohttp.ServerDisconnectedError):
+        await third.delete()
+    deletes = [r for r in fake.requests if r.method == "DELETE"]
+    assert len(deletes) == 6 and fake.dropped == [deletes[2], deletes[4], deletes[5]]
+    assert [d.message_id for d in fake.deleted] == [first.id, second.id]
+    assert fake.message_text(third.id) == "v3"
+
+
+async def test_replies_to_a_users_message_and_to_a_missing_one(fake: FakeDiscord, bot: Bot) -> None:
+    asked = fake.push_message(CHANNEL, "question", author_id=ANN, guild_id=GUILD)
+    await bot.next_message()
+    fake.push_message(CHANNEL, "+1", author_id=BEA, author_name="bea", guild_id=GUILD,
+                      reply_to=asked)  # fmt: skip
+    reply = await bot.next_message()
+    assert reply.reference is not None and reply.reference.message_id == asked
+    resolved = reply.reference.resolved
+    assert isinstance(resolved, discord.Message)
+    assert (resolved.author.id, resolved.content) == (ANN, "question")
+
+    fake.push_message(CHANNEL, "what was it?", author_id=BEA, guild_id=GUILD, reply_to=asked,
+                      referenced=False)  # fmt: skip
+    orphan = await bot.next_message()
+    assert orphan.type is discord.MessageType.reply
+    assert orphan.reference is not None and orphan.reference.message_id == asked
+    gone = orphan.reference.resolved
+    assert isinstance(gone, discord.DeletedReferencedMessage)
+    assert (gone.id, gone.channel_id, gone.guild_id) == (asked, CHANNEL, GUILD)

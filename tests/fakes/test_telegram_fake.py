@@ -10,7 +10,16 @@ from typing import Any
 
 import aiohttp
 import pytest
-from telegram import Bot, InputFile, Message, ReplyParameters, Update
+from telegram import (
+    Bot,
+    File,
+    InlineKeyboardButton,
+    InlineKeyboardMarkup,
+    InputFile,
+    Message,
+    ReplyParameters,
+    Update,
+)
 from telegram.error import (
     BadRequest,
     Conflict,
@@ -18,6 +27,7 @@ from telegram.error import (
     InvalidToken,
     NetworkError,
     RetryAfter,
+    TimedOut,
 )
 from telegram.ext import (
     Application,
@@ -30,7 +40,9 @@ from telegram.ext import (
 )
 
 from tests.fakes.telegram_fake import (
+    CLIENT_CLOSED,
     DROPPED,
+    MAX_DOWNLOAD_BYTES,
     FakeTelegram,
     auto_entities,
     parse_html,
@@ -51,7 +63,7 @@ async def fake() -> AsyncIterator[FakeTelegram]:
 
 @pytest.fixture
 async def bot(fake: FakeTelegram) -> AsyncIterator[Bot]:
-    async with Bot(fake.token, base_url=fake.base_url) as b:
+    async with Bot(fake.token, base_url=fake.base_url, base_file_url=fake.base_file_url) as b:
         yield b
 
 
@@ -59,7 +71,11 @@ async def bot(fake: FakeTelegram) -> AsyncIterator[Bot]:
 async def polling(fake: FakeTelegram, *handlers: BaseHandler[Any, Any, Any]) -> AsyncIterator[Any]:
     """A real Application polling the fake, as the daemon runs it."""
     app: Application[Any, Any, Any, Any, Any, Any] = (
-        ApplicationBuilder().token(fake.token).base_url(fake.base_url).build()
+        ApplicationBuilder()
+        .token(fake.token)
+        .base_url(fake.base_url)
+        .base_file_url(fake.base_file_url)
+        .build()
     )
     for handler in handlers:
         app.add_handler(handler)
@@ -175,6 +191,22 @@ async def test_reply_to_bot_extra_payload_and_raw_update(fake: FakeTelegram) -> 
     assert edited_msg.text == "fixed" and uid == 10002
 
 
+async def test_a_handler_downloads_the_photo_a_user_sent(fake: FakeTelegram) -> None:
+    got: list[bytes] = []
+
+    async def fetch(update: Update, context: Context) -> None:
+        assert update.message is not None
+        file = await update.message.photo[-1].get_file()  # the largest size
+        got.append(bytes(await file.download_as_bytearray()))
+
+    async with polling(fake, MessageHandler(filters.PHOTO, fetch)):
+        fake.push_message(42, None, user_id=7, extra=fake.photo_extra(b"\x89PNG full"))
+        await fake.wait_for(lambda f: len(got) == 1, what="the photo downloaded")
+
+    assert got == [b"\x89PNG full"]
+    assert [(d.file_path, d.status) for d in fake.downloads] == [("files/file_3", 200)]
+
+
 async def test_stopping_the_updater_does_not_hang(fake: FakeTelegram) -> None:
     app = ApplicationBuilder().token(fake.token).base_url(fake.base_url).build()
     async with app:
@@ -255,6 +287,247 @@ async def test_drop_pending_updates_on_delete_webhook(fake: FakeTelegram, bot: B
     fake.push_message(42, "old", user_id=7)
     assert await bot.delete_webhook(drop_pending_updates=True) is True
     assert fake.pending_updates == []
+
+
+async def test_replies_to_any_message_with_a_quote(fake: FakeTelegram, bot: Bot) -> None:
+    question = fake.push_message(42, "what is 😀 love?", user_id=7)
+    answer = await bot.send_message(42, "baby don't hurt me")
+    await bot.edit_message_text("baby don't hurt me, no more", 42, answer.message_id)
+    to_user = fake.push_message(42, "this", user_id=7, reply_to=question, quote="love")
+    to_bot = fake.push_message(42, "that", user_id=7, reply_to=answer.message_id, quote="no more")
+    to_last = fake.push_message(42, "and", user_id=7, reply_to_bot=True)
+    fake.push_message(42, "again", user_id=7, reply_to=to_user)
+
+    got = {u.message.message_id: u.message for u in await bot.get_updates(timeout=0) if u.message}
+    mine, theirs, last = got[to_user], got[to_bot], got[to_last]
+    assert mine.reply_to_message is not None and mine.reply_to_message.from_user is not None
+    assert (
+        mine.reply_to_message.text == "what is 😀 love?" and mine.reply_to_message.from_user.id == 7
+    )
+    assert mine.quote is not None and (mine.quote.text, mine.quote.is_manual) == ("love", True)
+    assert mine.quote.position == 11  # in UTF-16 units: the emoji counts 2
+    assert theirs.reply_to_message is not None and theirs.reply_to_message.from_user is not None
+    assert theirs.reply_to_message.text == "baby don't hurt me, no more"  # as it is now
+    assert theirs.reply_to_message.from_user.id == fake.bot_id
+    assert theirs.quote is not None and theirs.quote.position == 20
+    assert last.reply_to_message is not None and last.quote is None
+    assert last.reply_to_message.message_id == answer.message_id
+    nested = fake.pending_updates[-1]["message"]["reply_to_message"]
+    assert nested["message_id"] == to_user and "reply_to_message" not in nested  # as Telegram
+
+
+def test_replies_that_cannot_be_are_refused() -> None:
+    fake = FakeTelegram()
+    mid = fake.push_message(42, "hello", user_id=7)
+    with pytest.raises(ValueError, match="no message 9 in chat 42"):
+        fake.push_message(42, "x", user_id=7, reply_to=9)
+    with pytest.raises(ValueError, match="not both"):
+        fake.push_message(42, "x", user_id=7, reply_to=mid, reply_to_bot=True)
+    with pytest.raises(ValueError, match="a quote needs reply_to"):
+        fake.push_message(42, "x", user_id=7, quote="hello")
+    with pytest.raises(ValueError, match="'bye' is not in the replied message 'hello'"):
+        fake.push_message(42, "x", user_id=7, reply_to=mid, quote="bye")
+    assert len(fake.pending_updates) == 1
+
+
+# -- files users send ------------------------------------------------------------
+async def test_media_messages_parse_as_ptb_objects(fake: FakeTelegram, bot: Bot) -> None:
+    fake.push_message(
+        42, None, user_id=7, extra=fake.photo_extra(b"img", caption="hi @soul_test_bot")
+    )
+    pdf = fake.document_extra(b"%PDF", file_name="a.pdf", mime_type="application/pdf")
+    fake.push_message(42, None, user_id=7, extra=pdf)
+    fake.push_message(42, None, user_id=7, extra=fake.sticker_extra(b"RIFF", emoji="😀"))
+    photo, document, sticker = await bot.get_updates(timeout=0)
+
+    assert filters.PHOTO.check_update(photo) and photo.message is not None
+    sizes = photo.message.photo
+    assert [(p.width, p.height, p.file_size) for p in sizes] == [
+        (90, 67, len(b"thumbnail 90x67")),
+        (320, 240, len(b"thumbnail 320x240")),
+        (1280, 960, 3),
+    ]
+    assert len({p.file_id for p in sizes}) == len({p.file_unique_id for p in sizes}) == 3
+    assert photo.message.caption == "hi @soul_test_bot"
+    assert list(photo.message.parse_caption_entities(["mention"]).values()) == ["@soul_test_bot"]
+    assert filters.Document.PDF.check_update(document) and document.message is not None
+    doc = document.message.document
+    assert doc is not None and (doc.file_name, doc.file_size) == ("a.pdf", 4)
+    assert document.message.caption is None
+    assert filters.Sticker.STATIC.check_update(sticker) and sticker.message is not None
+    st = sticker.message.sticker
+    assert st is not None and (st.type, st.emoji, st.width, st.height) == (
+        "regular",
+        "😀",
+        512,
+        512,
+    )
+    again = Update.de_json(fake.pending_updates[2], bot)  # the raw update, parsed directly
+    assert again.message is not None and again.message.sticker == st
+
+
+async def test_get_file_and_download(fake: FakeTelegram, bot: Bot) -> None:
+    file_id = fake.add_file(b"more than announced", declared_size=4)
+    file = await bot.get_file(file_id)
+    assert isinstance(file, File) and file.file_id == file_id and file.file_size == 4
+    assert file.file_path == f"{fake.base_file_url}{fake.token}/files/file_1"
+    assert await file.download_as_bytearray() == b"more than announced"
+    assert fake.calls_of("getFile")[0].result == {
+        "file_id": file_id,
+        "file_unique_id": "U" + file_id,
+        "file_size": 4,
+        "file_path": "files/file_1",
+    }
+    doc = fake.document_extra(b"abc", declared_size=10**9)["document"]
+    assert (await bot.get_file(doc["file_id"])).file_size == 10**9
+    assert [d.file_path for d in fake.downloads] == ["files/file_1"]
+
+
+async def test_get_file_and_downloads_refuse_as_telegram_does(fake: FakeTelegram, bot: Bot) -> None:
+    with pytest.raises(BadRequest, match=r"^Invalid file_id$"):
+        await bot.get_file("NOPE")
+    assert await bot.get_file(fake.add_file(bytes(MAX_DOWNLOAD_BYTES)))
+    with pytest.raises(BadRequest, match=r"^File is too big$"):
+        await bot.get_file(fake.add_file(bytes(MAX_DOWNLOAD_BYTES + 1)))
+    unknown = File("X", "UX", file_path=f"{fake.base_file_url}{fake.token}/files/none")
+    unknown.set_bot(bot)
+    with pytest.raises(InvalidToken, match=r"^Not Found$"):
+        await unknown.download_as_bytearray()
+    wrong_token = f"{fake.base_file_url}123:WRONG/files/file_1"
+    async with aiohttp.ClientSession() as http, http.get(wrong_token) as r:
+        body = await r.json()
+    assert r.status == 404
+    assert body == {"ok": False, "error_code": 404, "description": "Not Found"}
+    assert [(d.file_path, d.status) for d in fake.downloads] == [
+        ("files/none", 404),
+        ("files/file_1", 404),
+    ]
+
+
+async def test_a_hung_download_times_out_then_one_works(fake: FakeTelegram, bot: Bot) -> None:
+    file = await bot.get_file(fake.add_file(b"data"))
+    fake.hang_downloads(30)
+    with pytest.raises(TimedOut):
+        await file.download_as_bytearray(read_timeout=0.2)
+    await fake.wait_for(lambda f: len(f.downloads) == 1, what="the hung download given up")
+    assert await file.download_as_bytearray() == b"data"  # only the next one hung
+    assert [d.status for d in fake.downloads] == [CLIENT_CLOSED, 200]
+
+
+# -- drafts and edits ------------------------------------------------------------
+async def test_drafts_then_one_message(fake: FakeTelegram, bot: Bot) -> None:
+    fake.push_message(42, "hi", user_id=7)
+    assert await bot.send_message_draft(42, 1, "") is True  # "Thinking..."
+    assert await bot.send_message_draft(42, 1, "He")
+    assert await bot.send_message_draft(42, 1, "<b>Hel</b>lo", parse_mode="HTML")
+    assert await bot.send_message_draft(42, 2, "in a topic", message_thread_id=3)
+    msg = await bot.send_message(42, "Hello")
+
+    assert [(d.chat_id, d.draft_id, d.text, d.message_thread_id) for d in fake.drafts] == [
+        (42, 1, "", None),
+        (42, 1, "He", None),
+        (42, 1, "Hello", None),
+        (42, 2, "in a topic", 3),
+    ]
+    times = [d.t for d in fake.drafts] + [fake.calls_of("sendMessage")[0].t]
+    assert times == sorted(times)
+    assert msg.message_id == 2  # drafts make no message
+    assert [m["text"] for m in fake.bot_messages(42)] == ["Hello"]
+
+
+async def test_drafts_are_refused_as_telegram_does(fake: FakeTelegram, bot: Bot) -> None:
+    fake.push_message(42, "hi", user_id=7)
+    fake.push_message(GROUP, "hi", user_id=7, chat_type="supergroup")
+    # PTB str.capitalize()s the description: "TEXTDRAFT_PEER_INVALID" arrives lowered.
+    with pytest.raises(BadRequest, match=r"^Chat not found$"):
+        await bot.send_message_draft(4242, 1, "x")
+    with pytest.raises(BadRequest, match=r"^Textdraft_peer_invalid$"):
+        await bot.send_message_draft(GROUP, 1, "x")
+    with pytest.raises(BadRequest, match=r"^Draft_id must be non-zero$"):
+        await bot.send_message_draft(42, 0, "x")
+    with pytest.raises(BadRequest, match=r"^Message is too long$"):
+        await bot.send_message_draft(42, 1, "😀" * 2049)
+    assert await bot.send_message_draft(42, 1, f"<b>{'a' * 4096}</b>", parse_mode="HTML")
+    assert [len(d.text) for d in fake.drafts] == [4096]  # the limit applies once parsed
+
+
+async def test_edits_are_recorded_and_refused_as_telegram_does(
+    fake: FakeTelegram, bot: Bot
+) -> None:
+    sent = await bot.send_message(42, "v1")
+    mid = sent.message_id
+    await bot.edit_message_text("v2", 42, mid)
+    await bot.edit_message_text("<i>v3</i>", 42, mid, parse_mode="HTML")
+    with pytest.raises(BadRequest, match=r"^Message is not modified: specified new message"):
+        await bot.edit_message_text("v3", 42, mid)
+    with pytest.raises(BadRequest, match=r"^Message_too_long$"):  # not sendMessage's wording
+        await bot.edit_message_text("a" * 4097, 42, mid)
+
+    assert [(e.chat_id, e.message_id, e.text) for e in fake.edits] == [
+        (42, mid, "v2"),
+        (42, mid, "v3"),
+    ]
+    assert fake.edits[0].t <= fake.edits[1].t
+    assert [m["text"] for m in fake.bot_messages(42)] == ["v3"]  # the final text
+    assert [m["text"] for m in fake.sent] == ["v1"]  # what was sent
+
+
+async def test_deletes_are_recorded_and_refused_as_telegram_does(
+    fake: FakeTelegram, bot: Bot
+) -> None:
+    first, second = await bot.send_message(42, "one"), await bot.send_message(42, "two")
+    in_group = await bot.send_message(GROUP, "group")
+    assert await bot.delete_message(42, first.message_id) is True
+    assert await bot.delete_message(GROUP, in_group.message_id) is True
+    assert [(d.chat_id, d.message_id) for d in fake.deleted] == [
+        (42, first.message_id),
+        (GROUP, in_group.message_id),
+    ]
+    assert fake.deleted[0].t <= fake.deleted[1].t
+    assert [m["text"] for m in fake.bot_messages(42)] == ["two"]  # the deleted one left out
+    assert fake.bot_messages(GROUP) == []
+    assert [m["text"] for m in fake.sent] == ["one", "two", "group"]  # what was sent
+
+    with pytest.raises(BadRequest, match=r"^Message to delete not found$"):
+        await bot.delete_message(42, first.message_id)  # already gone
+    with pytest.raises(BadRequest, match=r"^Message to delete not found$"):
+        await bot.delete_message(42, 999)
+    with pytest.raises(BadRequest, match=r"^Message to delete not found$"):
+        await bot.delete_message(GROUP, second.message_id)  # the id, in another chat
+    with pytest.raises(BadRequest, match=r"^Message to edit not found$"):
+        await bot.edit_message_text("back?", 42, first.message_id)
+    theirs = fake.push_message(GROUP, "mine", user_id=7, chat_type="supergroup")
+    with pytest.raises(BadRequest, match=r"^Message can't be deleted$"):  # not an admin
+        await bot.delete_message(GROUP, theirs)
+    private = fake.push_message(42, "oops", user_id=42)
+    assert await bot.delete_message(42, private) is True  # a private chat's are the bot's too
+    assert [d.message_id for d in fake.deleted][2:] == [private]
+    calls = fake.calls_of("deleteMessage")
+    assert [c.status for c in calls] == [200, 200, 400, 400, 400, 400, 200]
+    assert calls[0].params == {"chat_id": "42", "message_id": str(first.message_id)}
+
+
+async def test_an_edit_sets_or_removes_the_keyboard(fake: FakeTelegram, bot: Bot) -> None:
+    stop = InlineKeyboardMarkup([[InlineKeyboardButton("stop", callback_data="stop")]])
+    sent = await bot.send_message(42, "working", reply_markup=stop)
+    bare = await bot.edit_message_text("working", 42, sent.message_id)  # keyboard removed
+    assert isinstance(bare, Message) and bare.reply_markup is None
+    with pytest.raises(BadRequest, match=r"^Message is not modified"):
+        await bot.edit_message_text("working", 42, sent.message_id)
+    again = await bot.edit_message_text("working", 42, sent.message_id, reply_markup=stop)
+    assert isinstance(again, Message) and again.reply_markup is not None
+    assert again.reply_markup.inline_keyboard[0][0].text == "stop"
+    assert len(fake.edits) == 2
+
+
+async def test_get_me_tells_the_privacy_mode(fake: FakeTelegram) -> None:
+    async with Bot(fake.token, base_url=fake.base_url) as bot:  # initialize() calls getMe
+        assert bot.can_read_all_group_messages is False  # privacy mode, as by default
+        assert bot.can_join_groups is True and bot.supports_inline_queries is False
+    fake.privacy_mode = False
+    fake.supports_inline_queries = True
+    async with Bot(fake.token, base_url=fake.base_url) as bot:
+        assert bot.can_read_all_group_messages is True and bot.supports_inline_queries is True
 
 
 # -- errors ----------------------------------------------------------------------

@@ -97,6 +97,7 @@ def test_a_version_1_file_is_migrated(tmp_path: Path) -> None:
     conn.execute("DROP INDEX IF EXISTS history_live")
     conn.execute("DROP INDEX IF EXISTS seen_messages_ts")
     conn.execute("DROP TABLE IF EXISTS memory_folds")
+    conn.execute("DROP TABLE IF EXISTS sent_messages")
     conn.execute(
         "INSERT INTO history (session, generation, role, kind, content, tokens, ts) "
         "VALUES ('s', 0, 'user', 'message', 'kept', 1, 0)"
@@ -109,7 +110,7 @@ def test_a_version_1_file_is_migrated(tmp_path: Path) -> None:
     tables = {r[0] for r in conn.execute("SELECT name FROM sqlite_master WHERE type = 'table'")}
     content = conn.execute("SELECT content FROM history").fetchall()
     conn.close()
-    assert version == SCHEMA_VERSION == 3
-    assert {"history_live", "seen_messages_ts", "memory_folds_page"} <= indexes
-    assert "memory_folds" in tables
+    assert version == SCHEMA_VERSION == 4
+    assert {"history_live", "seen_messages_ts", "memory_folds_page", "sent_messages_ts"} <= indexes
+    assert {"memory_folds", "sent_messages"} <= tables
     assert content == [("kept",)]

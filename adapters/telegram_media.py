@@ -1,0 +1,162 @@
+"""What a Telegram message carries besides its text, in our terms: the images
+to download (`Media`), the lines for what is refused, the text of a caption
+or a sticker, and the message it replies to (`Quote`).
+
+Pure functions of PTB's `Message`, no I/O but the `fetch` coroutines they
+build; adapters/telegram_adapter.py hands them a `Bot` and the size limit.
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Awaitable, Callable
+from dataclasses import dataclass
+
+from telegram import Bot, Message, MessageEntity, PhotoSize
+
+from adapters import texts
+from bot.types import Media, Quote
+
+# The Anthropic API takes an image of up to 5 MB of base64: 3/4 of that in bytes.
+MAX_IMAGE_BYTES = 5 * 1024 * 1024 * 3 // 4
+IMAGE_MIMES = frozenset({"image/png", "image/jpeg", "image/gif", "image/webp"})
+# Media a message may carry that is not read (the router answers with its one line).
+UNREAD = ("voice", "video", "video_note", "audio", "animation", "document")
+
+
+@dataclass(frozen=True)
+class Carried:
+    """What a message carries besides its text: images to download, lines for
+    what was refused, and whether media came that is not read at all."""
+
+    images: tuple[Media, ...] = ()
+    refused: tuple[str, ...] = ()
+    unread: bool = False
+
+    @property
+    def anything(self) -> bool:
+        return bool(self.images or self.refused or self.unread)
+
+
+def body(message: Message) -> tuple[str | None, dict[MessageEntity, str]]:
+    """The message's text, or its caption, with the entities of that text
+    (mentions only); (None, {}) when it has neither."""
+    kinds: list[str | None] = [MessageEntity.MENTION, MessageEntity.TEXT_MENTION]
+    if message.text is not None:
+        return message.text, message.parse_entities(kinds)
+    if message.caption is not None:
+        return message.caption, message.parse_caption_entities(kinds)
+    return None, {}
+
+
+def strip_mentions(
+    text: str, entities: dict[MessageEntity, str], username: str, bot_id: int
+) -> tuple[str, bool]:
+    """`text` without the bot's @mentions among `entities` (a text's or a
+    caption's, from `body`), and whether there was one (a text mention of the
+    bot counts too, and stays: it is a name)."""
+    found = False
+    spans = []
+    for entity, value in entities.items():
+        ours = (entity.type == MessageEntity.MENTION and value[1:].lower() == username) or (
+            entity.user is not None and entity.user.id == bot_id
+        )
+        if ours:
+            found = True
+            if entity.type == MessageEntity.MENTION:
+                spans.append(value)
+    for value in spans:
+        text = re.sub(rf"{re.escape(value)}\b ?", "", text, count=1)
+    return text.strip(), found
+
+
+def sticker_text(message: Message) -> str | None:
+    """A sticker's emoji (or "[sticker]"), which stands for its text."""
+    if message.sticker is None:
+        return None
+    return message.sticker.emoji or "[sticker]"
+
+
+def mb(size: int) -> str:
+    """`size` bytes in MB (MiB), as short as it reads: 3.75, 6.1, 12."""
+    return f"{size / 2**20:.2f}".rstrip("0").rstrip(".")
+
+
+def carried(message: Message, bot: Bot, max_bytes: int = MAX_IMAGE_BYTES) -> Carried:
+    """The images `message` carries (a photo in the largest size that fits
+    `max_bytes`, an image sent as a file), a line for each too large in every
+    size, and whether it carries media that is not read (a voice note, a video,
+    an animation, a file that is no image)."""
+    if message.photo:
+        chosen = _largest_fitting(message.photo, max_bytes)
+        if chosen is None:
+            smallest = min(p.file_size or 0 for p in message.photo)
+            line = texts.PHOTO_TOO_LARGE.format(size=mb(smallest), limit=mb(max_bytes))
+            return Carried(refused=(line,))
+        media = Media("photo", "image/jpeg", chosen.file_size, _fetcher(bot, chosen.file_id))
+        return Carried(images=(media,))
+    document = message.document
+    if message.animation is None and document is not None:  # a GIF animation has both
+        mime = (document.mime_type or "").lower()
+        if mime in IMAGE_MIMES:
+            size = document.file_size
+            if size is not None and size > max_bytes:
+                name = document.file_name or "you sent"
+                line = texts.IMAGE_TOO_LARGE.format(name=name, size=mb(size), limit=mb(max_bytes))
+                return Carried(refused=(line,))
+            return Carried(images=(Media("image", mime, size, _fetcher(bot, document.file_id)),))
+    return Carried(unread=any(getattr(message, kind, None) for kind in UNREAD))
+
+
+def _largest_fitting(sizes: tuple[PhotoSize, ...], max_bytes: int) -> PhotoSize | None:
+    """The largest size of a photo whose announced size is at most `max_bytes`
+    (one with no announced size fits: the core checks what it downloads)."""
+    fitting = [p for p in sizes if p.file_size is None or p.file_size <= max_bytes]
+    if not fitting:
+        return None
+    return max(fitting, key=lambda p: (p.width * p.height, p.file_size or 0))
+
+
+def _fetcher(bot: Bot, file_id: str) -> Callable[[], Awaitable[bytes]]:
+    async def fetch() -> bytes:
+        file = await bot.get_file(file_id)
+        return bytes(await file.download_as_bytearray())
+
+    return fetch
+
+
+def parent_of(message: Message) -> Message | None:
+    """The message `message` replies to; None for none, and for the forum
+    topic's first message, which every message of a topic "replies" to."""
+    parent = message.reply_to_message
+    if parent is None:
+        return None
+    if message.is_topic_message and parent.message_id == message.message_thread_id:
+        return None
+    return parent
+
+
+def quote_of(message: Message, parent: Message, bot_id: int) -> Quote:
+    """The `Quote` of `parent`, which `message` replies to: the part Telegram
+    sent as quoted, else the parent's text or caption, else what it carries
+    ("[photo]", "[sticker 😀]", "[file]"; "[message]" for anything else)."""
+    sender = parent.from_user
+    if sender is not None:
+        name = sender.full_name or sender.username or str(sender.id)
+    elif parent.sender_chat is not None:  # a channel or an anonymous admin
+        name = parent.sender_chat.title or parent.sender_chat.username or str(parent.sender_chat.id)
+    else:
+        name = ""
+    if message.quote is not None and message.quote.text:
+        text = message.quote.text
+    elif parent.text or parent.caption:
+        text = parent.text or parent.caption or ""
+    elif parent.photo:
+        text = "[photo]"
+    elif parent.sticker is not None:
+        text = f"[sticker {parent.sticker.emoji}]" if parent.sticker.emoji else "[sticker]"
+    elif any(getattr(parent, kind, None) for kind in UNREAD):
+        text = "[file]"
+    else:
+        text = "[message]"
+    return Quote(user_name=name, text=text, from_bot=sender is not None and sender.id == bot_id)
