@@ -11,17 +11,16 @@ messages. A thread is a session of its own (`chat_id` is its parent channel,
 
 What a message carries (adapters/discord_media.py): image attachments (PNG,
 JPEG, GIF, WebP by `content_type`, or by file name when Discord gives none)
-become `images`, `Media` that the core downloads (`Attachment.read`) only for a
-message it answers: at most `max_images` (4) a message, the rest left out with
-one line in `refused`; one over `max_image_bytes` by its declared size (3.75
-MiB: the model API's 5 MB limit is on the base64 data) gets a line of its own
-there and no `Media`. Other attachments (audio, video, files) are not read: a
-message with nothing else (no text, no image) is `media=True`, which the router
-answers with its one line. A sticker is text, `[sticker: <name>]`. A reply
-carries `reply_to_id`, and `quote` when Discord resolved the message it replies
-to (its author's display name, its whole text or `[image]`, `[file]`,
-`[sticker: <name>]` when it has none, whether it is the bot's); a deleted or
-unresolved one gives no quote (the core finds the id in what the bot sent).
+become `images`, `Media` with their declared sizes, that the core downloads
+(`Attachment.read`) only for a message it answers, and holds to
+`media.max_images` and to the size the model takes. Other attachments (audio,
+video, files) are not read: a message with nothing else (no text, no image) is
+`media=True`, which the router answers with its one line. A sticker is text,
+`[sticker: <name>]`. A reply carries `reply_to_id`, and `quote` when Discord
+resolved the message it replies to (its author's display name, its whole text
+or `[image]`, `[file]`, `[sticker: <name>]` when it has none, whether it is the
+bot's); a deleted or unresolved one gives no quote (the core finds the id in
+what the bot sent).
 
 Replies are split at 2,000 characters; the first chunk replies to the message
 that started the turn, and `send` returns the ids of the messages it made (the
@@ -142,13 +141,9 @@ class DiscordAdapter:
         gateway_url: str | None = None,
         guild_ready_timeout: float = 2.0,
         backoff: Backoff = BACKOFF,
-        max_images: int = discord_media.MAX_IMAGES,
-        max_image_bytes: int = discord_media.MAX_IMAGE_BYTES,
         streaming: bool = True,
     ) -> None:
         self._token = token
-        self._max_images = max_images
-        self._max_image_bytes = max_image_bytes
         self._streaming = streaming
         self._backoff = backoff
         self._guild_ready_timeout = guild_ready_timeout
@@ -257,7 +252,7 @@ class DiscordAdapter:
             return
         try:
             inbound = self._inbound(message, client.user)
-            if inbound.text.strip() or inbound.images or inbound.refused or inbound.media:
+            if inbound.text.strip() or inbound.images or inbound.media:
                 await self._deliver(inbound)  # addressed or not: the router gates it
         except Exception as exc:  # one message never stops the client
             log.error("adapter.error", adapter=self.name, stage="message",
@@ -272,8 +267,7 @@ class DiscordAdapter:
             text = "/" + text[len(self._prefix) :]
         if message.stickers:
             text = " ".join([text, *discord_media.sticker_tags(message)]).strip()
-        images, refused = discord_media.images(message.attachments, self._max_images,
-                                               self._max_image_bytes)  # fmt: skip
+        images = discord_media.images(message.attachments)
         others = any(discord_media.image_type(a) is None for a in message.attachments)
         quote = discord_media.quote(message, me)
         reference = message.reference
@@ -293,11 +287,10 @@ class DiscordAdapter:
             guild_id=str(message.guild.id) if message.guild else None,
             ts=message.created_at.timestamp(),
             private_thread=in_thread and channel.type == discord.ChannelType.private_thread,
-            media=others and not text.strip() and not images and not refused,
+            media=others and not text.strip() and not images,
             quote=quote,
             reply_to_id=str(reference.message_id) if reference and reference.message_id else None,
             images=images,
-            refused=refused,
         )
 
     def _is_command(self, rest: str) -> bool:

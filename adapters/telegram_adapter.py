@@ -12,10 +12,10 @@ messages. A command addressed to another bot (`/help@other_bot`) is ignored.
 A forum topic is a session of its own (`thread_id` is the topic).
 
 Media (adapters/telegram_media.py): a photo is one `Media` ("photo",
-image/jpeg) in the largest size Telegram announces at most `max_image_bytes`
-(3.75 MB: the model's 5 MB limit is on the base64), or, when no size fits, a
-line in `refused`; a PNG, JPEG, GIF or WebP sent as a file is a `Media`
-("image") or, too large, a refused line. Nothing is downloaded until the
+image/jpeg) in the largest size Telegram announces at most `IMAGE_BYTES`
+(bot/types.py; when none fits, the smallest, which the core refuses by its
+size); a PNG, JPEG, GIF or WebP sent as a file is a `Media` ("image"). The
+core holds images to the size the model takes. Nothing is downloaded until the
 core calls `fetch` (getFile, then the file from `base_file_url`). A voice
 note, video, audio, animation or other file sets `media` (the router answers
 it with one line). A reply to a message (not the forum topic's first
@@ -85,7 +85,6 @@ from adapters.split import split_message, utf16_len
 from adapters.stream import EVERY_S, EditedReply, Paced
 from adapters.telegram_format import to_html
 from adapters.telegram_media import (
-    MAX_IMAGE_BYTES,
     body,
     carried,
     parent_of,
@@ -166,7 +165,6 @@ class TelegramAdapter:
         backoff: Backoff = BACKOFF,
         *,
         base_file_url: str | None = None,
-        max_image_bytes: int = MAX_IMAGE_BYTES,
         streaming: bool = True,
     ) -> None:
         self._token = token
@@ -175,7 +173,6 @@ class TelegramAdapter:
         self._commands = commands
         self._poll_timeout_s = poll_timeout_s
         self._backoff = backoff
-        self._max_image_bytes = max_image_bytes
         self._streaming = streaming
         self._app: Application[Any, Any, Any, Any, Any, Any] | None = None
         self._deliver: Deliver | None = None
@@ -291,7 +288,7 @@ class TelegramAdapter:
             return None
         text, entities = body(message)
         sticker = sticker_text(message)
-        things = carried(message, self._app.bot, self._max_image_bytes)
+        things = carried(message, self._app.bot)
         if text is None and sticker is None and not things.anything:
             return None
         mentioned = False
@@ -323,7 +320,6 @@ class TelegramAdapter:
             quote=quote_of(message, parent, self._bot_id) if parent is not None else None,
             reply_to_id=str(parent.message_id) if parent is not None else None,
             images=things.images,
-            refused=things.refused,
         )
 
     # -- outbound -----------------------------------------------------------------------

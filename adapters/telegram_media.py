@@ -1,5 +1,5 @@
 """What a Telegram message carries besides its text, in our terms: the images
-to download (`Media`), the lines for what is refused, the text of a caption
+to download (`Media`; the core refuses one too large), the text of a caption
 or a sticker, and the message it replies to (`Quote`).
 
 Pure functions of PTB's `Message`, no I/O but the `fetch` coroutines they
@@ -14,28 +14,23 @@ from dataclasses import dataclass
 
 from telegram import Bot, Message, MessageEntity, PhotoSize
 
-from adapters import texts
-from bot.types import Media, Quote
+from bot.types import IMAGE_BYTES, IMAGE_TYPES, Media, Quote
 
-# The Anthropic API takes an image of up to 5 MB of base64: 3/4 of that in bytes.
-MAX_IMAGE_BYTES = 5 * 1024 * 1024 * 3 // 4
-IMAGE_MIMES = frozenset({"image/png", "image/jpeg", "image/gif", "image/webp"})
 # Media a message may carry that is not read (the router answers with its one line).
 UNREAD = ("voice", "video", "video_note", "audio", "animation", "document")
 
 
 @dataclass(frozen=True)
 class Carried:
-    """What a message carries besides its text: images to download, lines for
-    what was refused, and whether media came that is not read at all."""
+    """What a message carries besides its text: images to download, and
+    whether media came that is not read at all."""
 
     images: tuple[Media, ...] = ()
-    refused: tuple[str, ...] = ()
     unread: bool = False
 
     @property
     def anything(self) -> bool:
-        return bool(self.images or self.refused or self.unread)
+        return bool(self.images or self.unread)
 
 
 def body(message: Message) -> tuple[str | None, dict[MessageEntity, str]]:
@@ -77,34 +72,23 @@ def sticker_text(message: Message) -> str | None:
     return message.sticker.emoji or "[sticker]"
 
 
-def mb(size: int) -> str:
-    """`size` bytes in MB (MiB), as short as it reads: 3.75, 6.1, 12."""
-    return f"{size / 2**20:.2f}".rstrip("0").rstrip(".")
-
-
-def carried(message: Message, bot: Bot, max_bytes: int = MAX_IMAGE_BYTES) -> Carried:
+def carried(message: Message, bot: Bot) -> Carried:
     """The images `message` carries (a photo in the largest size that fits
-    `max_bytes`, an image sent as a file), a line for each too large in every
-    size, and whether it carries media that is not read (a voice note, a video,
-    an animation, a file that is no image)."""
+    IMAGE_BYTES, else its smallest, which the core refuses by its size; an
+    image sent as a file), and whether it carries media that is not read (a
+    voice note, a video, an animation, a file that is no image)."""
     if message.photo:
-        chosen = _largest_fitting(message.photo, max_bytes)
-        if chosen is None:
-            smallest = min(p.file_size or 0 for p in message.photo)
-            line = texts.PHOTO_TOO_LARGE.format(size=mb(smallest), limit=mb(max_bytes))
-            return Carried(refused=(line,))
+        chosen = _largest_fitting(message.photo, IMAGE_BYTES) or min(
+            message.photo, key=lambda p: p.file_size or 0
+        )
         media = Media("photo", "image/jpeg", chosen.file_size, _fetcher(bot, chosen.file_id))
         return Carried(images=(media,))
     document = message.document
     if message.animation is None and document is not None:  # a GIF animation has both
         mime = (document.mime_type or "").lower()
-        if mime in IMAGE_MIMES:
-            size = document.file_size
-            if size is not None and size > max_bytes:
-                name = document.file_name or "you sent"
-                line = texts.IMAGE_TOO_LARGE.format(name=name, size=mb(size), limit=mb(max_bytes))
-                return Carried(refused=(line,))
-            return Carried(images=(Media("image", mime, size, _fetcher(bot, document.file_id)),))
+        if mime in IMAGE_TYPES:
+            fetch = _fetcher(bot, document.file_id)
+            return Carried(images=(Media("image", mime, document.file_size, fetch),))
     return Carried(unread=any(getattr(message, kind, None) for kind in UNREAD))
 
 

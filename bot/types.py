@@ -27,6 +27,8 @@ from typing import Any, Literal, Protocol, runtime_checkable
 from bot.errors import AdapterStartError, InvalidKeyError
 
 __all__ = [
+    "IMAGE_BYTES",
+    "IMAGE_TYPES",
     "SHARED",
     "AdapterStartError",
     "Attachment",
@@ -45,6 +47,11 @@ __all__ = [
 ]
 
 SHARED = "shared"
+# The images the model reads: their media types, and the largest (the Messages API
+# takes 5 MB of base64 data an image, which is 3/4 of that in bytes). The core
+# refuses what is larger, by the size a platform announces or the one it gets.
+IMAGE_TYPES = frozenset({"image/jpeg", "image/png", "image/gif", "image/webp"})
+IMAGE_BYTES = 5 * 1024 * 1024 * 3 // 4
 
 # A platform name, and an id from a platform (a user, a chat, a channel, a topic,
 # a login name): no ":" (the keys' separator), no "/" (folders), no "." alone.
@@ -109,14 +116,11 @@ class Inbound:
     """The platform id of the message this one replies to."""
     images: tuple[Media, ...] = ()
     """The images it carries (a photo, image attachments), to download."""
-    refused: tuple[str, ...] = ()
-    """What the adapter already refused of what came (one line each: a file
-    that is no image, a photo too large in every size)."""
 
     def address(self) -> str:
         """The message as JSON, without its text, its quote and its media: the
         reply address a session keeps (`from_address` reads it back)."""
-        skip = {"text", "quote", "images", "refused"}
+        skip = {"text", "quote", "images"}
         plain = {f.name: getattr(self, f.name) for f in fields(self) if f.name not in skip}
         return json.dumps({**plain, "text": ""})
 

@@ -3,8 +3,9 @@
 The adapters announce images (`Media`: kind, type, announced size, a download);
 `download` fetches those of a message the bot answers, at most
 `media.max_images`, each within `media.download_timeout_s`, refusing one whose
-announced or actual size passes `IMAGE_BYTES` (the API takes 5 MB of base64
-data: about 3.75 MB of image). What is refused is said in one line
+announced or actual size passes `IMAGE_BYTES` (bot/types.py: the API takes 5 MB
+of base64 data, about 3.75 MB of image): the adapters refuse nothing
+themselves. What is refused is said in one line
 (`refusal`). An image lives in memory for its turn only (`media.keep` saves a
 copy under `data_dir/media/`); the history and the memory traces keep a
 placeholder (`placeholder`), "[photo: caption]", and once the model has
@@ -27,12 +28,10 @@ import structlog
 from bot import prompts
 from bot.config.schema import MediaConfig
 from bot.storage.files import PRIVATE_FILE, PRIVATE_FOLDER, make_folders, replace_file
-from bot.types import Media
+from bot.types import IMAGE_BYTES, IMAGE_TYPES, Media
 
 log = structlog.get_logger(__name__)
 
-IMAGE_BYTES = 5 * 1024 * 1024 * 3 // 4
-IMAGE_TYPES = frozenset({"image/jpeg", "image/png", "image/gif", "image/webp"})
 _SUFFIX = {"image/jpeg": ".jpg", "image/png": ".png", "image/gif": ".gif", "image/webp": ".webp"}
 # The note a model begins an answer to images with: "[seen: ...]" on the first line.
 _SEEN = re.compile(r"\s*\[seen:\s*(?P<seen>[^\]\n]*)\]\s*")
@@ -81,7 +80,7 @@ async def download(media: Sequence[Media], config: MediaConfig) -> tuple[list[Im
     refused: list[str] = []
     limit = config.max_images
     if len(media) > limit:
-        refused.append(prompts.IMAGE_TOO_MANY.format(limit=limit, left=len(media) - limit))
+        refused.append(prompts.IMAGE_TOO_MANY.format(limit=limit, count=len(media)))
     for item in media[:limit]:
         try:
             data = await _fetch(item, config.download_timeout_s)

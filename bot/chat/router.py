@@ -97,11 +97,6 @@ def quote_line(quote: Quote) -> str:
     return prompts.QUOTED.format(name=name, text=text)
 
 
-def _kinds(inbound: Inbound) -> tuple[str, ...]:
-    """The kinds of the images a message carried, the ones its adapter refused too."""
-    return tuple(m.kind for m in inbound.images) + ("image",) * len(inbound.refused)
-
-
 def session_key(inbound: Inbound) -> str:
     """The session key of a message (see the module docstring). Raises
     InvalidKeyError for an id that breaks the key rule."""
@@ -226,7 +221,7 @@ class Router:
         message addressed to the bot is answered with one honest line)."""
         text = clean_text(inbound.text)
         inbound = replace(inbound, text=text, user_name=clean_name(inbound.user_name))
-        if not text and not inbound.media and not inbound.images and not inbound.refused:
+        if not text and not inbound.media and not inbound.images:
             return
         try:
             inbound = await self._resolve_reply(inbound)
@@ -245,7 +240,7 @@ class Router:
             ):
                 self._overhear(inbound)
                 return
-            if not text and not inbound.images and not inbound.refused:
+            if not text and not inbound.images:
                 # media that is not read, past the gate like any message
                 await send_safely(self._send, reply_to(inbound, prompts.TEXT_ONLY))
                 return
@@ -288,8 +283,8 @@ class Router:
         route = self.route(inbound)
         groups = self._config.groups
         body = inbound.text
-        if inbound.images or inbound.refused:
-            body = Pictured((), _kinds(inbound), inbound.text).row()
+        if inbound.images:
+            body = Pictured((), tuple(m.kind for m in inbound.images), inbound.text).row()
         elif not body:
             return
         remember = groups.remember_unaddressed and route.scope.startswith("chat:")
@@ -298,10 +293,10 @@ class Router:
     async def _pictures(self, inbound: Inbound) -> Pictured | None:
         """The images of an answered message, downloaded, with one line to the
         person for what was refused; None when it carries none."""
-        if not inbound.images and not inbound.refused:
+        if not inbound.images:
             return None
         images, refused = await download(inbound.images, self._config.media)
-        reasons = [*inbound.refused, *refused]
-        if reasons:
-            await send_safely(self._send, reply_to(inbound, refusal(reasons)))
-        return Pictured(tuple(images), _kinds(inbound), inbound.text, inbound.user_name)
+        if refused:
+            await send_safely(self._send, reply_to(inbound, refusal(refused)))
+        kinds = tuple(m.kind for m in inbound.images)
+        return Pictured(tuple(images), kinds, inbound.text, inbound.user_name)

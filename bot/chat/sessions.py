@@ -407,9 +407,9 @@ class Session:
                 cache_creation_input_tokens=reply.usage.cache_creation_input_tokens,
                 cache_read_input_tokens=reply.usage.cache_read_input_tokens,
             )
-        finally:
-            if turn.pictured:  # no note came: the placeholders stay as they are
-                await self._describe(generation, turn.pictured, None)
+        if turn.pictured:  # the turn failed, or no note came: the placeholders stay
+            # (not on a cancel: /forget cancels a turn so that nothing is recorded after it)
+            await self._describe(generation, turn.pictured, None)
         return text, stored
 
     async def _describe(

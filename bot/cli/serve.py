@@ -41,7 +41,6 @@ def _adapters(config: Config, soul_name: str, on_eof: Callable[[], None]) -> lis
                 commands=MENU,
                 api_base_url=discord.api_base_url,
                 gateway_url=discord.gateway_url,
-                max_images=config.media.max_images,
                 streaming=discord.streaming,
             )
         )

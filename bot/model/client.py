@@ -278,13 +278,52 @@ async def _streamed(
     client: anthropic.AsyncAnthropic, request: dict[str, Any], on_text: OnText
 ) -> anthropic.types.Message:
     """`request` streamed: `on_text` gets the text so far after each delta;
-    returns the whole message, as `create` would."""
+    returns the whole message, as `create` would. The raw events, gathered
+    here: the SDK's `messages.stream` helper costs about twice the CPU a call
+    (bench/turns.py), for event objects nothing here reads."""
+    message: anthropic.types.Message | None = None
+    pieces: dict[int, list[str]] = {}  # each block's text, or its tool input's JSON
     shown = ""
-    async with client.messages.stream(**request) as stream:
-        async for delta in stream.text_stream:
-            shown += delta
-            await on_text(shown)
-        return await stream.get_final_message()
+    stream = await client.messages.create(**request, stream=True)
+    async with stream:
+        async for event in stream:
+            if event.type == "message_start":
+                message = event.message
+            elif event.type == "content_block_start" and message is not None:
+                message.content.append(event.content_block)
+                pieces[event.index] = []
+            elif event.type == "content_block_delta":
+                delta = event.delta
+                if delta.type == "text_delta":
+                    pieces[event.index].append(delta.text)
+                    shown += delta.text
+                    await on_text(shown)
+                elif delta.type == "input_json_delta":
+                    pieces[event.index].append(delta.partial_json)
+            elif event.type == "message_delta" and message is not None:
+                message.stop_reason = event.delta.stop_reason
+                message.stop_sequence = event.delta.stop_sequence
+                _totals(message.usage, event.usage)
+    if message is None:  # another try may well stream whole
+        raise ModelUnavailable("StreamError", "the stream ended before its message began")
+    for index, block in enumerate(message.content):
+        if block.type == "text":
+            block.text = "".join(pieces.get(index, ()))
+        elif block.type == "tool_use" and pieces.get(index):
+            block.input = json.loads("".join(pieces[index]))
+    return message
+
+
+def _totals(usage: anthropic.types.Usage, delta: anthropic.types.MessageDeltaUsage) -> None:
+    """A `message_delta`'s counts, which are totals so far (those it leaves
+    out keep the `message_start` values)."""
+    usage.output_tokens = delta.output_tokens
+    if delta.input_tokens is not None:
+        usage.input_tokens = delta.input_tokens
+    if delta.cache_creation_input_tokens is not None:
+        usage.cache_creation_input_tokens = delta.cache_creation_input_tokens
+    if delta.cache_read_input_tokens is not None:
+        usage.cache_read_input_tokens = delta.cache_read_input_tokens
 
 
 async def _run_tool(tools: dict[str, Tool], call: Any) -> dict[str, Any]:

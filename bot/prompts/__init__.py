@@ -215,7 +215,7 @@ TEXT_ONLY = "I can only read text and images, sorry: please tell me in words."
 # Images the core could not give the model (the adapters word their own refusals).
 IMAGE_TOO_LARGE = "the {kind} is too large for me to look at ({size}; I take up to {limit})"
 IMAGE_FAILED = "I could not download the {kind} ({reason})"
-IMAGE_TOO_MANY = "I look at up to {limit} images a message; {left} were left out"
+IMAGE_TOO_MANY = "I look at up to {limit} images a message (this one had {count})"
 IMAGES_REFUSED = "Not everything you sent reached me: {reasons}."
 
 # A group chat's messages not addressed to the bot, given to the next turn that is

@@ -94,7 +94,7 @@ async def test_an_unaddressed_guild_message_arrives_and_a_bots_does_not() -> Non
     assert got.text == "talking among us" and got.message_id == str(mid)
     assert not got.mentions_bot and not got.reply_to_bot and not got.is_dm
     assert got.guild_id == str(GUILD) and got.user_name == "bob"
-    assert got.images == () and got.refused == () and not got.media
+    assert got.images == () and not got.media
     assert got.quote is None and got.reply_to_id is None
 
 
@@ -106,7 +106,7 @@ async def test_an_image_arrives_as_media_that_fetches_its_bytes() -> None:
         [image] = got.images
         data = await image.fetch()
     assert (image.kind, image.mime, image.size) == ("image", "image/png", len(PNG))
-    assert data == PNG and got.text == "my cat" and not got.media and got.refused == ()
+    assert data == PNG and got.text == "my cat" and not got.media
 
 
 async def test_an_image_without_a_media_type_is_known_by_its_name() -> None:
@@ -118,31 +118,14 @@ async def test_an_image_without_a_media_type_is_known_by_its_name() -> None:
     assert not got.media  # it carries an image: the mp3 beside it is not worth a line
 
 
-async def test_five_images_give_four_and_a_line_for_the_fifth() -> None:
+async def test_every_image_arrives_with_its_declared_size_for_the_core_to_hold() -> None:
     async with started() as (dc, _, inbox):
         files = [FakeFile(f"p{i}.webp", PNG, "image/webp") for i in range(5)]
-        say(dc, "album", attachments=files)
-        got = await inbox.one()
-    assert [m.mime for m in got.images] == ["image/webp"] * 4
-    assert got.refused == ("I look at up to 4 images a message; 1 was left out",)
-
-
-async def test_the_image_count_is_the_adapters_to_set() -> None:
-    async with started(max_images=1) as (dc, _, inbox):
-        say(dc, "", attachments=[FakeFile(f"p{i}.gif", PNG, "image/gif") for i in range(3)])
-        got = await inbox.one()
-    assert len(got.images) == 1
-    assert got.refused == ("I look at up to 1 image a message; 2 were left out",)
-
-
-async def test_an_oversize_image_by_its_declared_size_gets_a_line_and_no_media() -> None:
-    async with started() as (dc, _, inbox):
         huge = FakeFile("huge.png", PNG, "image/png", declared_size=4_000_000)
-        say(dc, "", attachments=[huge])
+        say(dc, "album", attachments=[*files, huge])
         got = await inbox.one()
-    assert got.images == () and not got.media and dc.downloads == []
-    [line] = got.refused
-    assert "huge.png" in line and "(3.81 MB; I take up to 3.75 MB)" in line  # its size, the limit
+    assert [m.mime for m in got.images] == ["image/webp"] * 5 + ["image/png"]
+    assert got.images[-1].size == 4_000_000 and dc.downloads == []
 
 
 async def test_a_file_alone_is_media_and_with_text_is_not() -> None:
@@ -151,7 +134,7 @@ async def test_a_file_alone_is_media_and_with_text_is_not() -> None:
         alone = await inbox.one()
         say(dc, "read this", attachments=[FakeFile("notes.pdf", b"%PDF-1.7", "application/pdf")])
         with_text = await inbox.one()
-    assert alone.media and alone.text == "" and alone.images == () and alone.refused == ()
+    assert alone.media and alone.text == "" and alone.images == ()
     assert not with_text.media and with_text.text == "read this"
 
 

@@ -74,7 +74,10 @@ async def test_a_discord_image_reaches_the_model_and_an_oversize_one_is_refused(
     assert images(model.requests[0]) == [("image/png", PNG)]
     assert user_texts(model.requests[0])[-1] == "ann: [image: look]"
     refusal = sent[1].content
-    assert refusal.startswith("Not everything you sent reached me:") and "big.png" in refusal
+    assert refusal == (
+        "Not everything you sent reached me: the image is too large for me to look at "
+        "(6 MB; I take up to 3.75 MB)."
+    )
     assert len(dc.downloads) == 1  # the oversize one was never downloaded
     assert images(model.requests[1]) == []
     assert user_texts(model.requests[1])[-1] == "ann: [image: and this; not seen: refused]"

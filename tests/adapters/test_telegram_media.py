@@ -15,7 +15,7 @@ from adapters.retry import Backoff
 from adapters.split import split_message, utf16_len
 from adapters.telegram_adapter import LIMIT, TelegramAdapter, privacy_mode_on
 from adapters.telegram_format import to_html
-from bot.types import Attachment, Inbound, Outbound, Quote
+from bot.types import IMAGE_BYTES, Attachment, Inbound, Outbound, Quote
 from tests.fakes.telegram_fake import FakeTelegram, parse_html
 from tests.kit import capture_logs, wait_until
 
@@ -79,7 +79,7 @@ async def test_every_group_message_arrives_but_commands_for_other_bots() -> None
     assert not chatting.mentions_bot and not chatting.reply_to_bot and not chatting.media
     assert chatting.chat_id == str(GROUP) and chatting.quote is None
     assert chatting.reply_to_id is None
-    assert pdf.media and pdf.text == "" and pdf.images == () and pdf.refused == ()
+    assert pdf.media and pdf.text == "" and pdf.images == ()
     assert voice.media and voice.text == ""
     assert last.text == "last one"
     assert len(got.inbounds) == 4
@@ -92,28 +92,27 @@ async def test_a_photo_is_one_media_in_the_largest_size_that_fits() -> None:
         [media] = inbound.images
         assert (media.kind, media.mime, media.size) == ("photo", "image/jpeg", len(JPEG))
         assert await media.fetch() == JPEG
-    assert inbound.is_dm and inbound.text == "" and not inbound.media and inbound.refused == ()
+    assert inbound.is_dm and inbound.text == "" and not inbound.media
 
 
 async def test_a_smaller_size_is_taken_when_the_largest_is_too_large() -> None:
-    async with telegram(max_image_bytes=1000) as (tg, _, got):
-        tg.push_message(DM, None, user_id=DM, extra=tg.photo_extra(JPEG, width=1280, height=960))
+    async with telegram() as (tg, _, got):
+        extra = tg.photo_extra(JPEG, width=1280, height=960, declared_size=IMAGE_BYTES + 1)
+        tg.push_message(DM, None, user_id=DM, extra=extra)
         [inbound] = await got.wait(1)
         [media] = inbound.images
         data = await media.fetch()
     assert data == b"thumbnail 320x240" and media.size == len(data)
 
 
-async def test_a_photo_too_large_in_every_size_is_one_refused_line() -> None:
+async def test_a_photo_too_large_in_every_size_is_left_to_the_core_to_refuse() -> None:
     declared = 6_396_314  # 6.1 MB
     async with telegram() as (tg, _, got):
         extra = tg.photo_extra(JPEG, width=80, height=60, declared_size=declared)
         tg.push_message(DM, None, user_id=DM, extra=extra)
         [inbound] = await got.wait(1)
-    assert inbound.images == ()
-    assert inbound.refused == (texts.PHOTO_TOO_LARGE.format(size="6.1", limit="3.75"),)
-    assert "(6.1 MB; I take up to 3.75 MB)" in inbound.refused[0]
-    assert tg.downloads == []
+    [media] = inbound.images  # its smallest size, announced as too large: the core refuses it
+    assert media.size == declared and tg.downloads == []
 
 
 async def test_an_image_file_is_an_image_and_other_files_are_media() -> None:
@@ -125,16 +124,14 @@ async def test_an_image_file_is_an_image_and_other_files_are_media() -> None:
         tar = tg.document_extra(b"tar", file_name="x.tar", mime_type="application/x-tar")
         for extra in (png, huge, tar):
             tg.push_message(DM, None, user_id=DM, extra=extra)
-        image, too_large, other = await got.wait(3)
+        image, large, other = await got.wait(3)
         [media] = image.images
         assert await media.fetch() == PNG
     assert (media.kind, media.mime, media.size) == ("image", "image/png", len(PNG))
     assert image.text == "my cat" and not image.media
-    assert too_large.images == () and not too_large.media
-    assert too_large.refused == (
-        texts.IMAGE_TOO_LARGE.format(name="big.webp", size="8", limit="3.75"),
-    )
-    assert other.media and other.images == () and other.refused == () and other.text == ""
+    [announced] = large.images
+    assert (announced.mime, announced.size) == ("image/webp", 8 * 2**20) and not large.media
+    assert other.media and other.images == () and other.text == ""
 
 
 async def test_a_sticker_is_its_emoji() -> None:

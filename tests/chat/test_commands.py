@@ -288,3 +288,18 @@ async def test_names_and_arguments_in_replies_are_plain_text(tmp_path: Path) -> 
     assert prompts.PAIR_UNKNOWN.format(code=plain("**x**")) in texts
     assert any(t.startswith(f"No soul with id '{plain(link)}'") for t in texts)
     assert any(t.startswith(prompts.UNKNOWN_COMMAND.format(command=plain("`x`"))) for t in texts)
+
+
+async def test_status_says_what_a_platform_does_not_let_the_bot_see(tmp_path: Path) -> None:
+    class PrivacyModeOn(RecordingPlatform):
+        def notes(self) -> list[str]:
+            return ["Telegram privacy mode is on: in groups the bot sees only mentions"]
+
+    async with FakeAnthropic() as fake:
+        config = make_config(tmp_path, fake.url, ADMIN)
+        async with running(config, PrivacyModeOn("telegram")) as (_, platform):
+            await platform.say("/soul status", user="1")
+            [status] = await platform.replies(1)
+    assert status.text.endswith(
+        "Platforms:\n- Telegram privacy mode is on: in groups the bot sees only mentions"
+    )

@@ -583,11 +583,15 @@ class FakeAnthropic(LoopbackServer):
             headers={"Content-Type": "text/event-stream", "Cache-Control": "no-cache"}
         )
         await response.prepare(request)
-        delays = itertools.chain([0.0], itertools.repeat(self.stream_delay_s))
-        for event in events:
-            if event["type"] == "content_block_delta":
-                await self._sleep(next(delays))
-            await response.write(f"event: {event['type']}\ndata: {json.dumps(event)}\n\n".encode())
+        frames = [f"event: {e['type']}\ndata: {json.dumps(e)}\n\n".encode() for e in events]
+        if self.stream_delay_s <= 0:  # no wait between them: one write, the same events
+            await response.write(b"".join(frames))
+        else:
+            delays = itertools.chain([0.0], itertools.repeat(self.stream_delay_s))
+            for event, frame in zip(events, frames, strict=True):
+                if event["type"] == "content_block_delta":
+                    await self._sleep(next(delays))
+                await response.write(frame)
         await response.write_eof()
         return response
 

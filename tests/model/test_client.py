@@ -2,7 +2,9 @@
 
 from __future__ import annotations
 
+import dataclasses
 import json
+import re
 import time
 from collections.abc import AsyncIterator
 from typing import Any
@@ -293,3 +295,56 @@ def test_a_fallback_base_url_needs_a_fallback_model() -> None:
     with pytest.raises(ConfigError, match=r"model\.fallback_base_url: expected `model\.fallback`"):
         model_config("http://127.0.0.1:9", fallback_base_url="http://127.0.0.1:8")
     assert model_config("http://127.0.0.1:9", fallback="").fallback is None
+
+
+async def test_a_streamed_turn_is_the_same_turn_told_as_it_goes(
+    fake: FakeAnthropic, db: Database
+) -> None:
+    async def lookup(args: dict[str, Any]) -> str:
+        return f"{args['who']} lives in Lisbon"
+
+    tool = Tool("lookup", "Look a fact up", {"type": "object"}, lookup)
+    fake.configure(stream_chunk_chars=4)
+    replies = []
+    for streamed in (False, True):
+        fake.script_tool_use("lookup", {"who": "bob", "deep": {"n": [1, 2]}}, text="Let me check.")
+        fake.script_text("Bob lives in Lisbon, I recall.")
+        told: list[str] = []
+
+        async def tell(text: str, told: list[str] = told) -> None:
+            told.append(text)
+
+        model = client(db, fake.url)
+        replies.append(await model.complete(CTX, SYSTEM, HELLO, [tool],
+                                            on_text=tell if streamed else None))  # fmt: skip
+        await model.close()
+    plain, streamed_reply = replies
+    timeless = dataclasses.replace(streamed_reply, model_ms=plain.model_ms, queue_ms=plain.queue_ms)
+    assert timeless == plain  # text, usage, rounds, stop reason
+    assert [r.get("stream") for r in fake.requests] == [None, None, True, True]
+
+    def round_of(request: dict[str, Any]) -> str:  # the tool round, its ids aside
+        return re.sub(r"toolu_fake_\d+", "id", json.dumps(request["messages"]))
+
+    assert round_of(fake.requests[3]) == round_of(fake.requests[1])
+    assert told[0] == "Let " and "Let me check." in told  # the tool round's words, as they came
+    assert told[-1] == "Bob lives in Lisbon, I recall."  # then the answer's, from empty again
+
+
+async def test_a_streamed_answer_cut_or_broken_is_told_as_it_is(
+    fake: FakeAnthropic, db: Database
+) -> None:
+    from tests.fakes.anthropic_fake import Reply
+
+    async def tell(text: str) -> None:
+        return None
+
+    model = client(db, fake.url, max_tokens=5)
+    fake.script_text("a long answer that will not fit in five tokens at all")
+    cut = await model.complete(CTX, SYSTEM, HELLO, on_text=tell)
+    fake.script(Reply.of_stream_error("It was going well until", after_chars=10))
+    with pytest.raises(ModelUnavailable) as broken:
+        await model.complete(CTX, SYSTEM, HELLO, on_text=tell)
+    await model.close()
+    assert cut.cut and cut.text and len(cut.text) < 30
+    assert "Overloaded" in str(broken.value)
