@@ -109,6 +109,41 @@ class RecordingPlatform:
         return list(self.sent)
 
 
+class Inbox:
+    """An adapter's `deliver` for a test without the runtime: keeps what
+    arrives, wakes whoever waits."""
+
+    def __init__(self) -> None:
+        self.got: list[Inbound] = []
+        self._changed = asyncio.Condition()
+
+    async def deliver(self, inbound: Inbound) -> None:
+        async with self._changed:
+            self.got.append(inbound)
+            self._changed.notify_all()
+
+    async def wait(self, count: int, within: float = 10.0) -> list[Inbound]:
+        async with asyncio.timeout(within), self._changed:
+            await self._changed.wait_for(lambda: len(self.got) >= count)
+        return list(self.got)
+
+    async def one(self) -> Inbound:
+        """The next message (the test pushed one more since its last look)."""
+        return (await self.wait(len(self.got) + 1))[-1]
+
+
+@asynccontextmanager
+async def delivering(adapter: Adapter) -> AsyncIterator[Inbox]:
+    """`adapter` started with an `Inbox` as its deliver; stopped and closed after."""
+    inbox = Inbox()
+    await adapter.start(inbox.deliver)
+    try:
+        yield inbox
+    finally:
+        await adapter.stop()
+        await adapter.close()
+
+
 def make_config(tmp_path: Path, url: str, extra: str = "") -> Config:
     workspaces = tmp_path / "workspaces"
     if not workspaces.exists():

@@ -4,7 +4,6 @@ gateway fake, with a `deliver` that collects what arrives (no runtime)."""
 
 from __future__ import annotations
 
-import asyncio
 import itertools
 from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
@@ -16,8 +15,9 @@ import pytest
 from adapters.discord_adapter import LIMIT, DiscordAdapter
 from adapters.retry import Backoff
 from adapters.split import split_message
-from bot.types import Inbound, Outbound, Quote
+from bot.types import Outbound, Quote
 from tests.fakes.discord_fake import FakeDiscord, FakeFile
+from tests.kit import Inbox, delivering
 
 GUILD, CHANNEL = 500, 510
 ANN, BOB, CAT = 11, 12, 13
@@ -34,28 +34,6 @@ def _restore_discord_urls(monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setattr(gateway, "DEFAULT_GATEWAY", gateway.DEFAULT_GATEWAY)
 
 
-class Inbox:
-    """The adapter's `deliver`: keeps what arrives, wakes whoever waits."""
-
-    def __init__(self) -> None:
-        self.got: list[Inbound] = []
-        self._changed = asyncio.Condition()
-
-    async def deliver(self, inbound: Inbound) -> None:
-        async with self._changed:
-            self.got.append(inbound)
-            self._changed.notify_all()
-
-    async def wait(self, count: int, within: float = 10.0) -> list[Inbound]:
-        async with asyncio.timeout(within), self._changed:
-            await self._changed.wait_for(lambda: len(self.got) >= count)
-        return list(self.got)
-
-    async def one(self) -> Inbound:
-        """The next message (the test pushed one more since its last look)."""
-        return (await self.wait(len(self.got) + 1))[-1]
-
-
 @asynccontextmanager
 async def started(**options: Any) -> AsyncIterator[tuple[FakeDiscord, DiscordAdapter, Inbox]]:
     async with FakeDiscord() as dc:
@@ -63,13 +41,8 @@ async def started(**options: Any) -> AsyncIterator[tuple[FakeDiscord, DiscordAda
         adapter = DiscordAdapter("TEST.DISCORD.TOKEN", commands=[("help", "Help")],
                                  api_base_url=dc.api_base_url, gateway_url=dc.gateway_url,
                                  guild_ready_timeout=0.05, backoff=FAST, **options)  # fmt: skip
-        inbox = Inbox()
-        await adapter.start(inbox.deliver)
-        try:
+        async with delivering(adapter) as inbox:
             yield dc, adapter, inbox
-        finally:
-            await adapter.stop()
-            await adapter.close()
 
 
 def say(dc: FakeDiscord, text: str, author: int = BOB, **extra: Any) -> int:

@@ -15,9 +15,9 @@ from adapters.retry import Backoff
 from adapters.split import split_message, utf16_len
 from adapters.telegram_adapter import LIMIT, TelegramAdapter, privacy_mode_on
 from adapters.telegram_format import to_html
-from bot.types import IMAGE_BYTES, Attachment, Inbound, Outbound, Quote
+from bot.types import IMAGE_BYTES, Attachment, Outbound, Quote
 from tests.fakes.telegram_fake import FakeTelegram, parse_html
-from tests.kit import capture_logs, wait_until
+from tests.kit import Inbox, capture_logs, delivering, wait_until
 
 DM = 1
 GROUP = -100
@@ -27,36 +27,18 @@ PNG = b"\x89PNG\r\n\x1a\n" + bytes(range(256)) * 4
 JPEG = b"\xff\xd8\xff\xe0" + b"jpeg bytes " * 300
 
 
-class Collected:
-    """What the adapter delivered, in order."""
-
-    def __init__(self) -> None:
-        self.inbounds: list[Inbound] = []
-
-    async def deliver(self, inbound: Inbound) -> None:
-        self.inbounds.append(inbound)
-
-    async def wait(self, count: int) -> list[Inbound]:
-        await wait_until(lambda: len(self.inbounds) >= count)
-        return self.inbounds
-
-
 @asynccontextmanager
 async def telegram(
     *, privacy_mode: bool = True, **options: object
-) -> AsyncIterator[tuple[FakeTelegram, TelegramAdapter, Collected]]:
+) -> AsyncIterator[tuple[FakeTelegram, TelegramAdapter, Inbox]]:
     async with FakeTelegram() as tg:
         tg.privacy_mode = privacy_mode
         adapter = TelegramAdapter(
             tg.token, tg.base_url, poll_timeout_s=1, backoff=FAST,
             base_file_url=tg.base_file_url, **options,  # type: ignore[arg-type]
         )  # fmt: skip
-        collected = Collected()
-        await adapter.start(collected.deliver)
-        try:
-            yield tg, adapter, collected
-        finally:
-            await adapter.close()
+        async with delivering(adapter) as inbox:
+            yield tg, adapter, inbox
 
 
 def in_group(tg: FakeTelegram, text: str | None, user_id: int = 5, **kwargs: object) -> int:
@@ -82,7 +64,7 @@ async def test_every_group_message_arrives_but_commands_for_other_bots() -> None
     assert pdf.media and pdf.text == "" and pdf.images == ()
     assert voice.media and voice.text == ""
     assert last.text == "last one"
-    assert len(got.inbounds) == 4
+    assert len(got.got) == 4
 
 
 async def test_a_photo_is_one_media_in_the_largest_size_that_fits() -> None:
