@@ -1,5 +1,10 @@
 # The two commands: `make run` and `make test`. Both create .venv when missing.
-PYTHON ?= python3.11
+
+# The venv's interpreter: PYTHON= when given, else the newest of PYTHONS that runs
+# (a pyenv shim of a version that is not selected does not). It is looked for once,
+# and only when the venv is made.
+PYTHONS := python3.13 python3.12 python3.11
+PYTHON ?= $(eval PYTHON := $(firstword $(foreach p,$(PYTHONS),$(shell $(p) -c '' >/dev/null 2>&1 && echo $(p)))))$(PYTHON)
 VENV   := .venv
 BIN    := $(VENV)/bin
 CONFIG := $(if $(wildcard soulbot.yaml),soulbot.yaml,deploy/soulbot.example.yaml)
@@ -7,7 +12,9 @@ CONFIG := $(if $(wildcard soulbot.yaml),soulbot.yaml,deploy/soulbot.example.yaml
 .PHONY: run test lint bench fake clean
 
 $(BIN)/python:
-	$(PYTHON) -m venv $(VENV)
+	$(if $(PYTHON),,$(error soulbot needs Python 3.11, 3.12 or 3.13: install one, or set PYTHON=...))
+	@echo "creating $(VENV) with $(PYTHON) ($$($(PYTHON) --version 2>&1))"
+	@$(PYTHON) -m venv $(VENV)
 	$(BIN)/python -m pip install --quiet --upgrade pip
 
 # Stamps record which install is in the venv; they are redone when pyproject.toml changes.

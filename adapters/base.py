@@ -6,6 +6,10 @@ with `stream` (a reply shown while the model writes it, adapters/stream.py)
 where the platform and the config allow it.
 `stop` ends the intake (replies to turns in flight can still be sent);
 `close` releases everything once the last reply is out.
+`connected` and `last_seen` are what the health file and the metrics say of it:
+whether the connection is up as far as the platform library knows, and when the
+platform was last heard from, so a connection that is up but hears nothing (deaf)
+shows.
 """
 
 from __future__ import annotations
@@ -76,6 +80,18 @@ class Adapter(Protocol):
     def typing(self, chat: Inbound) -> AbstractAsyncContextManager[None]:
         """Show "typing" in the chat of `chat` while the context is open;
         never raises (a failed indicator is not worth a failed turn)."""
+
+    def connected(self) -> bool:
+        """Whether the connection is up as far as the platform library knows
+        (started, not stopped, not given up); cheap, and safe to call from
+        another thread (the metrics endpoint's)."""
+
+    def last_seen(self) -> float | None:
+        """When the platform was last heard from (`time.time()`): a message, or
+        whatever shows the connection alive with nothing to deliver (an answered
+        Telegram poll, a Discord gateway message or heartbeat answer); None when
+        there is no platform to fall silent (the terminal) or before the first.
+        Cheap, and safe to call from another thread."""
 
     async def close(self) -> None:
         """Release the connection. Idempotent."""

@@ -220,6 +220,14 @@ class ConsoleAdapter:
             self._queue.put_nowait(None)
             await self._pump_task
 
+    def connected(self) -> bool:
+        """Started and still reading the terminal."""
+        return self._deliver is not None and not self._stopped.is_set()
+
+    def last_seen(self) -> None:
+        """None: a quiet terminal is a person not typing, never a deaf connection."""
+        return None
+
     def typing(self, chat: Inbound) -> AbstractAsyncContextManager[None]:
         return contextlib.nullcontext()  # the reply follows the prompt line at once
 

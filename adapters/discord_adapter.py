@@ -52,6 +52,16 @@ resumed or re-established by discord.py. Messages and slash commands that come
 after the gateway's READY but before the start is done (the wait for the guilds)
 are held and delivered in order when it is, not dropped.
 
+Liveness (`last_seen`): the time anything last came over the gateway, a
+heartbeat answer (HEARTBEAT_ACK, every 41 s or so) included: discord.py's
+keep-alive notes it (`client.ws._keep_alive._last_recv`, a private attribute
+read defensively: it is what discord.py's own zombie check reads; the public
+`client.latency` says how fast the last answer came, not when); before the
+first keep-alive, and when it is gone (a reconnect), the time READY came.
+discord.py closes a connection silent past its heartbeat timeout and
+reconnects; `last_seen` staying old means the reconnects do not succeed.
+`connected` is started, not stopped, and the client not closed.
+
 `api_base_url` and `gateway_url` point discord.py elsewhere (a REST proxy, the
 tests' fake): discord.py has no option for it, so they are set on its
 `Route.BASE` and `DiscordWebSocket.DEFAULT_GATEWAY` class attributes, which
@@ -66,6 +76,7 @@ import dataclasses
 import io
 import re
 import secrets
+import time
 from collections.abc import Awaitable, Callable, Sequence
 from contextlib import AbstractAsyncContextManager
 from dataclasses import dataclass
@@ -160,6 +171,7 @@ class DiscordAdapter:
         self._admitted = asyncio.Event()
         self._held = 0
         self._interactions: dict[int, _Held] = {}  # by interaction id, until they expire
+        self._ready_at: float | None = None  # when the gateway's READY came (time.time())
 
     # -- lifecycle ----------------------------------------------------------------------
 
@@ -189,6 +201,7 @@ class DiscordAdapter:
             raise AdapterStartError(f"discord: cannot reach the API: {exc}") from None
         self._task = asyncio.create_task(client.connect(reconnect=True), name="discord-gateway")
         await self._wait_ready(client)
+        self._ready_at = time.time()
         self._open = True
         self._admitted.set()
         if self._held:
@@ -233,6 +246,22 @@ class DiscordAdapter:
         if self._task is not None:
             await asyncio.gather(self._task, return_exceptions=True)
             self._task = None
+
+    def connected(self) -> bool:
+        """Started, not stopped, the client not closed (it may be reconnecting)."""
+        client = self._client
+        return self._open and client is not None and not client.is_closed()
+
+    def last_seen(self) -> float | None:
+        """When the gateway last sent anything (a heartbeat answer, an event), else
+        when READY came; None before then."""
+        client = self._client
+        keep_alive = getattr(client.ws if client is not None else None, "_keep_alive", None)
+        received = getattr(keep_alive, "_last_recv", None)  # time.perf_counter()
+        if not isinstance(received, float):
+            return self._ready_at
+        heard = time.time() - (time.perf_counter() - received)
+        return max(heard, self._ready_at or heard)
 
     # -- inbound ------------------------------------------------------------------------
 

@@ -57,6 +57,13 @@ last edit making it the final text; an attachment goes after it as a document.
 Both fall back to plain text when Telegram refuses the HTML, and retry network
 errors as `send` does.
 
+Liveness (`last_seen`): the time of the last getUpdates Telegram answered with
+200, messages or none (a long poll that ends empty after `poll_timeout_s` is
+Telegram heard from), read from getUpdates' own HTTP request object
+(`_Polls`); at start, the time getMe answered. A run of failed polls (a lost
+network, a 409 from another poller, which takes the updates) leaves it where it
+was. `connected` is PTB's updater running.
+
 Polling errors are one line each (`adapter.error`, `stage: polling`) rather than
 PTB's traceback per retry; 409 `Conflict` (another process polls with this
 token) is logged once, with what to do, until an update comes through again.
@@ -68,6 +75,7 @@ import asyncio
 import contextlib
 import os
 import random
+import time
 from collections.abc import Awaitable, Callable, Sequence
 from contextlib import AbstractAsyncContextManager
 from typing import Any, TypeVar
@@ -77,6 +85,7 @@ from telegram import Bot, BotCommand, InputFile, Message, ReplyParameters, Updat
 from telegram.constants import ChatAction, ChatType, ParseMode
 from telegram.error import BadRequest, Conflict, InvalidToken, NetworkError, TelegramError
 from telegram.ext import AIORateLimiter, Application, ApplicationBuilder, TypeHandler
+from telegram.request import HTTPXRequest
 
 from adapters import texts
 from adapters.base import Deliver, repeating
@@ -151,6 +160,21 @@ async def privacy_mode_on(token: str, base_url: str | None, timeout_s: float = 5
     return None if can_read is None else not can_read
 
 
+class _Polls(HTTPXRequest):
+    """getUpdates' HTTP requests (PTB's default for them: one connection), calling
+    `answered` after each that Telegram answered with 200."""
+
+    def __init__(self, answered: Callable[[], None]) -> None:
+        super().__init__()
+        self._answered = answered
+
+    async def do_request(self, *args: Any, **kwargs: Any) -> tuple[int, bytes]:
+        status, payload = await super().do_request(*args, **kwargs)
+        if status == 200:
+            self._answered()
+        return status, payload
+
+
 class TelegramAdapter:
     """A Telegram bot."""
 
@@ -181,6 +205,7 @@ class TelegramAdapter:
         self._privacy_mode = False
         self._polling = False
         self._conflicted = False  # a 409 was logged; again only after an update came through
+        self._heard: float | None = None  # when Telegram last answered (getMe, a poll)
 
     async def start(self, deliver: Deliver) -> None:
         builder = (
@@ -188,6 +213,7 @@ class TelegramAdapter:
             .token(self._token)
             .base_url(self._base_url)
             .rate_limiter(AIORateLimiter(max_retries=3))
+            .get_updates_request(_Polls(self._answered))
         )
         if self._base_file_url:
             builder = builder.base_file_url(self._base_file_url)
@@ -202,6 +228,7 @@ class TelegramAdapter:
         except TelegramError as exc:
             raise AdapterStartError(f"telegram: cannot reach the Bot API: {exc}") from None
         self._app, self._deliver = app, deliver
+        self._answered()  # getMe was answered
         self._username = (app.bot.username or "").lower()
         self._bot_id = app.bot.id
         self._privacy_mode = app.bot.can_read_all_group_messages is False  # None: not said
@@ -239,6 +266,18 @@ class TelegramAdapter:
         if app.running:
             await app.stop()
         await app.shutdown()
+
+    def _answered(self) -> None:
+        self._heard = time.time()
+
+    def connected(self) -> bool:
+        """Polling: started, not stopped, PTB's updater running."""
+        app = self._app
+        return self._polling and app is not None and app.updater is not None and app.updater.running
+
+    def last_seen(self) -> float | None:
+        """When Telegram last answered a poll (or getMe, at start)."""
+        return self._heard
 
     def notes(self) -> list[str]:
         """One line when privacy mode is on (read at start), else []."""

@@ -3,6 +3,7 @@ temporary data dir and the fake server, a structlog tap, and the output line."""
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
 import sys
@@ -14,6 +15,7 @@ import structlog
 
 from bot.config.load import parse_config
 from bot.config.schema import Config
+from bot.types import Inbound, Outbound, ReplyStream
 
 # httpx (inside the SDK) honours proxy variables; the fake listens on 127.0.0.1.
 os.environ["NO_PROXY"] = os.environ["no_proxy"] = "127.0.0.1,localhost"
@@ -177,6 +179,26 @@ MESSAGES = (
     "What's the bay doing this evening? It's been grey and still all day where I am.",
     "Thank you. What should I bring if I visit the archive in person next month?",
 )
+
+
+class SimulatedPlatform:
+    """What a benchmark's adapter shares: no typing indicator, nothing to note,
+    replies sent whole (unless it streams), always connected, never silent."""
+
+    def typing(self, chat: Inbound) -> contextlib.nullcontext[None]:
+        return contextlib.nullcontext()
+
+    def notes(self) -> list[str]:
+        return []
+
+    def stream(self, message: Outbound) -> ReplyStream | None:
+        return None
+
+    def connected(self) -> bool:
+        return True
+
+    def last_seen(self) -> float | None:
+        return None
 
 
 def message(turn: int, who: int = 0) -> str:

@@ -93,7 +93,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from adapters.base import Deliver
-from bench.common import Event, finish, make_config, message, tap, write_soul
+from bench.common import Event, SimulatedPlatform, finish, make_config, message, tap, write_soul
 from bot import prompts
 from bot.app.logs import configure_logging
 from bot.app.runtime import Runtime, settle_gc
@@ -181,7 +181,7 @@ def fake_process() -> Iterator[str]:
 
 
 @dataclass
-class SoakAdapter:
+class SoakAdapter(SimulatedPlatform):
     """An Adapter that plays the users; a reply is matched by `reply_to`. Keeps
     counts and the current day's probe figures only (its own memory stays flat)."""
 
@@ -204,15 +204,13 @@ class SoakAdapter:
     async def close(self) -> None:
         self._deliver = None
 
-    def typing(self, chat: Inbound) -> contextlib.nullcontext[None]:
-        return contextlib.nullcontext()
-
-    async def send(self, message: Outbound) -> None:
+    async def send(self, message: Outbound) -> list[str]:
         now = time.perf_counter()
         self.replies += 1
         future = self._waiting.pop(message.reply_to or "", None)
         if future is not None and not future.done():
             future.set_result(now)
+        return []
 
     def on_turn(self, event: Event) -> None:
         """`turn.completed` is logged just before its reply is sent, in the same task."""

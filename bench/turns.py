@@ -42,7 +42,7 @@ from typing import Any
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 from adapters.base import Deliver
-from bench.common import Event, emit, make_config, message, tap, write_soul
+from bench.common import Event, SimulatedPlatform, emit, make_config, message, tap, write_soul
 from bot import prompts
 from bot.app.logs import configure_logging
 from bot.app.runtime import Runtime, settle_gc
@@ -70,7 +70,7 @@ class Sample:
 
 
 @dataclass
-class BenchAdapter:
+class BenchAdapter(SimulatedPlatform):
     """An Adapter that plays N users; replies are matched by `reply_to`."""
 
     name: str = "bench"
@@ -87,12 +87,6 @@ class BenchAdapter:
 
     async def stop(self) -> None:
         self._deliver = None
-
-    def typing(self, chat: Inbound) -> contextlib.nullcontext[None]:
-        return contextlib.nullcontext()
-
-    def notes(self) -> list[str]:
-        return []
 
     def stream(self, message: Outbound) -> ReplyStream | None:
         return _Shown(self, message.reply_to or "") if self.streaming else None

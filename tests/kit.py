@@ -4,12 +4,19 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import functools
+import io
 import json
+import os
+import shutil
+import subprocess
+import tarfile
 from collections.abc import AsyncIterator, Callable, MutableMapping
 from contextlib import AbstractAsyncContextManager, AbstractContextManager, asynccontextmanager
 from pathlib import Path
 from typing import Any
 
+import pytest
 import structlog
 import structlog.testing
 
@@ -42,6 +49,7 @@ class RecordingPlatform:
         self.typed: list[str] = []
         self._deliver: Deliver | None = None
         self._arrived = asyncio.Condition()
+        self.heard: float | None = None
 
     async def start(self, deliver: Deliver) -> None:
         self._deliver = deliver
@@ -62,6 +70,13 @@ class RecordingPlatform:
 
     def notes(self) -> list[str]:
         return []
+
+    def connected(self) -> bool:
+        return self.started
+
+    def last_seen(self) -> float | None:
+        """`heard`: None until the test sets it (a platform heard from then)."""
+        return self.heard
 
     def stream(self, message: Outbound) -> None:
         return None
@@ -142,6 +157,50 @@ async def delivering(adapter: Adapter) -> AsyncIterator[Inbox]:
     finally:
         await adapter.stop()
         await adapter.close()
+
+
+REPO = Path(__file__).resolve().parents[1]
+# Outside a git checkout: a clean copy of the example souls (a packaged workspaces/).
+PACKAGED_SOULS = "SOULBOT_TEST_EXAMPLE_SOULS"
+
+
+def example_souls(dest: Path) -> Path:
+    """The example souls as committed (`git archive HEAD workspaces`) written to
+    dest/workspaces, which is returned: never the live folder, where a person's
+    `soulbot init` souls, SOUL.md backups and heartbeat edits live.
+
+    Outside a git checkout the folder named by $SOULBOT_TEST_EXAMPLE_SOULS (a
+    packaged copy) is copied instead; with neither, the test is skipped."""
+    target = dest / "workspaces"
+    committed = _committed_souls()
+    if committed is not None:
+        with tarfile.open(fileobj=io.BytesIO(committed)) as tar:
+            tar.extractall(dest, filter="data")
+        return target
+    packaged = os.environ.get(PACKAGED_SOULS)
+    if not packaged:
+        pytest.skip(
+            f"{REPO} is not a git checkout (or git is missing): set {PACKAGED_SOULS} "
+            "to a clean copy of the example workspaces/ (the live folder is never copied)"
+        )
+    shutil.copytree(packaged, target)
+    return target
+
+
+@functools.cache
+def _committed_souls() -> bytes | None:
+    """A tar of workspaces/ at HEAD; None when REPO is not a git checkout (no .git,
+    or git not installed). A checkout git cannot read is an error, not a skip."""
+    if not (REPO / ".git").exists() or shutil.which("git") is None:
+        return None
+    result = subprocess.run(
+        ["git", "-C", str(REPO), "archive", "--format=tar", "HEAD", "workspaces"],
+        capture_output=True,
+        check=False,
+    )
+    if result.returncode != 0:
+        raise RuntimeError(f"git archive HEAD workspaces in {REPO}: {result.stderr.decode()}")
+    return result.stdout
 
 
 def make_config(tmp_path: Path, url: str, extra: str = "") -> Config:

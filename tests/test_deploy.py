@@ -16,6 +16,8 @@ from pathlib import Path, PurePosixPath
 import pytest
 import yaml
 
+from tests.kit import example_souls
+
 ROOT = Path(__file__).resolve().parents[1]
 DEPLOY = ROOT / "deploy"
 SECRETS = ("ANTHROPIC_API_KEY", "ANTHROPIC_BASE_URL", "TELEGRAM_TOKEN", "DISCORD_TOKEN")
@@ -88,6 +90,8 @@ def test_the_image_layout_passes_soulbot_check(tmp_path: Path) -> None:
     for sources, dest in copies():
         target = image / (WORKDIR / dest).relative_to("/")
         for source in map(ROOT.joinpath, sources):
+            if source == ROOT / "workspaces":  # as committed, not a local run's souls
+                source = example_souls(tmp_path / "committed")
             if source.is_dir():
                 skip = shutil.ignore_patterns("__pycache__", "soul.lock", "backups")
                 shutil.copytree(source, target, ignore=skip)

@@ -65,7 +65,7 @@ def test_every_config_key_and_log_event_the_readme_names_exists() -> None:
     events = log_events()
     named = set(re.findall(r"`([a-z_]+(?:\.[a-z_]+)+)`", README))
     assert len(named & keys) > 20 and len(named & events) > 20
-    files = (".md", ".py", ".json", ".db", ".yaml")
+    files = (".md", ".py", ".json", ".db", ".yaml", ".toml", ".lock", ".pid")
     others = {"applications.commands"}  # Discord's invite scope
     assert sorted(n for n in named - keys - events - others if not n.endswith(files)) == []
 

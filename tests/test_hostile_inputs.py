@@ -15,7 +15,6 @@ import ctypes
 import json
 import os
 import resource
-import shutil
 import sqlite3
 import subprocess
 import sys
@@ -38,7 +37,7 @@ from bot.soul import registry as registry_module
 from bot.soul.registry import SoulRegistry
 from bot.storage.db import DB_NAME, connect
 from tests.fakes.anthropic_fake import FakeAnthropic
-from tests.kit import make_config, running, user_texts
+from tests.kit import example_souls, make_config, running, user_texts
 from tests.soul.conftest import GOOD_SOUL
 
 REPO = Path(__file__).resolve().parents[1]
@@ -455,7 +454,7 @@ FAULTS: dict[str, Callable[[Path, Callable[[Path], None]], tuple[Path, str]]] = 
 def test_an_operator_fault_is_one_error_line_and_exit_2(
     fault: str, tmp_path: Path, hold_lock: Callable[[Path], None]
 ) -> None:
-    shutil.copytree(REPO / "workspaces", tmp_path / "workspaces")
+    example_souls(tmp_path)
     (tmp_path / "box").mkdir()
     path, reason = FAULTS[fault](tmp_path / "box" / "data", hold_lock)
     try:
@@ -479,7 +478,7 @@ def test_storage_errors_name_the_path(tmp_path: Path) -> None:
 
 @pytest.mark.timeout(60)
 def test_run_and_check_with_a_soul_nested_1000_deep(tmp_path: Path) -> None:
-    shutil.copytree(REPO / "workspaces", tmp_path / "workspaces")
+    example_souls(tmp_path)
     hostile = tmp_path / "workspaces" / "hostile" / "SOUL.md"
     hostile.parent.mkdir()
     hostile.write_text(f"---\nname: Hostile\na: {nested(1000)}\n---\nBody")
@@ -510,7 +509,7 @@ def test_run_and_check_with_a_soul_nested_1000_deep(tmp_path: Path) -> None:
 
 
 def test_check_warns_of_a_data_dir_that_is_a_file(tmp_path: Path) -> None:
-    shutil.copytree(REPO / "workspaces", tmp_path / "workspaces")
+    example_souls(tmp_path)
     (tmp_path / "data").write_text("not a folder")
     env = {k: v for k, v in os.environ.items() if not k.startswith("SOULBOT_")}
     result = subprocess.run(

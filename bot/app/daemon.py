@@ -18,6 +18,11 @@ cleanly, and the exit code is 1. (The end of console input is no signal: a
 stop it began takes two to force, so a SIGTERM that races a closing stdin
 still stops gracefully.)
 
+With `metrics.listen` set, the Prometheus endpoint (bot/app/metrics.py) serves
+from before the adapters start until the shutdown is done. The health file holds
+each adapter's `connected` and `last_event` (`Adapter.last_seen`), for
+`soulbot health`'s deaf check.
+
 An adapter that is a `ShutdownWatcher` (the terminal chat) is told each step
 as it starts (`ShutdownStep`: stopping, replies, writes, heartbeat, compile,
 done; forced), so a person at the terminal sees the stop at work.
@@ -31,7 +36,8 @@ from collections.abc import Awaitable, Callable
 
 import structlog
 
-from bot.app.health import HEALTH_FILE, keep_health
+from bot.app.health import HEALTH_FILE, adapter_state, keep_health
+from bot.app.metrics import MetricsServer, serving_metrics
 from bot.app.runtime import Runtime
 from bot.app.scheduler import Scheduler, nightly_trigger
 from bot.types import ShutdownStep, ShutdownWatcher
@@ -55,6 +61,7 @@ class Daemon:
         self._force = asyncio.Event()
         self._served = False
         self._signals = 0
+        self.metrics: MetricsServer | None = None  # while serving, with `metrics.listen`
         self.shutdown_tasks: list[tuple[str, ShutdownTask]] = [
             ("heartbeat", self._reflect_all),
             ("compile", self._save_memory),
@@ -123,19 +130,22 @@ class Daemon:
             loop.add_signal_handler(signum, self.request_stop, signum)
         runtime = self._runtime
         health: asyncio.Task[None] | None = None
+        listen = runtime.config.metrics.listen
         try:
-            await runtime.start_adapters()
-            await runtime.recover()
-            runtime.reflector.start()
-            self._scheduler.start()
-            souls = [s.id for s in runtime.registry.all()]
-            log.info("daemon.started", souls=souls, adapters=list(runtime.adapters))
-            health = asyncio.create_task(
-                keep_health(runtime.config.data_dir / HEALTH_FILE, self._status)
-            )
-            await self._stop.wait()
-            return await self._shutdown()
+            async with serving_metrics(listen, runtime.adapters, runtime.sessions) as self.metrics:
+                await runtime.start_adapters()
+                await runtime.recover()
+                runtime.reflector.start()
+                self._scheduler.start()
+                souls = [s.id for s in runtime.registry.all()]
+                log.info("daemon.started", souls=souls, adapters=list(runtime.adapters))
+                health = asyncio.create_task(
+                    keep_health(runtime.config.data_dir / HEALTH_FILE, self._status)
+                )
+                await self._stop.wait()
+                return await self._shutdown()
         finally:
+            self.metrics = None
             if health is not None:
                 health.cancel()
                 await asyncio.gather(health, return_exceptions=True)
@@ -149,6 +159,7 @@ class Daemon:
         runtime = self._runtime
         return {
             "adapters": sorted(runtime.adapters),
+            "adapter_state": adapter_state(runtime.adapters),
             "souls": [s.id for s in runtime.registry.all()],
             "sessions": len(runtime.sessions),
             "turns_in_flight": len(runtime.sessions.in_flight()),

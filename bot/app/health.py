@@ -2,9 +2,13 @@
 
 While `soulbot run` serves, it rewrites `data_dir/health.json` every
 `EVERY_S` seconds (pid, time, adapters serving, souls, sessions, turns in
-flight) and removes it at exit. `soulbot health` reads it: healthy when the
-file is younger than `--max-age` seconds and its process is alive. A wedged
-event loop stops the rewrites, so the check fails then too.
+flight, and `adapter_state`: each adapter's `connected` and `last_event`, the
+unix time it last heard from its platform or null) and removes it at exit.
+`soulbot health` reads it: healthy when the file is younger than `--max-age`
+seconds, its process is alive, and no adapter is deaf: connected, yet nothing
+heard for more than `health.deaf_after_s` (an adapter with no `last_event`, the
+terminal, is never deaf; one not connected is not judged: it is reconnecting or
+stopped). A wedged event loop stops the rewrites, so the check fails then too.
 """
 
 from __future__ import annotations
@@ -14,14 +18,38 @@ import contextlib
 import json
 import os
 import time
+from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
+from adapters.base import Adapter
 from bot.storage.files import replace_file
 
 HEALTH_FILE = "health.json"
 EVERY_S = 15.0
 MAX_AGE_S = 60.0
+
+
+def adapter_state(adapters: Mapping[str, Adapter]) -> dict[str, dict[str, Any]]:
+    """`adapter_state` of the health file: by adapter name, `connected` and `last_event`."""
+    return {
+        name: {"connected": adapter.connected(), "last_event": adapter.last_seen()}
+        for name, adapter in adapters.items()
+    }
+
+
+def deaf_lines(record: Mapping[str, Any], deaf_after_s: float, now: float) -> list[str]:
+    """A line for each adapter of the health `record` that is connected but has
+    heard nothing for more than `deaf_after_s` seconds; [] when none is."""
+    lines = []
+    states = record.get("adapter_state")
+    for name, state in sorted(states.items() if isinstance(states, dict) else ()):
+        last = state.get("last_event") if isinstance(state, dict) else None
+        if not isinstance(last, int | float) or state.get("connected") is not True:
+            continue
+        if (silent := now - last) > deaf_after_s:
+            lines.append(f"deaf: {name} connected but nothing received for {silent:.0f} s")
+    return lines
 
 
 def write_health(path: Path, status: dict[str, Any]) -> None:
@@ -44,8 +72,14 @@ async def keep_health(path: Path, status: Any, every_s: float = EVERY_S) -> None
             path.unlink()  # noqa: ASYNC240 (one tiny unlink at exit)
 
 
-def check_health(path: Path, max_age_s: float = MAX_AGE_S, now: float | None = None) -> str:
-    """One line saying the daemon is healthy. Raises RuntimeError saying why not."""
+def check_health(
+    path: Path,
+    max_age_s: float = MAX_AGE_S,
+    now: float | None = None,
+    deaf_after_s: float | None = None,
+) -> str:
+    """One line saying the daemon is healthy. Raises RuntimeError saying why not
+    (every deaf adapter, when `deaf_after_s` is set)."""
     try:
         record = json.loads(path.read_text())
         pid, updated = int(record["pid"]), float(record["updated"])
@@ -53,7 +87,8 @@ def check_health(path: Path, max_age_s: float = MAX_AGE_S, now: float | None = N
         raise RuntimeError(f"{path} is missing: soulbot run is not serving") from None
     except (OSError, ValueError, KeyError, TypeError) as exc:
         raise RuntimeError(f"{path} is unreadable: {exc}") from None
-    age = (time.time() if now is None else now) - updated
+    now = time.time() if now is None else now
+    age = now - updated
     if age > max_age_s:
         raise RuntimeError(
             f"{path} is {age:.0f} s old (limit {max_age_s:.0f} s): the daemon is stuck or gone"
@@ -64,5 +99,7 @@ def check_health(path: Path, max_age_s: float = MAX_AGE_S, now: float | None = N
         raise RuntimeError(f"process {pid} of {path} is gone") from None
     except PermissionError:
         pass  # alive, owned by another user
+    if deaf_after_s is not None and (deaf := deaf_lines(record, deaf_after_s, now)):
+        raise RuntimeError("; ".join(deaf))
     adapters = ", ".join(record.get("adapters", [])) or "none"
     return f"ok: pid {pid}, adapters {adapters}, updated {age:.0f} s ago"

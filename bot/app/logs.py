@@ -9,19 +9,25 @@ The standard library's logging (discord.py, python-telegram-bot, httpx) and
 Python warnings go through the same renderer, so stderr holds nothing but log
 lines.
 
+`observing(processor)` has a processor see every event while it is open (the
+daemon's metrics, bot/app/metrics.py): at every level, before the level filter,
+before the bound context is merged (`_observe`, at the head of the chain).
+
 Event names are dotted and stable; the ones soulbot emits:
 
     soul.loaded  soul.load_failed  soul.reloaded  soul.removed  soul.warning
     config.default_used  daemon.started  daemon.stopping  daemon.stopped
+    metrics.serving  metrics.error
 """
 
 from __future__ import annotations
 
+import contextlib
 import logging
 import re
 import string
 import sys
-from collections.abc import Iterable, MutableMapping
+from collections.abc import Callable, Iterable, Iterator, MutableMapping
 from typing import Any, Literal, TextIO
 
 import structlog
@@ -98,6 +104,17 @@ def _tidy_event(
     return event
 
 
+Processor = Callable[[Any, str, MutableMapping[str, Any]], MutableMapping[str, Any]]
+_observers: list[Processor] = []
+
+
+def _observe(logger: Any, method: str, event: MutableMapping[str, Any]) -> MutableMapping[str, Any]:
+    """The processors of `observing`, in the order they came; nothing when none is."""
+    for observer in tuple(_observers):
+        event = observer(logger, method, event)
+    return event
+
+
 def default_format(stream: TextIO) -> LogFormat:
     """JSON unless the stream is a terminal."""
     return "console" if stream.isatty() else "json"
@@ -149,6 +166,7 @@ def configure_logging(
     logging.captureWarnings(True)
     structlog.configure(
         processors=[
+            _observe,  # the metrics count lines of every level
             structlog.stdlib.filter_by_level,  # a dropped line costs no more work
             *shared,
             structlog.processors.StackInfoRenderer(),
@@ -158,3 +176,18 @@ def configure_logging(
         wrapper_class=structlog.stdlib.BoundLogger,
         cache_logger_on_first_use=False,
     )
+
+
+@contextlib.contextmanager
+def observing(processor: Processor) -> Iterator[None]:
+    """Run `processor` on every structlog event while the context is open, first
+    (whatever chain is configured: `configure_logging`'s, or a test's, which gains
+    `_observe` at its head); it must return the event it was given and never raise."""
+    chain = structlog.get_config()["processors"]
+    if _observe not in chain:
+        structlog.configure(processors=[_observe, *chain])
+    _observers.append(processor)
+    try:
+        yield
+    finally:
+        _observers.remove(processor)

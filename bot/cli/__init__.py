@@ -5,6 +5,7 @@ from __future__ import annotations
 import click
 
 from bot import __version__
+from bot.cli.backup import backup, restore
 from bot.cli.health import health
 from bot.cli.memory import compile_command, memory
 from bot.cli.reference import config_reference
@@ -30,6 +31,8 @@ for command in (
     compile_command,
     memory,
     health,
+    backup,
+    restore,
     config_reference,
 ):
     main.add_command(command)

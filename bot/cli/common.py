@@ -4,6 +4,7 @@ the soul registry, and the commands' own error exit."""
 from __future__ import annotations
 
 import os
+import shutil
 import sys
 from collections.abc import Callable
 from pathlib import Path
@@ -22,6 +23,8 @@ log = structlog.get_logger(__name__)
 
 F = TypeVar("F", bound=Callable[..., Any])
 DEFAULT_CONFIG = Path("soulbot.yaml")
+# Without ./soulbot.yaml, what `make run` runs: the example config, when it is there.
+EXAMPLE_CONFIG = Path("deploy/soulbot.example.yaml")
 # The exit code of a fault only the operator can fix (no credentials, a data_dir or a
 # database soulbot cannot use): the systemd unit does not restart on it.
 OPERATOR_FAULT = 2
@@ -34,7 +37,8 @@ def common_options(func: F) -> F:
         "config_path",
         type=click.Path(path_type=Path),
         envvar="SOULBOT_CONFIG",
-        help="Config file (default: ./soulbot.yaml when present, else built-in defaults). "
+        help="Config file (default: ./soulbot.yaml when present, else "
+        "./deploy/soulbot.example.yaml when present, else built-in defaults). "
         "Env: SOULBOT_CONFIG.",
     )(func)
     func = click.option(
@@ -53,20 +57,35 @@ def setup(
 ) -> Config:
     """Configure logging, read the config, reconfigure logging with its level and
     secrets (warnings and worse only when `quiet(config)`: a chat in the terminal
-    is not for log lines). Exits 1 with the error on a bad config."""
+    is not for log lines). Exits 1 with the error on a bad config.
+
+    With no `config_path` the config is ./soulbot.yaml when it is a file, else
+    deploy/soulbot.example.yaml under the working directory when it is one (as
+    `make run` does; one line on stderr says so), else the built-in defaults.
+    """
     fmt: LogFormat = (
         "console" if (log_format or default_format(sys.stderr)) == "console" else "json"
     )
     configure_logging(fmt)
     if config_path is None and DEFAULT_CONFIG.is_file():
         config_path = DEFAULT_CONFIG
+    elif config_path is None and EXAMPLE_CONFIG.is_file():
+        config_path = EXAMPLE_CONFIG
+        click.echo(
+            f"no ./{DEFAULT_CONFIG}: using {EXAMPLE_CONFIG} "
+            f"(copy it to ./{DEFAULT_CONFIG} to make it yours)",
+            err=True,
+        )
     try:
         config = load_config(config_path, os.environ)
     except SoulbotError as exc:
         click.echo(f"error: {exc}", err=True)
         raise SystemExit(1) from None
     if config_path is None:
-        log.info("config.default_used", reason="no --config given and no ./soulbot.yaml")
+        log.info(
+            "config.default_used",
+            reason=f"no --config given, no ./{DEFAULT_CONFIG} and no ./{EXAMPLE_CONFIG}",
+        )
     level = config.log_level
     if quiet(config) and level in ("debug", "info"):
         level = "warning"
@@ -101,3 +120,31 @@ def fail(message: str, code: int = 1) -> NoReturn:
     """Print `error: message` on stderr and exit with `code`."""
     click.echo(f"error: {message}", err=True)
     raise SystemExit(code) from None
+
+
+def command_path() -> str:
+    """How to run this soulbot again from the working directory: `soulbot` when
+    that name on PATH is the program running now, else the path it was run by
+    (`.venv/bin/soulbot`, relative to the working directory when under it), or
+    `<python> -m bot` when it was run as a module."""
+    program = sys.argv[0]
+    if Path(program).name == "__main__.py":
+        return f"{_shown(sys.executable)} -m bot"
+    found = shutil.which("soulbot")
+    try:
+        if found is not None and Path(found).samefile(program):
+            return "soulbot"
+    except OSError:
+        pass
+    return _shown(program)
+
+
+def _shown(path: str) -> str:
+    """`path` relative to the working directory when under it (with a `/`, so a
+    shell runs it rather than look it up on PATH), else absolute."""
+    absolute = Path(path).absolute()
+    try:
+        relative = absolute.relative_to(Path.cwd())
+    except ValueError:
+        return str(absolute)
+    return str(relative) if len(relative.parts) > 1 else f"./{relative}"

@@ -21,9 +21,12 @@ from bot.cli.common import common_options, fail, setup
 )
 @common_options
 def health(max_age_s: float, config_path: Path | None, log_format: str | None) -> None:
-    """Exit 0 when the daemon of this config is serving, 1 (with the reason) when not."""
+    """Exit 0 when the daemon of this config is serving, 1 (with the reason) when not:
+    its health file missing or stale, its process gone, or an adapter deaf (connected
+    but nothing received for `health.deaf_after_s`)."""
     config = setup(config_path, log_format)
+    path, deaf_after_s = config.data_dir / HEALTH_FILE, config.health.deaf_after_s
     try:
-        click.echo(check_health(config.data_dir / HEALTH_FILE, max_age_s))
+        click.echo(check_health(path, max_age_s, deaf_after_s=deaf_after_s))
     except RuntimeError as exc:
         fail(str(exc))

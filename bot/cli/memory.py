@@ -20,6 +20,11 @@ from bot.types import Scope
 T = TypeVar("T")
 SCOPE_HELP = "Memory scope: shared, user:<platform>:<id> or chat:<platform>:<id>."
 _SCOPE = click.option("--scope", default="shared", show_default=True, help=SCOPE_HELP)
+_SCOPE_OR_PICK = click.option(
+    "--scope",
+    default=None,
+    help=SCOPE_HELP + " Default: the soul's only scope with traces (shared when none has any).",
+)
 
 if TYPE_CHECKING:  # the runtime (and the model SDK) is imported when a command runs
     from bot.app.runtime import Runtime
@@ -45,6 +50,33 @@ def _run(config: Config, work: Callable[[Runtime], Awaitable[T]]) -> T:
     except SoulbotError as exc:
         fail(str(exc))
         raise
+
+
+async def _pick_scope(runtime: Runtime, soul: str, scope: str | None) -> str:
+    """`scope` when given; else the soul's only scope holding traces (said on
+    stderr), or shared when none holds any. Raises SoulbotError for a soul that
+    is not loaded, and one naming every scope with its trace count, one a line,
+    when several hold traces."""
+    if scope is not None:
+        return scope
+    if runtime.registry.get(soul) is None:
+        known = ", ".join(s.id for s in runtime.registry.all()) or "none"
+        raise SoulbotError(f"no soul with id '{soul}' is loaded (loaded: {known})")
+    store = runtime.memory.store
+    counts = [(name, await store.count(soul, name)) for name in await store.scopes_after(soul, {})]
+    held = [(name, count) for name, count in counts if count]
+    if not held:
+        click.echo(f"{soul} has no traces yet: looking in the shared scope", err=True)
+        return "shared"
+    if len(held) == 1:
+        click.echo(f"scope {held[0][0]}: the only one where {soul} has traces", err=True)
+        return held[0][0]
+    width = max(len(name) for name, _ in held)
+    lines = "".join(
+        f"\n  --scope {name.ljust(width)}  {count} trace{'s' if count > 1 else ''}"
+        for name, count in held
+    )
+    raise SoulbotError(f"{soul} has traces in {len(held)} scopes: pick one{lines}")
 
 
 def _check_scope(scope: str) -> None:
@@ -123,16 +155,18 @@ def _route(soul: str, scope: str) -> Any:
 @memory.command()
 @click.argument("soul")
 @click.argument("query")
-@_SCOPE
+@_SCOPE_OR_PICK
 @common_options
-def recall(soul: str, query: str, scope: str, config_path: Path | None,
+def recall(soul: str, query: str, scope: str | None, config_path: Path | None,
            log_format: str | None) -> None:  # fmt: skip
     """Print the recall block the model would see for QUERY."""
     config = setup(config_path, log_format)
-    _check_scope(scope)
+    if scope is not None:
+        _check_scope(scope)
 
     async def work(runtime: Runtime) -> str:
-        return await runtime.memory.recall(_route(soul, scope), query, None)
+        route = _route(soul, await _pick_scope(runtime, soul, scope))
+        return await runtime.memory.recall(route, query, None)
 
     block = _run(config, work)
     click.echo(block or "(nothing recalled)")
@@ -202,15 +236,16 @@ def import_command(soul: str, file: Path, scope: str, config_path: Path | None,
 
 @memory.command()
 @click.argument("soul")
-@_SCOPE
+@_SCOPE_OR_PICK
 @common_options
-def pages(soul: str, scope: str, config_path: Path | None, log_format: str | None) -> None:
+def pages(soul: str, scope: str | None, config_path: Path | None, log_format: str | None) -> None:
     """List the pages of a scope's wiki."""
     config = setup(config_path, log_format)
-    _check_scope(scope)
+    if scope is not None:
+        _check_scope(scope)
 
     async def work(runtime: Runtime) -> list[Any]:
-        wiki = runtime.memory.wiki(soul, scope)
+        wiki = runtime.memory.wiki(soul, await _pick_scope(runtime, soul, scope))
         if wiki is None:
             raise SoulbotError(f"no soul with id '{soul}' is loaded")
         return await asyncio.to_thread(wiki.list_pages)

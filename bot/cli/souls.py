@@ -4,19 +4,28 @@ from __future__ import annotations
 
 import asyncio
 import json
+import shlex
 import stat
 from collections.abc import Callable
 from pathlib import Path
 
 import click
+from click.core import ParameterSource
 
-from bot.cli.common import common_options, fail, load_registry, reference_errors, setup
+from bot.cli.common import (
+    command_path,
+    common_options,
+    fail,
+    load_registry,
+    reference_errors,
+    setup,
+)
 from bot.config.notes import scope_notes
 from bot.config.schema import Config
 from bot.errors import SoulbotError
 from bot.memory.wiki import Wiki
 from bot.soul.loader import Soul
-from bot.soul.persona import persona_from_legacy
+from bot.soul.persona import persona_from_legacy, soul_id
 from bot.soul.prompt import estimate_tokens, system_blocks
 from bot.soul.registry import SoulRegistry
 from bot.soul.soulfile import new_epoch, rollback_soul
@@ -130,7 +139,9 @@ def prompt(soul: str, config_path: Path | None, log_format: str | None) -> None:
 )
 @common_options
 def init(name: str, legacy: Path | None, config_path: Path | None, log_format: str | None) -> None:
-    """Create workspaces/NAME/ with every workspace file."""
+    """Create a soul named NAME in workspaces/ID/ with every workspace file; ID, the
+    soul's id, is made of NAME's Latin letters and digits ("Zoë Ünal" -> zoe-unal).
+    The line printed after names the check command to run next, as this one was run."""
     config = setup(config_path, log_format)
     try:
         persona = None
@@ -146,7 +157,13 @@ def init(name: str, legacy: Path | None, config_path: Path | None, log_format: s
     except SoulbotError as exc:
         click.echo(f"error: {exc}", err=True)
         raise SystemExit(1) from None
-    click.echo(f"created {folder}; edit {folder / 'SOUL.md'}, then run `soulbot check`")
+    ident = soul_id(persona) if persona is not None else folder.name
+    check_command = f"{command_path()} check"
+    source = click.get_current_context().get_parameter_source("config_path")
+    if config_path is not None and source is ParameterSource.COMMANDLINE:
+        check_command += f" --config {shlex.quote(str(config_path))}"
+    named = f" (soul id {ident})" if ident else ""
+    click.echo(f"created {folder}{named}; edit {folder / 'SOUL.md'}, then run `{check_command}`")
 
 
 @click.group()

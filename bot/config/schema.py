@@ -394,6 +394,42 @@ class ShutdownConfig(_Section):
     (180 s in deploy/soulbot.service and deploy/compose.yaml)."""
 
 
+def _check_listen(value: str | None) -> str | None:
+    if value is not None and not split_listen(value)[0]:
+        raise ValueError("expected host:port with a host (127.0.0.1:9464, [::1]:9464)")
+    return value
+
+
+def split_listen(listen: str) -> tuple[str, int]:
+    """The host and port of a `host:port` (IPv6 in brackets: `[::1]:9464`). Raises
+    ValueError when it is not one (a port from 0, any free one, to 65535)."""
+    host, colon, port = listen.strip().rpartition(":")
+    if not colon or not port.isdigit() or int(port) > 65535:
+        raise ValueError("expected host:port with a port from 0 to 65535 (127.0.0.1:9464)")
+    return host.removeprefix("[").removesuffix("]"), int(port)
+
+
+class MetricsConfig(_Section):
+    """Prometheus metrics (`metrics:`); off unless `listen` is set."""
+
+    listen: str | None = None
+    """Where `soulbot run` serves Prometheus metrics at `/metrics`: `host:port`
+    (`127.0.0.1:9464`; `0.0.0.0:9464` for every interface: the metrics carry soul
+    names and token counts, no message text); `null`: no metrics, nothing listens."""
+
+    _blank = field_validator("listen", mode="before")(_empty_is_none)
+    _listen = field_validator("listen")(_check_listen)
+
+
+class HealthConfig(_Section):
+    """What `soulbot health` counts as healthy (`health:`)."""
+
+    deaf_after_s: float | None = Field(900.0, gt=0)
+    """`soulbot health` fails ("deaf") when an adapter that says it is connected has heard
+    nothing from its platform for this many seconds: no Telegram poll answered, no Discord
+    gateway message or heartbeat answer; `null`: never."""
+
+
 class Config(_Section):
     """The whole of soulbot.yaml."""
 
@@ -430,6 +466,10 @@ class Config(_Section):
     """How fast people may write."""
     shutdown: ShutdownConfig = ShutdownConfig()
     """The graceful stop."""
+    metrics: MetricsConfig = MetricsConfig()
+    """Prometheus metrics."""
+    health: HealthConfig = HealthConfig()
+    """What `soulbot health` checks."""
     bindings: tuple[Binding, ...] = ()
     """Which soul answers where, and with which memory scope; the first match wins, `default_soul`
     otherwise."""

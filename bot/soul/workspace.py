@@ -3,16 +3,13 @@
 from __future__ import annotations
 
 import json
-import re
 from importlib import resources
 from pathlib import Path
 from string import Template
 
 from bot.errors import SoulbotError
 from bot.soul import files
-from bot.soul.persona import Persona, render_soul_markdown
-
-_FOLDER_NAME = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._-]{0,63}$")
+from bot.soul.persona import Persona, render_soul_markdown, slugify, soul_id
 
 # Workspace path -> template file name.
 _LAYOUT = {
@@ -31,24 +28,29 @@ def _template(name: str) -> Template:
 
 
 def create_workspace(workspaces: Path, name: str, persona: Persona | None = None) -> Path:
-    """Create `workspaces/name/` with SOUL.md (from `persona` when given, else a
-    template whose front matter shows every field with a comment), STYLE.md,
-    IDENTITY.md, AGENTS.md, examples/ and an empty memory/index.md.
+    """Create `workspaces/ID/`, ID being the soul id the loader derives from
+    `name` (its slug: `Zoë Ünal` -> `zoe-unal`), with SOUL.md (from `persona` when
+    given, else a template named `name`, with `agentId: ID`, whose front matter
+    shows every field with a comment), STYLE.md, IDENTITY.md, AGENTS.md,
+    examples/ and an empty memory/index.md. Returns the folder.
 
-    Raises SoulbotError for a bad name or a folder that already exists.
+    Raises SoulbotError for a name with no Latin letter or digit, or a folder
+    that already exists.
     """
-    if not _FOLDER_NAME.match(name):
+    if not slugify(name):
         raise SoulbotError(
-            f"'{name}' cannot name a workspace: use at most 64 letters, digits, '.', '_' "
-            "or '-', starting with a letter or digit"
+            f"'{name}' cannot name a workspace: a soul's id and folder are made of its "
+            "name's Latin letters and digits ('Zoë Ünal' -> zoe-unal), and it has none"
         )
-    folder = workspaces / name
+    ident = soul_id(Persona(name=name))
+    assert ident is not None  # a name with a slug has an id
+    folder = workspaces / ident
     if folder.exists() or folder.is_symlink():
         raise SoulbotError(f"{folder}: already exists; pick another name or remove it first")
     values = {
         "name": name,
         "name_yaml": json.dumps(name, ensure_ascii=False),
-        "agent_id_yaml": json.dumps(name.lower()),
+        "agent_id_yaml": json.dumps(ident),
     }
     (folder / "examples").mkdir(parents=True)
     (folder / "memory" / ".meta").mkdir(parents=True)

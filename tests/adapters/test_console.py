@@ -9,7 +9,6 @@ from __future__ import annotations
 import fcntl
 import os
 import select
-import shutil
 import subprocess
 import sys
 import termios
@@ -20,8 +19,7 @@ from pathlib import Path
 import pytest
 
 from tests.fakes.process import FakeProcess
-
-REPO = Path(__file__).resolve().parents[2]
+from tests.kit import example_souls
 
 pytestmark = pytest.mark.skipif(sys.platform == "win32", reason="a POSIX terminal")
 
@@ -37,7 +35,7 @@ class Terminal:
     controlling terminal; the test types on the master end."""
 
     def __init__(self, cwd: Path, fake_url: str) -> None:
-        shutil.copytree(REPO / "workspaces", cwd / "workspaces")
+        example_souls(cwd)
         (cwd / "soulbot.yaml").write_text("default_soul: wren\nmodel: {max_retries: 0}\n")
         self.master, self.slave = os.openpty()
         self.before = termios.tcgetattr(self.slave)

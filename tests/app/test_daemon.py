@@ -5,7 +5,6 @@ from __future__ import annotations
 
 import json
 import os
-import shutil
 import signal
 import sqlite3
 import subprocess
@@ -18,8 +17,7 @@ from typing import Any
 import pytest
 
 from tests.fakes.process import FakeProcess
-
-REPO = Path(__file__).resolve().parents[2]
+from tests.kit import example_souls
 
 
 def daemon_env(fake_url: str) -> dict[str, str]:
@@ -32,7 +30,7 @@ class Daemon:
     """A `soulbot run` subprocess with the console adapter on its stdin/stdout."""
 
     def __init__(self, cwd: Path, fake_url: str, wait_s: float = 5.0) -> None:
-        shutil.copytree(REPO / "workspaces", cwd / "workspaces")
+        example_souls(cwd)
         (cwd / "soulbot.yaml").write_text(
             "default_soul: wren\n"
             f"memory: {{compile: {{shutdown_wait_s: {wait_s}}}}}\n"
@@ -101,7 +99,7 @@ def start(tmp_path: Path, fake: FakeProcess, daemons: list[Daemon], wait_s: floa
 
 @pytest.mark.timeout(60)
 def test_run_without_credentials_says_what_to_set(tmp_path: Path) -> None:
-    shutil.copytree(REPO / "workspaces", tmp_path / "workspaces")
+    example_souls(tmp_path)
     env = {k: v for k, v in os.environ.items() if not k.startswith(("SOULBOT_", "ANTHROPIC_"))}
     result = subprocess.run(
         [sys.executable, "-m", "bot", "run"], cwd=tmp_path, env=env,

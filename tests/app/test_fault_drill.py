@@ -15,7 +15,6 @@ import json
 import os
 import re
 import resource
-import shutil
 import signal
 import sqlite3
 import sys
@@ -32,9 +31,8 @@ from bot import prompts
 from bot.memory.page import parse_page
 from tests.fakes.anthropic_fake import FakeAnthropic, Reply
 from tests.fakes.telegram_fake import FakeTelegram
-from tests.kit import user_texts
+from tests.kit import example_souls, user_texts
 
-REPO = Path(__file__).resolve().parents[2]
 PREFIX = "Wren> "  # the console's reply prefix; continuation lines are indented as wide
 T = TypeVar("T")
 STARTED: list[asyncio.subprocess.Process] = []
@@ -55,7 +53,7 @@ def no_daemon_left() -> Iterator[None]:
 def drill_folder(tmp_path: Path, config: str = "") -> Path:
     """`tmp_path` with a copy of the workspaces and a soulbot.yaml (wren, no retries
     unless `config` has a `model:` of its own)."""
-    shutil.copytree(REPO / "workspaces", tmp_path / "workspaces")
+    example_souls(tmp_path)
     model = "" if "model:" in config else "model: {max_retries: 0}\n"
     (tmp_path / "soulbot.yaml").write_text("default_soul: wren\n" + model + config)
     return tmp_path

@@ -6,7 +6,6 @@ from __future__ import annotations
 import asyncio
 import json
 import os
-import shutil
 import signal
 import sys
 from pathlib import Path
@@ -15,8 +14,7 @@ from typing import Any
 from tests.fakes.anthropic_fake import FakeAnthropic
 from tests.fakes.discord_fake import FakeDiscord
 from tests.fakes.telegram_fake import FakeTelegram
-
-REPO = Path(__file__).resolve().parents[2]
+from tests.kit import example_souls
 
 
 async def read_events(stream: asyncio.StreamReader, events: list[dict[str, Any]],
@@ -29,7 +27,7 @@ async def read_events(stream: asyncio.StreamReader, events: list[dict[str, Any]]
 
 
 async def test_run_serves_both_platforms_and_stops_on_sigterm(tmp_path: Path) -> None:
-    shutil.copytree(REPO / "workspaces", tmp_path / "workspaces")
+    example_souls(tmp_path)
     async with FakeTelegram() as tg, FakeDiscord() as dc, FakeAnthropic() as model:
         (tmp_path / "soulbot.yaml").write_text(
             "default_soul: wren\n"

@@ -14,6 +14,7 @@ import pytest
 
 from bot import __version__
 from tests.fakes.telegram_fake import FakeTelegram
+from tests.kit import example_souls
 
 REPO = Path(__file__).resolve().parents[2]
 EXAMPLE = REPO / "deploy" / "soulbot.example.yaml"
@@ -40,8 +41,9 @@ def soulbot(
 
 @pytest.fixture
 def example(tmp_path: Path) -> Path:
-    """A copy of the example config and workspaces in tmp_path (run from there)."""
-    shutil.copytree(REPO / "workspaces", tmp_path / "workspaces")
+    """A copy of the example config and the committed example souls in tmp_path (run
+    from there)."""
+    example_souls(tmp_path)
     shutil.copy(EXAMPLE, tmp_path / "soulbot.yaml")
     return tmp_path
 
@@ -66,8 +68,13 @@ def test_check_the_example_config(example: Path) -> None:
     assert "2 soul(s) loaded, no errors" in result.stdout
 
 
-def test_check_in_the_repo_as_the_readme_says() -> None:
-    result = soulbot("check", "--config", "deploy/soulbot.example.yaml")
+def test_check_in_the_repo_as_the_readme_says(tmp_path: Path) -> None:
+    """The README's command from a repo root laid out as committed (the live
+    workspaces/ may hold a person's own souls)."""
+    example_souls(tmp_path)
+    (tmp_path / "deploy").mkdir()
+    shutil.copy(EXAMPLE, tmp_path / "deploy" / "soulbot.example.yaml")
+    result = soulbot("check", "--config", "deploy/soulbot.example.yaml", cwd=tmp_path)
     assert result.returncode == 0, result.stdout + result.stderr
     assert "wren" in result.stdout
 

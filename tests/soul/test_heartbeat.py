@@ -22,6 +22,7 @@ from bot.soul.heartbeat import (
     validate,
 )
 from bot.soul.regions import AUTOBIOGRAPHY, CORE, META, HeartbeatParams, meta_fields, parse_regions
+from tests.kit import example_souls
 
 PARAMS = HeartbeatParams()
 NOW = datetime(2026, 11, 29, 21, 30, tzinfo=UTC)
@@ -193,11 +194,8 @@ def test_a_core_change_outside_the_rules_aborts_the_write(monkeypatch: pytest.Mo
         merge(SOUL, Reflection("x about Miso", (), ("A new rule",)), NOW)
 
 
-TWINKLE = Path(__file__).parents[2] / "workspaces" / "twinkle" / "SOUL.md"
-
-
-def test_a_new_rule_goes_after_the_last_items_continuation_lines() -> None:
-    soul = TWINKLE.read_text(encoding="utf-8")
+def test_a_new_rule_goes_after_the_last_items_continuation_lines(tmp_path: Path) -> None:
+    soul = (example_souls(tmp_path) / "twinkle" / "SOUL.md").read_text(encoding="utf-8")
     assert "   autobiography first.\n\n<!-- SOUL_MEMORY -->" in soul  # rule 4 has two lines
     text, changes = merge(soul, Reflection("About Miso.", (), ("Ask before advice",)), NOW)
     assert changes.rules_added == 1

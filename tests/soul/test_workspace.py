@@ -50,7 +50,7 @@ def test_init_from_a_persona(tmp_path: Path) -> None:
     assert (folder / "STYLE.md").exists()
 
 
-@pytest.mark.parametrize("name", ["", "../x", ".hidden", "a/b", "a b", "x" * 65])
+@pytest.mark.parametrize("name", ["", " ", "../..", "---", "日本"])
 def test_init_refuses_bad_names(tmp_path: Path, name: str) -> None:
     with pytest.raises(SoulbotError, match="cannot name a workspace"):
         create_workspace(tmp_path, name)
