@@ -47,11 +47,12 @@ bench: $(VENV)/.installed-dev
 	-$(BIN)/python bench/memory_months.py
 	-$(BIN)/python bench/soak.py
 
-# The test suite's fake model on port 8765 (answers "echo: ...", and compiles the
-# memory wiki as a literal model would), to try soulbot
-# without an API key: ANTHROPIC_BASE_URL=http://127.0.0.1:8765 ANTHROPIC_API_KEY=any make run
+# The demo model on port 8765 (tests/fakes/demo.py: short "(demo) I heard: ..." answers,
+# the memory wiki compiled as a literal model would, valid heartbeat reflections; free as
+# the model "demo"), to try soulbot without an API key:
+# ANTHROPIC_BASE_URL=http://127.0.0.1:8765 ANTHROPIC_API_KEY=any make run
 fake: $(VENV)/.installed-dev
-	$(BIN)/python -m tests.fakes.anthropic_fake --port 8765 --librarian
+	$(BIN)/python -m tests.fakes.anthropic_fake --port 8765 --demo
 
 clean:
 	rm -rf $(VENV) .pytest_cache .mypy_cache .ruff_cache

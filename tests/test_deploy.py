@@ -106,6 +106,22 @@ def test_the_image_layout_passes_soulbot_check(tmp_path: Path) -> None:
     assert result.returncode == 0, result.stdout + result.stderr
 
 
+MOUNTED = VOLUMES | {PurePosixPath(ENV["SOULBOT_CONFIG"])}
+
+
+def mounts(service: dict) -> list[dict]:
+    """The service's volumes in long syntax; a short `src:dst[:mode]` is a bind mount
+    when src is a path (starts with . / or ~), else a named volume."""
+    found = []
+    for volume in service.get("volumes", []):
+        if isinstance(volume, str):
+            source, target, *_ = volume.split(":")
+            kind = "bind" if source.startswith((".", "/", "~")) else "volume"
+            volume = {"type": kind, "source": source, "target": target}
+        found.append(volume)
+    return found
+
+
 def test_compose_builds_the_image_and_passes_the_secrets() -> None:
     compose = yaml.safe_load((DEPLOY / "compose.yaml").read_text())
     service = compose["services"]["soulbot"]
@@ -113,9 +129,10 @@ def test_compose_builds_the_image_and_passes_the_secrets() -> None:
     assert context == ROOT
     assert (context / service["build"]["dockerfile"]).resolve() == DEPLOY / "Dockerfile"
     assert service["environment"] == {name: f"${{{name}:-}}" for name in SECRETS}
-    mounts = dict(volume.split(":")[:2] for volume in service["volumes"])
-    assert {PurePosixPath(target) for target in mounts.values()} == VOLUMES
-    assert set(mounts) <= set(compose["volumes"])
+    # Bind mounts of the repo root's folders and config, no named volumes.
+    assert {PurePosixPath(mount["target"]) for mount in mounts(service)} == MOUNTED
+    assert all(mount["type"] == "bind" for mount in mounts(service))
+    assert "volumes" not in compose
     assert service["restart"] == "unless-stopped"
     grace = re.fullmatch(r"(?:(\d+)m)?(?:(\d+)s)?", service["stop_grace_period"])
     assert grace, "stop_grace_period: minutes and seconds, such as 3m or 2m30s"
@@ -155,3 +172,236 @@ def test_the_unit_passes_systemd_analyze_verify(tmp_path: Path) -> None:
     # Other units on the host may draw warnings of their own: only ours count.
     ours = [line for line in result.stderr.splitlines() if "soulbot.service" in line]
     assert result.returncode == 0 and not ours, result.stderr
+
+
+# The README's walk-through, checked against the files it drives.
+
+COMPOSE = yaml.safe_load((DEPLOY / "compose.yaml").read_text())
+SERVICE = COMPOSE["services"]["soulbot"]
+
+
+def deploying() -> str:
+    """The README's "## Deploying" section, up to the next heading."""
+    text = (ROOT / "README.md").read_text()
+    section = text.partition("\n## Deploying\n")[2]
+    assert section, 'README.md has no "## Deploying" section'
+    return re.split(r"^## ", section, flags=re.MULTILINE)[0]
+
+
+def compose_steps() -> list[str]:
+    """The set-up commands of the README's Docker Compose part that make files in the
+    checkout (cp, mkdir, install), in order: inline `code` and code-block lines."""
+    part = deploying().partition("**Docker Compose**")[2].partition("**Anything else**")[0]
+    assert part, "the Deploying section has a **Docker Compose** part"
+    found = []
+    for match in re.finditer(r"```[a-z]*\n(.*?)```|`([^`]+)`", part, flags=re.DOTALL):
+        lines = match[1].splitlines() if match[1] is not None else [" ".join(match[2].split())]
+        for line in lines:
+            command = line.split("#")[0].strip()
+            if re.match(r"(cp|mkdir|install) ", command):
+                found.append(command)
+    return found
+
+
+def replay_compose_steps(checkout: Path) -> None:
+    """A copy of what a clone holds (deploy/, the committed souls), then the README's
+    set-up commands run in it."""
+    shutil.copytree(DEPLOY, checkout / "deploy")
+    example_souls(checkout)
+    steps = compose_steps()
+    assert steps, "the README shows the commands that make ./soulbot.yaml and ./data"
+    for command in steps:
+        words = shlex.split(command)
+        assert not {"sudo", ".."} & set(words), command
+        assert not any(word.startswith("/") and word != "/dev/null" for word in words), command
+        subprocess.run(words, cwd=checkout, check=True, capture_output=True, timeout=10)
+
+
+def bind_sources(project_dir: Path) -> dict[PurePosixPath, Path]:
+    """Target -> host path of every bind mount, resolved as Compose resolves it: against
+    the project directory, which is the compose file's folder (deploy/) when none is
+    given, as with `docker compose -f deploy/compose.yaml` from the root."""
+    assert "project_directory" not in COMPOSE  # no such key: nothing moves the base
+    return {
+        PurePosixPath(mount["target"]): (project_dir / mount["source"]).resolve()
+        for mount in mounts(SERVICE)
+        if mount["type"] == "bind"
+    }
+
+
+def test_every_bind_mount_exists_after_the_readme_steps(tmp_path: Path) -> None:
+    checkout = tmp_path / "soulbot"
+    sources = bind_sources(checkout / "deploy")
+    assert set(sources) == MOUNTED
+    assert all(source.parent == checkout for source in sources.values()), sources
+    replay_compose_steps(checkout)
+    for target, source in sources.items():
+        assert source.exists(), f"{target}: {source} is not there after the README's steps"
+        is_config = target == PurePosixPath(ENV["SOULBOT_CONFIG"])
+        assert source.is_file() if is_config else source.is_dir(), source
+    # A missing source is an error, never an empty folder Docker makes in its place.
+    for mount in mounts(SERVICE):
+        assert mount.get("bind", {}).get("create_host_path") is False, mount
+    config = next(m for m in mounts(SERVICE) if m["target"] == ENV["SOULBOT_CONFIG"])
+    assert config.get("read_only") is True
+    # What the container then sees: the config from the mount, relative paths from its
+    # WORKDIR, where ./workspaces and ./data are the mounts.
+    env = {k: v for k, v in os.environ.items() if k not in SECRETS}
+    env["SOULBOT_CONFIG"] = str(sources[PurePosixPath(ENV["SOULBOT_CONFIG"])])
+    check = [sys.executable, "-m", "bot", "check"]
+    result = subprocess.run(
+        check, cwd=checkout, env=env, capture_output=True, text=True, timeout=30
+    )
+    assert result.returncode == 0, result.stdout + result.stderr
+
+
+def test_docker_compose_config_resolves_the_mounts_the_same_way(tmp_path: Path) -> None:
+    """The same resolution by Compose itself, where it is installed (no image is built)."""
+    docker = shutil.which("docker")
+    version = docker and subprocess.run(
+        [docker, "compose", "version"], capture_output=True, text=True, timeout=30
+    )
+    if not version or version.returncode != 0:
+        pytest.skip("docker compose is not installed")
+    checkout = tmp_path / "soulbot"
+    replay_compose_steps(checkout)
+    env = {k: v for k, v in os.environ.items() if k not in SECRETS}
+    result = subprocess.run(
+        [docker, "compose", "-f", "deploy/compose.yaml", "config", "--format", "json"],
+        cwd=checkout,
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=60,
+    )
+    assert result.returncode == 0, result.stderr
+    service = json.loads(result.stdout)["services"]["soulbot"]
+    resolved = {PurePosixPath(m["target"]): Path(m["source"]) for m in service["volumes"]}
+    assert resolved == bind_sources(checkout / "deploy")
+    assert service["user"] == "10001:10001"
+
+
+def test_compose_runs_as_the_image_user_unless_told_otherwise() -> None:
+    [image_user] = instructions("USER")[-1:]
+    user = re.fullmatch(r"\$\{SOULBOT_UID:-(\d+)\}:\$\{SOULBOT_GID:-(\d+)\}", SERVICE["user"])
+    assert user, "user: ${SOULBOT_UID:-<uid>}:${SOULBOT_GID:-<gid>}"
+    assert f"{user[1]}:{user[2]}" == image_user
+    words = " ".join(deploying().split())
+    assert "SOULBOT_UID" in words and f"chown -R {image_user} data workspaces" in words
+
+
+USER_FILES = (
+    "soulbot.yaml",
+    "deploy/soulbot.yaml",
+    ".env",
+    "deploy/.env",
+    "data/soulbot.db",
+    "data/memory/wren/index.md",
+    "backups/soulbot-backup-20260504-030201.tar.gz",
+    "soulbot-backup-20260504-030201.tar.gz",
+    "data.before-restore-20260504-030201/soulbot.db",
+    "workspaces.before-restore-20260504-030201/wren/SOUL.md",
+    "workspaces/wren/memory/.meta/backups/SOUL.md",
+    "workspaces/wren/memory/.meta/soul.lock",
+)
+SHIPPED = ("deploy/soulbot.example.yaml", "workspaces/wren/SOUL.md", "bot/__init__.py")
+
+
+def dockerignored(path: str, rules: list[str]) -> bool:
+    """Whether the build context leaves `path` out, as Docker reads .dockerignore: the
+    last line that matches the path or one of its parent folders wins; `!` lets in."""
+    parts = path.split("/")
+    prefixes = ["/".join(parts[: i + 1]) for i in range(len(parts))]
+    out = False
+    for rule in rules:
+        pattern = rule.removeprefix("!").strip("/")
+        regex = re.escape(pattern).replace(r"\*\*/", "(?:.*/)?").replace(r"\*\*", ".*")
+        regex = regex.replace(r"\*", "[^/]*").replace(r"\?", "[^/]")
+        regex = re.sub(r"\\\[(.*?)\\\]", r"[\1]", regex)
+        if any(re.fullmatch(regex, prefix) for prefix in prefixes):
+            out = not rule.startswith("!")
+    return out
+
+
+def test_git_and_the_build_context_leave_out_the_users_files() -> None:
+    lines = (ROOT / ".dockerignore").read_text().splitlines()
+    rules = [line.strip() for line in lines if line.strip() and not line.startswith("#")]
+    for path in USER_FILES:
+        assert dockerignored(path, rules), f".dockerignore sends {path}"
+    for path in SHIPPED:
+        assert not dockerignored(path, rules), f".dockerignore leaves out {path}"
+    git = shutil.which("git")
+    if git is None or not (ROOT / ".git").exists():
+        pytest.skip("git or the checkout's .git is missing: .gitignore not checked")
+    # Only the repo's .gitignore: no global excludes file (core.excludesFile).
+    ask = [git, "-c", "core.excludesFile=", "check-ignore", "--no-index", "--verbose", "--"]
+    result = subprocess.run(
+        ask + list(USER_FILES + SHIPPED), cwd=ROOT, capture_output=True, text=True, timeout=30
+    )
+    matched = {line.split("\t")[-1]: line for line in result.stdout.splitlines()}
+    assert sorted(set(USER_FILES) - set(matched)) == [], ".gitignore misses these"
+    assert sorted(set(SHIPPED) & set(matched)) == [], ".gitignore hides these"
+    assert all(line.startswith(".gitignore:") for line in matched.values()), matched
+
+
+def config_env_names() -> set[str]:
+    """The ${NAME} the example config reads, in its values (not its comments)."""
+
+    def strings(node: object) -> list[str]:
+        if isinstance(node, dict):
+            return [s for value in node.values() for s in strings(value)]
+        if isinstance(node, list):
+            return [s for value in node for s in strings(value)]
+        return [node] if isinstance(node, str) else []
+
+    example = yaml.safe_load((DEPLOY / "soulbot.example.yaml").read_text())
+    return {name for s in strings(example) for name in re.findall(r"\$\{(\w+)", s)}
+
+
+def test_the_readme_systemd_recipe_makes_the_env_file_the_unit_reads() -> None:
+    parser = configparser.ConfigParser(strict=False, interpolation=None)
+    parser.read_string((DEPLOY / "soulbot.service").read_text())
+    service = parser["Service"]
+    env_file = service["EnvironmentFile"].removeprefix("-")
+    folder = str(PurePosixPath(env_file).parent)
+    section = deploying()
+    lines = section.splitlines()
+
+    def first(pattern: str) -> int:
+        found = [i for i, line in enumerate(lines) if re.search(pattern, line)]
+        assert found, f"the Deploying section has no line matching {pattern!r}"
+        return found[0]
+
+    made = first(rf"install -d\b.*\s{re.escape(folder)}/?(\s|$)")
+    written = first(rf"install -m 600 /dev/null {re.escape(env_file)}(\s|$)")
+    assert made < written, f"{folder} is made after {env_file} is written into it"
+    # The env file's lines: every name the example config reads, but those the unit
+    # sets itself (Environment=).
+    set_by_unit = {word.split("=")[0] for word in shlex.split(service["Environment"])}
+    shown = set(re.findall(r"^#? ?([A-Z][A-Z0-9_]*)=", section, flags=re.MULTILINE))
+    assert {"ANTHROPIC_API_KEY", "TELEGRAM_TOKEN", "DISCORD_TOKEN"} <= shown
+    assert sorted(config_env_names() - set_by_unit - shown) == []
+
+
+def test_the_readme_walks_through_the_docker_tasks() -> None:
+    section = deploying()
+    words = " ".join(section.split())  # a command may wrap in the source
+    compose = "docker compose -f deploy/compose.yaml"
+    for command in (
+        "cp deploy/soulbot.example.yaml soulbot.yaml",
+        f"{compose} logs -f",
+        f"{compose} up -d --build",
+        f"{compose} run --rm soulbot init",
+        f"{compose} run --rm soulbot check",
+        f"{compose} restart",
+        "soulbot backup",
+        "git pull",
+    ):
+        assert command in words, command
+    assert "## Backups and upgrades" in (ROOT / "README.md").read_text()
+    # Numbered steps, in order, for each task.
+    for task in ("My own soul", "My config", "See the logs", "Upgrade"):
+        body = section.partition(f"*{task}")[2]
+        assert body, f"the Docker part has a *{task}* task"
+        numbers = re.findall(r"^(\d+)\. ", body.split("\n*", 1)[0], flags=re.MULTILINE)
+        assert numbers and numbers == [str(n) for n in range(1, len(numbers) + 1)], task

@@ -7,7 +7,8 @@ exception text included, in every form it may take there: as registered or
 without the whitespace around it, and URL-encoded (either case of hex digits).
 The standard library's logging (discord.py, python-telegram-bot, httpx) and
 Python warnings go through the same renderer, so stderr holds nothing but log
-lines.
+lines. discord.py's warnings that voice is not supported (no PyNaCl, no davey)
+are dropped: soulbot has no voice.
 
 `observing(processor)` has a processor see every event while it is open (the
 daemon's metrics, bot/app/metrics.py): at every level, before the level filter,
@@ -36,6 +37,9 @@ from bot.config.validation import SECRET_KEY
 
 LogFormat = Literal["json", "console"]
 _CHATTY = ("httpx", "httpx2", "httpcore", "apscheduler")
+# discord.py says so once per process when a client is made without the voice
+# libraries; soulbot never speaks in a voice channel.
+_NO_VOICE = re.compile(r"^\w+ is not installed, voice will NOT be supported$")
 REDACTED = "[redacted]"
 # Characters a URL carries as they are (RFC 3986's unreserved set); any other may
 # come percent-encoded.
@@ -115,6 +119,12 @@ def _observe(logger: Any, method: str, event: MutableMapping[str, Any]) -> Mutab
     return event
 
 
+def _not_voice(record: logging.LogRecord) -> bool:
+    """False for discord.py's line that voice is not supported (a missing library)."""
+    msg = record.msg
+    return not (record.name.startswith("discord") and isinstance(msg, str) and _NO_VOICE.match(msg))
+
+
 def default_format(stream: TextIO) -> LogFormat:
     """JSON unless the stream is a terminal."""
     return "console" if stream.isatty() else "json"
@@ -155,6 +165,7 @@ def configure_logging(
     )
     handler = logging.StreamHandler(stream or sys.stderr)
     handler.setFormatter(formatter)
+    handler.addFilter(_not_voice)
     root = logging.getLogger()
     for old in list(root.handlers):
         root.removeHandler(old)

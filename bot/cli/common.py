@@ -28,6 +28,9 @@ EXAMPLE_CONFIG = Path("deploy/soulbot.example.yaml")
 # The exit code of a fault only the operator can fix (no credentials, a data_dir or a
 # database soulbot cannot use): the systemd unit does not restart on it.
 OPERATOR_FAULT = 2
+# The commands whose output a person reads in the terminal: their log lines there
+# are warnings and worse (see `setup`).
+PERSON_READS = frozenset({"check", "prompt", "chat"})
 
 
 def common_options(func: F) -> F:
@@ -56,8 +59,12 @@ def setup(
     quiet: Callable[[Config], bool] = lambda config: False,
 ) -> Config:
     """Configure logging, read the config, reconfigure logging with its level and
-    secrets (warnings and worse only when `quiet(config)`: a chat in the terminal
-    is not for log lines). Exits 1 with the error on a bad config.
+    secrets. Exits 1 with the error on a bad config.
+
+    Where a person reads the log lines (the console format: stderr a terminal, or
+    `--log-format console`), they are warnings and worse only for the commands of
+    PERSON_READS and when `quiet(config)`: a chat or a check in the terminal is not
+    for info lines. JSON lines keep the configured level.
 
     With no `config_path` the config is ./soulbot.yaml when it is a file, else
     deploy/soulbot.example.yaml under the working directory when it is one (as
@@ -81,16 +88,22 @@ def setup(
     except SoulbotError as exc:
         click.echo(f"error: {exc}", err=True)
         raise SystemExit(1) from None
-    if config_path is None:
+    level = config.log_level
+    if fmt == "console" and level in ("debug", "info") and (_person_reads() or quiet(config)):
+        level = "warning"
+    configure_logging(fmt, level, config.secrets())
+    if config_path is None:  # logged at the level just set
         log.info(
             "config.default_used",
             reason=f"no --config given, no ./{DEFAULT_CONFIG} and no ./{EXAMPLE_CONFIG}",
         )
-    level = config.log_level
-    if quiet(config) and level in ("debug", "info"):
-        level = "warning"
-    configure_logging(fmt, level, config.secrets())
     return config
+
+
+def _person_reads() -> bool:
+    """Whether the command running is one of PERSON_READS."""
+    context = click.get_current_context(silent=True)
+    return context is not None and context.command.name in PERSON_READS
 
 
 def load_registry(config: Config) -> tuple[SoulRegistry, ReloadReport]:

@@ -21,7 +21,7 @@ from bot.config.schema import Config
 from bot.config.validation import format_errors, key_path
 from bot.errors import ConfigError
 from bot.storage.files import decode_text
-from bot.storage.yamlfile import load_yaml
+from bot.storage.yamlfile import describe_error, load_yaml
 
 _MODEL_ENV = {"api_key": "ANTHROPIC_API_KEY", "base_url": "ANTHROPIC_BASE_URL"}
 _REFERENCE = re.compile(r"\$\$|\$\{([A-Za-z_][A-Za-z0-9_]*)(:-([^}]*))?\}|\$\{")
@@ -64,14 +64,14 @@ def _interpolate(
 def parse_config(text: str, source: str, environ: Mapping[str, str]) -> Config:
     """Parse YAML text into a Config; `source` names the file in errors.
 
-    Raises ConfigError with one line per problem.
+    Raises ConfigError with one line per problem (a YAML syntax error said in
+    plain words takes two: `describe_error`).
     """
     try:
         raw = load_yaml(text)
     except yaml.YAMLError as exc:
-        mark = getattr(exc, "problem_mark", None)
-        where = f" line {mark.line + 1}" if mark is not None else ""
-        problem = getattr(exc, "problem", None) or str(exc)
+        line, problem = describe_error(exc, text)
+        where = f" line {line}" if line is not None else ""
         raise ConfigError(f"{source}{where}: invalid YAML: {problem}") from None
     if raw is None:
         raw = {}

@@ -72,6 +72,9 @@ DEFAULT_PRICES: dict[str, Price] = {
     "claude-sonnet-4": _price(3, 15),
     "claude-haiku-4-5": _price(1, 5),
     "claude-3-5-haiku": _price(0.80, 4),
+    # The no-key trial's demo model (`make fake`, tests/fakes/demo.py) reports the
+    # model "demo"; it is free, and so by the prefix rule is any name starting "demo".
+    "demo": _price(0, 0),
 }
 
 

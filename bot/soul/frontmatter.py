@@ -14,7 +14,7 @@ from typing import Any
 import yaml
 
 from bot.errors import SoulLoadError
-from bot.storage.yamlfile import load_yaml
+from bot.storage.yamlfile import describe_error, load_yaml
 
 _YAML_ENGINES = {"", "yaml", "yml"}
 
@@ -35,7 +35,8 @@ def split_front_matter(text: str, source: str) -> FrontMatter:
     """Split `text` (newlines already `\\n`) into fields and body.
 
     Raises SoulLoadError, naming `source` and the line, for a block that is
-    never closed, for invalid YAML and for front matter that is not a mapping.
+    never closed, for invalid YAML (a missing colon, a tab, a bad indentation in
+    plain words: `describe_error`) and for front matter that is not a mapping.
     """
     first, sep, rest = text.partition("\n")
     if not first.startswith("---") or first.startswith("----"):
@@ -55,9 +56,8 @@ def split_front_matter(text: str, source: str) -> FrontMatter:
     try:
         fields = load_yaml(block)
     except yaml.YAMLError as exc:
-        mark = getattr(exc, "problem_mark", None)
-        where = f" line {mark.line + 2}" if mark is not None else ""
-        problem = getattr(exc, "problem", None) or str(exc)
+        line, problem = describe_error(exc, block, first_line=2)  # line 1 is the `---`
+        where = f" line {line}" if line is not None else ""
         raise SoulLoadError(
             f"{source}{where}: invalid YAML in the front matter: {problem}"
         ) from None

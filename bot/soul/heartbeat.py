@@ -137,6 +137,10 @@ def validate(
     data: object, params: HeartbeatParams, empty_phrases: Sequence[str] = DEFAULT_EMPTY_PHRASES
 ) -> Reflection:
     """The checked reflection. Raises Rejected naming the first problem."""
+    if data is None:  # what ModelClient.use_tool gives for an answer without the call
+        raise Rejected(
+            "the model answered without calling save_soul (or its call was cut at max_tokens)"
+        )
     if not isinstance(data, dict):
         raise Rejected(f"the input is {type(data).__name__}, not an object")
     unknown = set(data) - {"reflection", "memory_updates", "rule_updates"}

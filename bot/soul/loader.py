@@ -21,7 +21,13 @@ from bot.config.schema import MAX_PROMPT_TOKENS
 from bot.errors import RegionError, SoulLoadError
 from bot.soul import files
 from bot.soul.frontmatter import split_front_matter
-from bot.soul.persona import FRONT_MATTER_FIELDS, Persona, persona_from_fields, soul_id
+from bot.soul.persona import (
+    FRONT_MATTER_FIELDS,
+    Persona,
+    persona_from_fields,
+    soul_id,
+    unknown_field_warnings,
+)
 from bot.soul.regions import (
     META,
     HeartbeatParams,
@@ -87,9 +93,7 @@ def parse_soul_text(text: str, source: str, warnings: list[str]) -> Persona:
             f"{source}: a '---{head.engine}' front matter block is not YAML; "
             "it gives no fields and is never evaluated"
         )
-    unknown = sorted(set(head.fields) - set(FRONT_MATTER_FIELDS))
-    if unknown:
-        warnings.append(f"{source}: unknown front matter fields ignored: {', '.join(unknown)}")
+    warnings.extend(unknown_field_warnings(head.fields, source))
     known = {k: v for k, v in head.fields.items() if k in FRONT_MATTER_FIELDS}
     regions = _regions(text, source)
     if regions is not None and "name" not in known and "agentId" not in known:

@@ -4,13 +4,17 @@
 expected a number in [0, 1], got 'high'`); `soul_id` derives the id that keys a
 soul's memory; `render_soul_markdown` writes a persona back as SOUL.md, and
 `persona_from_legacy` reads a legacy JSON persona definition.
+`unknown_field_warnings` words the warning for fields it does not know, with the
+known field a name is close to (`defaultMod` -> did you mean 'defaultMood'?).
 """
 
 from __future__ import annotations
 
+import difflib
 import hashlib
 import re
 import unicodedata
+from collections.abc import Iterable
 from typing import Annotated, Any
 
 import yaml
@@ -122,6 +126,18 @@ class Persona(BaseModel):
 FRONT_MATTER_FIELDS = tuple(
     (field.alias or name) for name, field in Persona.model_fields.items() if name != "body"
 )
+
+
+def unknown_field_warnings(fields: Iterable[str], source: str) -> list[str]:
+    """One warning per name of `fields` that is no front matter field (it is
+    ignored), with the known field it is close to, if any: `SOUL.md: unknown field
+    'defaultMod' (did you mean 'defaultMood'?), ignored`."""
+    warnings = []
+    for name in sorted(set(fields) - set(FRONT_MATTER_FIELDS)):
+        close = difflib.get_close_matches(name, FRONT_MATTER_FIELDS, n=1)
+        hint = f" (did you mean '{close[0]}'?)" if close else ""
+        warnings.append(f"{source}: unknown field '{name}'{hint}, ignored")
+    return warnings
 
 
 def persona_from_fields(fields: dict[str, Any], body: str, source: str) -> Persona:

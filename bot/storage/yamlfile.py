@@ -14,6 +14,10 @@ checks the anchors, aliases and depth, then the C loader builds the data (a
 page read on every turn parses its front matter many times faster). A text
 the C path refuses is parsed again by the pure-Python loader, whose messages
 and line numbers are the ones given, so both paths refuse alike.
+
+`describe_error` puts a syntax error in plain words where it can tell the
+cause (a missing colon, a tab, an indentation that does not match), naming the
+line at fault, which is not always the one PyYAML names.
 """
 
 from __future__ import annotations
@@ -106,3 +110,90 @@ def load_yaml(text: str) -> Any:
         except yaml.YAMLError:
             pass  # refused: the pure parser says why, in its words and with its lines
     return yaml.load(text, Loader=_StrictLoader)  # a SafeLoader subclass
+
+
+def describe_error(exc: yaml.YAMLError, text: str, first_line: int = 1) -> tuple[int | None, str]:
+    """The line of `exc` (raised parsing `text`, whose first line is numbered
+    `first_line`) and what is wrong, or None and PyYAML's words when it names no line.
+
+    A missing colon, a tab and an indentation that does not match the lines above
+    are said in plain words, with a hint, at the line at fault; PyYAML's own words
+    follow on a second line. Any other error is PyYAML's problem, on one line.
+    """
+    mark = getattr(exc, "problem_mark", None)
+    problem = getattr(exc, "problem", None) or str(exc)
+    if mark is None:
+        return None, problem
+    plain = _plain_words(problem, getattr(exc, "context_mark", None), mark, text.split("\n"))
+    if plain is None:
+        return mark.line + first_line, problem
+    row, words = plain
+    where = f"line {mark.line + first_line}, column {mark.column + 1}"
+    return row + first_line, f"{words}\n  (the YAML parser: {problem}, at {where})"
+
+
+_NO_COLON = "this line is not `key: value` (a missing colon?)"
+_INDENT = "the indentation does not match the lines above (keys of one mapping line up)"
+
+
+def _plain_words(
+    problem: str, context: Mark | None, mark: Mark, lines: list[str]
+) -> tuple[int, str] | None:
+    """The row (0-based) at fault and plain words for a syntax error, or None."""
+    row = mark.line
+    line = lines[row] if row < len(lines) else ""
+    if problem.startswith("found character '\\t'"):
+        if line[: mark.column].strip():
+            return row, "a tab: YAML separates with spaces, not tabs"
+        return row, "a tab: YAML indents with spaces"
+    if problem == "could not find expected ':'" and context is not None:
+        if context.line < len(lines) and ":" not in lines[context.line]:
+            return context.line, _NO_COLON
+        return None
+    if problem.startswith("expected '<document start>'"):
+        colonless = _colonless_above(lines, row)
+        return None if colonless is None else (colonless, _NO_COLON)
+    if problem == "mapping values are not allowed here":
+        colonless = _colonless_above(lines, row)
+        if colonless is not None:
+            return colonless, _NO_COLON
+        above = _content_above(lines, row)
+        if above is not None and _indent(line) > _indent(lines[above]) and _has_value(lines[above]):
+            return row, _INDENT
+        if ": " in line[: mark.column]:
+            return row, "a value holding ': ' must be quoted (key: \"a: b\")"
+        return None
+    if problem.startswith("expected <block end>, but found '<block"):
+        return row, _INDENT
+    return None
+
+
+def _content_above(lines: list[str], row: int) -> int | None:
+    """The row of the nearest line above `row` that is neither blank nor a comment."""
+    for above in range(min(row, len(lines)) - 1, -1, -1):
+        stripped = lines[above].strip()
+        if stripped and not stripped.startswith("#"):
+            return above
+    return None
+
+
+def _colonless_above(lines: list[str], row: int) -> int | None:
+    """The row of the content line above `row` when it is a bare word or words
+    (no colon, not a list item or a flow collection): a key that lost its colon."""
+    above = _content_above(lines, row)
+    if above is None:
+        return None
+    stripped = lines[above].strip()
+    if ":" in stripped or stripped.startswith(("-", "[", "{", "|", ">", "&", "*", "!", "%")):
+        return None
+    return above
+
+
+def _indent(line: str) -> int:
+    return len(line) - len(line.lstrip(" "))
+
+
+def _has_value(line: str) -> bool:
+    """Whether `line` is `key: value` with a value after the colon (not a comment)."""
+    key, colon, value = line.partition(": ")
+    return bool(colon and key.strip() and value.strip() and not value.strip().startswith("#"))

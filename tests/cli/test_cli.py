@@ -183,9 +183,11 @@ def test_init_from_a_legacy_json_persona(tmp_path: Path) -> None:
 
 
 def test_console_log_format(example: Path) -> None:
+    soul_md = example / "workspaces" / "twinkle" / "SOUL.md"
+    soul_md.write_text(soul_md.read_text().replace("---\n", "---\ncolour: red\n", 1))
     result = soulbot("check", "--log-format", "console", cwd=example)
     assert result.returncode == 0
-    assert "soul.loaded" in result.stderr
+    assert "soul.warning" in result.stderr  # check shows warnings, not info, in a console
     with pytest.raises(json.JSONDecodeError):
         json.loads(result.stderr.splitlines()[0])
 

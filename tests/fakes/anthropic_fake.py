@@ -69,7 +69,9 @@ hit tokens, ``cache_creation`` = longest written prefix - ``cache_read``,
 ``clock``; latency, hangs and stream delays sleep in real time.
 
 Standalone: ``python -m tests.fakes.anthropic_fake --port 0 --latency 0.0`` prints
-``PORT <n>`` and serves until SIGTERM/SIGINT. Control it over HTTP:
+``PORT <n>`` and serves until SIGTERM/SIGINT (``--librarian``: answers compiles as
+tests/fakes/librarian.py; ``--demo``: the no-key trial's model, tests/fakes/demo.py).
+Control it over HTTP:
 ``POST /_fake/script`` (a JSON list of ``Reply.from_json`` objects),
 ``POST /_fake/config`` (``configure`` keywords), ``GET /_fake/requests`` (the
 bodies), ``POST /_fake/reset``.
@@ -686,9 +688,16 @@ class FakeAnthropic(LoopbackServer):
         return _json_response(200, {"ok": True})
 
 
-async def _serve(port: int, latency_s: float, min_cache_tokens: int, librarian: bool) -> None:
-    fake = FakeAnthropic(latency_s=latency_s, min_cache_tokens=min_cache_tokens)
-    if librarian:
+async def _serve(
+    port: int, latency_s: float, min_cache_tokens: int, librarian: bool, demo: bool = False
+) -> None:
+    if demo:  # the demo answers compiles as the librarian does
+        from tests.fakes.demo import DemoAnthropic
+
+        fake: FakeAnthropic = DemoAnthropic(latency_s=latency_s, min_cache_tokens=min_cache_tokens)
+    else:
+        fake = FakeAnthropic(latency_s=latency_s, min_cache_tokens=min_cache_tokens)
+    if librarian and not demo:
         from tests.fakes.librarian import librarian as answer_compiles
 
         fake.responder = answer_compiles
@@ -718,8 +727,14 @@ def main(argv: list[str] | None = None) -> int:
         action="store_true",
         help="answer soulbot's compile calls as a literal model would (tests/fakes/librarian.py)",
     )
+    parser.add_argument(
+        "--demo",
+        action="store_true",
+        help="the no-key trial's model: short echoes, the librarian's compiles, valid "
+        "heartbeat reflections, reported as the free model 'demo' (tests/fakes/demo.py)",
+    )
     args = parser.parse_args(argv)
-    asyncio.run(_serve(args.port, args.latency, args.min_cache_tokens, args.librarian))
+    asyncio.run(_serve(args.port, args.latency, args.min_cache_tokens, args.librarian, args.demo))
     return 0
 
 
