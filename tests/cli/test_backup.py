@@ -9,41 +9,18 @@ import os
 import re
 import sqlite3
 import stat
-import subprocess
-import sys
 import tarfile
-import threading
 from pathlib import Path
 
 import pytest
 
 from bot.app.owner import own_data_dir
 from bot.storage.db import DB_NAME, SCHEMA_VERSION, connect
+from tests.run_cli import soulbot
+from tests.storage.writer import INSERT, Writer
 
 REPO = Path(__file__).resolve().parents[2]
 CONFIG = "workspaces: ./workspaces\ndata_dir: ./data\n"
-INSERT = (
-    "INSERT INTO history (session, generation, role, kind, content, tokens, ts) "
-    "VALUES ('s', 0, 'user', 'message', ?, 1, 0)"
-)
-
-
-def soulbot(
-    *args: str,
-    cwd: Path = REPO,
-    env: dict[str, str] | None = None,
-) -> subprocess.CompletedProcess[str]:
-    environ = {k: v for k, v in os.environ.items() if not k.startswith("SOULBOT_")}
-    environ.update(env or {})
-    return subprocess.run(
-        [sys.executable, "-m", "bot", *args],
-        cwd=cwd,
-        env=environ,
-        capture_output=True,
-        text=True,
-        timeout=60,
-        check=False,
-    )
 
 
 def write(path: Path, text: str, mode: int = 0o644) -> None:
@@ -97,41 +74,6 @@ def ids_in(db: Path) -> list[int]:
         return [row[0] for row in conn.execute("SELECT id FROM history ORDER BY id")]
     finally:
         conn.close()
-
-
-class Writer(threading.Thread):
-    """Inserts history rows, one transaction each, until stopped; `last` is
-    the id of the last row committed."""
-
-    def __init__(self, db: Path) -> None:
-        super().__init__(daemon=True)
-        self.db = db
-        self.last = 0
-        self.error: BaseException | None = None
-        self.stop = threading.Event()
-        self._progress = threading.Condition()
-
-    def run(self) -> None:
-        conn = sqlite3.connect(self.db, isolation_level=None, timeout=10)
-        try:
-            while not self.stop.is_set():
-                row = conn.execute(INSERT, ("x" * 200,)).lastrowid
-                with self._progress:
-                    self.last = row or 0
-                    self._progress.notify_all()
-        except BaseException as exc:
-            self.error = exc
-        finally:
-            conn.close()
-            with self._progress:
-                self.stop.set()
-                self._progress.notify_all()
-
-    def reach(self, row: int) -> None:
-        """Wait (10 s at most) until row `row` is committed."""
-        with self._progress:
-            done = self._progress.wait_for(lambda: self.last >= row or self.stop.is_set(), 10)
-        assert done and self.error is None and self.last >= row, self.error
 
 
 def backup_of(home: Path, dest: str = "../backups") -> Path:

@@ -15,28 +15,11 @@ import pytest
 from bot import __version__
 from tests.fakes.telegram_fake import FakeTelegram
 from tests.kit import example_souls
+from tests.run_cli import soulbot
 
 REPO = Path(__file__).resolve().parents[2]
 EXAMPLE = REPO / "deploy" / "soulbot.example.yaml"
 BROKEN = "---\nname: Broken\nhexaco:\n  openness: high\n---\nBody"
-
-
-def soulbot(
-    *args: str,
-    cwd: Path = REPO,
-    env: dict[str, str] | None = None,
-) -> subprocess.CompletedProcess[str]:
-    environ = {k: v for k, v in os.environ.items() if not k.startswith("SOULBOT_")}
-    environ.update(env or {})
-    return subprocess.run(
-        [sys.executable, "-m", "bot", *args],
-        cwd=cwd,
-        env=environ,
-        capture_output=True,
-        text=True,
-        timeout=60,
-        check=False,
-    )
 
 
 @pytest.fixture

@@ -15,6 +15,7 @@ import pytest
 import yaml
 
 from tests.kit import example_souls
+from tests.run_cli import soulbot
 
 REPO = Path(__file__).resolve().parents[2]
 EXAMPLE = REPO / "deploy" / "soulbot.example.yaml"
@@ -23,25 +24,6 @@ FALLBACK = (
     "(copy it to ./soulbot.yaml to make it yours)"
 )
 SCRIPT = Path(sys.executable).parent / "soulbot"  # the console script of this venv
-
-
-def soulbot(
-    *args: str,
-    cwd: Path = REPO,
-    env: dict[str, str] | None = None,
-    program: tuple[str, ...] = (sys.executable, "-m", "bot"),
-) -> subprocess.CompletedProcess[str]:
-    environ = {k: v for k, v in os.environ.items() if not k.startswith("SOULBOT_")}
-    environ.update(env or {})
-    return subprocess.run(
-        [*program, *args],
-        cwd=cwd,
-        env=environ,
-        capture_output=True,
-        text=True,
-        timeout=60,
-        check=False,
-    )
 
 
 @pytest.fixture

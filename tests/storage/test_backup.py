@@ -23,13 +23,10 @@ import pytest
 from bot.errors import SoulbotError
 from bot.storage.backup import Places, backup_name, restore_backup, write_backup
 from bot.storage.db import DB_NAME, SCHEMA_VERSION, connect
+from tests.storage.writer import INSERT, Writer
 
 LEAVE_OUT = frozenset({"soulbot.lock", "soulbot.pid", "health.json", "locks", "exports"})
 WHEN = datetime(2026, 5, 4, 3, 2, 1, tzinfo=UTC)
-INSERT = (
-    "INSERT INTO history (session, generation, role, kind, content, tokens, ts) "
-    "VALUES ('s', 0, 'user', 'message', ?, 1, 0)"
-)
 
 
 def write(path: Path, text: str, mode: int = 0o644) -> None:
@@ -101,41 +98,6 @@ def contents(db: Path) -> list[tuple[int, str]]:
 
 def fresh(tmp_path: Path, name: str = "new") -> Places:
     return Places(tmp_path / name / "data", tmp_path / name / "workspaces", LEAVE_OUT)
-
-
-class Writer(threading.Thread):
-    """Inserts history rows, one transaction each, until stopped; `last` is
-    the id of the last row committed."""
-
-    def __init__(self, db: Path) -> None:
-        super().__init__(daemon=True)
-        self.db = db
-        self.last = 0
-        self.error: BaseException | None = None
-        self.stop = threading.Event()
-        self._progress = threading.Condition()
-
-    def run(self) -> None:
-        conn = sqlite3.connect(self.db, isolation_level=None, timeout=10)
-        try:
-            while not self.stop.is_set():
-                row = conn.execute(INSERT, ("x" * 200,)).lastrowid
-                with self._progress:
-                    self.last = row or 0
-                    self._progress.notify_all()
-        except BaseException as exc:
-            self.error = exc
-        finally:
-            conn.close()
-            with self._progress:
-                self.stop.set()
-                self._progress.notify_all()
-
-    def reach(self, row: int) -> None:
-        """Wait (10 s at most) until row `row` is committed."""
-        with self._progress:
-            done = self._progress.wait_for(lambda: self.last >= row or self.stop.is_set(), 10)
-        assert done and self.error is None and self.last >= row, self.error
 
 
 @contextmanager
