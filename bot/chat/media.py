@@ -62,15 +62,19 @@ async def _fetch(media: Media, timeout_s: float) -> bytes:
     TimeoutError, or what the download raised."""
     if media.mime not in IMAGE_TYPES:
         raise ValueError(f"{media.mime} is not an image type I read")
-    if media.size is not None and media.size > IMAGE_BYTES:
-        raise ValueError(prompts.IMAGE_TOO_LARGE.format(
-            kind=media.kind, size=megabytes(media.size), limit=megabytes(IMAGE_BYTES)))  # fmt: skip
+    if media.size is not None:
+        _check_size(media.kind, media.size)  # as announced: before any download
     async with asyncio.timeout(timeout_s):
         data = await media.fetch()
-    if len(data) > IMAGE_BYTES:
-        raise ValueError(prompts.IMAGE_TOO_LARGE.format(
-            kind=media.kind, size=megabytes(len(data)), limit=megabytes(IMAGE_BYTES)))  # fmt: skip
+    _check_size(media.kind, len(data))  # as it came
     return bytes(data)
+
+
+def _check_size(kind: str, size: int) -> None:
+    """Raises ValueError, saying so, for an image over IMAGE_BYTES."""
+    if size > IMAGE_BYTES:
+        raise ValueError(prompts.IMAGE_TOO_LARGE.format(
+            kind=kind, size=megabytes(size), limit=megabytes(IMAGE_BYTES)))  # fmt: skip
 
 
 async def download(media: Sequence[Media], config: MediaConfig) -> tuple[list[Image], list[str]]:
@@ -113,7 +117,7 @@ def placeholder(kinds: Sequence[str], seen_any: bool, caption: str, seen: str | 
     kind = kinds[0] if len(kinds) == 1 else f"{len(kinds)} images"
     caption = f": {caption}" if caption else ""
     if not seen_any:
-        return prompts.IMAGE_NOT_SEEN.format(kind=kind, caption=caption, reason="refused")
+        return prompts.IMAGE_NOT_SEEN.format(kind=kind, caption=caption)
     if seen:
         return prompts.IMAGE_SEEN.format(kind=kind, caption=caption, seen=seen)
     return prompts.IMAGE_PLACEHOLDER.format(kind=kind, caption=caption)

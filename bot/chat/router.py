@@ -42,7 +42,7 @@ import structlog
 from bot import prompts
 from bot.chat.access import Access
 from bot.chat.commands import Commands
-from bot.chat.media import Pictured, download, refusal
+from bot.chat.media import Pictured, download, placeholder, refusal
 from bot.chat.sessions import Send, SessionManager, reply_to, send_safely
 from bot.config.schema import Binding, Config, GroupRule
 from bot.errors import InvalidKeyError
@@ -95,6 +95,11 @@ def quote_line(quote: Quote) -> str:
         text = text[:QUOTE_CHARS] + "…"
     name = prompts.QUOTED_BOT if quote.from_bot else clean_name(quote.user_name)
     return prompts.QUOTED.format(name=name, text=text)
+
+
+def _kinds(inbound: Inbound) -> tuple[str, ...]:
+    """The kinds of the images a message carries ("photo", "image")."""
+    return tuple(m.kind for m in inbound.images)
 
 
 def session_key(inbound: Inbound) -> str:
@@ -283,8 +288,8 @@ class Router:
         route = self.route(inbound)
         groups = self._config.groups
         body = inbound.text
-        if inbound.images:
-            body = Pictured((), tuple(m.kind for m in inbound.images), inbound.text).row()
+        if inbound.images:  # never downloaded for a line the bot does not answer
+            body = placeholder(_kinds(inbound), True, inbound.text)
         elif not body:
             return
         remember = groups.remember_unaddressed and route.scope.startswith("chat:")
@@ -298,5 +303,4 @@ class Router:
         images, refused = await download(inbound.images, self._config.media)
         if refused:
             await send_safely(self._send, reply_to(inbound, refusal(refused)))
-        kinds = tuple(m.kind for m in inbound.images)
-        return Pictured(tuple(images), kinds, inbound.text, inbound.user_name)
+        return Pictured(tuple(images), _kinds(inbound), inbound.text, inbound.user_name)

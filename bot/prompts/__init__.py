@@ -234,7 +234,7 @@ IMAGES_NOTE = (
 )
 IMAGE_PLACEHOLDER = "[{kind}{caption}]"
 IMAGE_SEEN = "[{kind}{caption}; it showed: {seen}]"
-IMAGE_NOT_SEEN = "[{kind}{caption}; not seen: {reason}]"
+IMAGE_NOT_SEEN = "[{kind}{caption}; not seen: refused]"
 
 # The end of a message cut at the router's limit.
 MESSAGE_CUT = " [... cut here: the message was {chars} characters long]"

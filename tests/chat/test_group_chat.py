@@ -105,6 +105,19 @@ async def test_a_group_turn_sees_what_was_said_since_the_bot_last_spoke(tmp_path
     assert {name for _, name, _ in traces(tmp_path)} == {"Ann", "Lark"}  # none of the others
 
 
+async def test_an_unaddressed_photo_is_context_as_its_placeholder_never_downloaded(
+    tmp_path: Path,
+) -> None:
+    calls: list[int] = []
+    async with bot(tmp_path) as (model, _, platform):
+        await platform.hear(said("sunset", user="p1", name="Bob", images=(image(calls=calls),)))
+        await platform.hear(said("nice?", mention=True))
+        await platform.replies(1)
+    [context] = [t for t in user_texts(model.requests[0]) if "since you last spoke" in t]
+    assert context.splitlines()[1:] == ["Bob: [photo: sunset]"]
+    assert calls == [] and images(model.requests[0]) == []
+
+
 def test_the_context_is_bounded_by_messages_and_tokens() -> None:
     context = ChannelContext(messages=30, tokens=1500)
     for n in range(40):
