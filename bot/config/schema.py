@@ -46,6 +46,21 @@ def _check_url(value: str | None) -> str | None:
     return value
 
 
+def _check_listen(value: str | None) -> str | None:
+    if value is not None and not split_listen(value)[0]:
+        raise ValueError("expected host:port with a host (127.0.0.1:9464, [::1]:9464)")
+    return value
+
+
+def split_listen(listen: str) -> tuple[str, int]:
+    """The host and port of a `host:port` (IPv6 in brackets: `[::1]:9464`). Raises
+    ValueError when it is not one (a port from 0, any free one, to 65535)."""
+    host, colon, port = listen.strip().rpartition(":")
+    if not colon or not port.isdigit() or int(port) > 65535:
+        raise ValueError("expected host:port with a port from 0 to 65535 (127.0.0.1:9464)")
+    return host.removeprefix("[").removesuffix("]"), int(port)
+
+
 def _strip(value: Any) -> Any:
     return value.strip() if isinstance(value, str) else value
 
@@ -279,8 +294,26 @@ class DiscordConfig(_Section):
     streaming: Annotated[bool, BeforeValidator(_on_off)] = True
     """`on`: a reply shows while the model writes it (one message sent early and edited, at most
     once a second); `off`: it comes whole."""
+    shard_count: int | None = Field(None, ge=1)
+    """How many shards the bot runs as, across all its processes (Discord requires one per 2,500
+    servers); `null`: one connection, unsharded."""
+    shard_ids: tuple[int, ...] | None = None
+    """The shards this process holds (`[0, 1]` of `shard_count: 4`), each below `shard_count`;
+    `null`: all of them. DMs come to the process holding shard 0."""
 
     _blank = field_validator("api_base_url", "gateway_url", mode="before")(_empty_is_none)
+
+    @model_validator(mode="after")
+    def _shards(self) -> DiscordConfig:
+        if self.shard_ids is None:
+            return self
+        if self.shard_count is None:
+            raise ValueError("shard_ids: set shard_count too (the shards of all processes)")
+        if not self.shard_ids or len(set(self.shard_ids)) != len(self.shard_ids):
+            raise ValueError("shard_ids: expected one or more different shard numbers")
+        if not all(0 <= shard < self.shard_count for shard in self.shard_ids):
+            raise ValueError(f"shard_ids: each must be from 0 to {self.shard_count - 1}")
+        return self
 
     @field_validator("api_base_url", "gateway_url")
     @classmethod
@@ -288,6 +321,41 @@ class DiscordConfig(_Section):
         if value is not None and not re.match(r"^(https?|wss?)://[^\s/]+", value):
             raise ValueError("expected an http(s):// or ws(s):// URL")
         return value
+
+
+class WebhookConfig(_Section):
+    """Telegram's webhook (`adapters.telegram.webhook:`); on when `url` is set."""
+
+    url: str | None = None
+    """The public HTTPS URL Telegram posts updates to (`https://bot.example.org/telegram`), which a
+    proxy forwards to `listen` and `path`; `null`: the adapter polls."""
+    listen: str = "127.0.0.1:8443"
+    """Where this process takes the updates: `host:port`."""
+    path: str = "/telegram"
+    """The path updates are posted to, on `listen`."""
+    secret_token: Secret = SecretStr("")
+    """Sent by Telegram with every update and checked on every request (1-256 of `A-Z a-z 0-9 _
+    -`); required with `url`."""
+
+    _blank_url = field_validator("url", mode="before")(_empty_is_none)
+    _url = field_validator("url")(_check_url)
+    _listen = field_validator("listen")(_check_listen)
+
+    @field_validator("path")
+    @classmethod
+    def _path(cls, value: str) -> str:
+        if not value.startswith("/") or any(c.isspace() for c in value):
+            raise ValueError("expected a path that starts with / (`/telegram`)")
+        return value
+
+    @model_validator(mode="after")
+    def _secret(self) -> WebhookConfig:
+        secret = self.secret_token.get_secret_value()
+        if self.url is not None and not secret:
+            raise ValueError("secret_token: required with url (Telegram sends it with each update)")
+        if secret and not re.fullmatch(r"[A-Za-z0-9_-]{1,256}", secret):
+            raise ValueError("secret_token: expected 1-256 of A-Z, a-z, 0-9, _ and -")
+        return self
 
 
 class TelegramConfig(_Section):
@@ -307,6 +375,10 @@ class TelegramConfig(_Section):
     streaming: Annotated[bool, BeforeValidator(_on_off)] = True
     """`on`: a reply shows while the model writes it (a draft in private chats; in groups a message
     edited at most once a second); `off`: it comes whole."""
+
+    webhook: WebhookConfig = WebhookConfig()
+    """Updates pushed by Telegram to a URL of this process instead of polled (off unless `url`
+    is set)."""
 
     _blank_url = field_validator("base_url", mode="before")(_empty_is_none)
     _url = field_validator("base_url")(_check_url)
@@ -394,21 +466,6 @@ class ShutdownConfig(_Section):
     (180 s in deploy/soulbot.service and deploy/compose.yaml)."""
 
 
-def _check_listen(value: str | None) -> str | None:
-    if value is not None and not split_listen(value)[0]:
-        raise ValueError("expected host:port with a host (127.0.0.1:9464, [::1]:9464)")
-    return value
-
-
-def split_listen(listen: str) -> tuple[str, int]:
-    """The host and port of a `host:port` (IPv6 in brackets: `[::1]:9464`). Raises
-    ValueError when it is not one (a port from 0, any free one, to 65535)."""
-    host, colon, port = listen.strip().rpartition(":")
-    if not colon or not port.isdigit() or int(port) > 65535:
-        raise ValueError("expected host:port with a port from 0 to 65535 (127.0.0.1:9464)")
-    return host.removeprefix("[").removesuffix("]"), int(port)
-
-
 class MetricsConfig(_Section):
     """Prometheus metrics (`metrics:`); off unless `listen` is set."""
 
@@ -430,6 +487,25 @@ class HealthConfig(_Section):
     gateway message or heartbeat answer; `null`: never."""
 
 
+class StoreConfig(_Section):
+    """Where soulbot keeps its records (`store:`): history, traces, usage, pairing."""
+
+    url: str | None = None
+    """`null`: SQLite, the file `soulbot.db` in `data_dir` (nothing to run);
+    `sqlite:///path/to/file.db`: a SQLite file elsewhere; `postgresql://user@host:5432/db`: a
+    PostgreSQL 13+ database, which several soulbot processes can share (a password may come from
+    `PGPASSWORD`)."""
+
+    _blank = field_validator("url", mode="before")(_empty_is_none)
+
+    @field_validator("url")
+    @classmethod
+    def _engine(cls, value: str | None) -> str | None:
+        if value is not None and not re.match(r"^(sqlite:///.+|postgres(ql)?://\S*)$", value):
+            raise ValueError("expected sqlite:///path/to/file.db or postgresql://user@host/db")
+        return value
+
+
 class Config(_Section):
     """The whole of soulbot.yaml."""
 
@@ -437,6 +513,8 @@ class Config(_Section):
     """The folder with one sub-folder per soul."""
     data_dir: Path = Path("data")
     """The SQLite store, the private memory wikis, the health file."""
+    store: StoreConfig = StoreConfig()
+    """The database: SQLite in `data_dir`, or PostgreSQL."""
     default_soul: str | None = None
     """The soul that answers where no binding matches (may be left out when only one soul is
     loaded)."""
@@ -478,5 +556,10 @@ class Config(_Section):
 
     def secrets(self) -> list[str]:
         """The secret values that are set, for the log redactor."""
-        values = (self.model.api_key, self.adapters.discord.token, self.adapters.telegram.token)
+        values = (
+            self.model.api_key,
+            self.adapters.discord.token,
+            self.adapters.telegram.token,
+            self.adapters.telegram.webhook.secret_token,
+        )
         return [v.get_secret_value() for v in values if v.get_secret_value()]
