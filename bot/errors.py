@@ -173,9 +173,10 @@ class StorageError(SoulbotError):
     """data_dir or the database in it cannot be used (an operator's fault: a
     corrupt, locked or read-only database, a data_dir that is missing and
     cannot be made, cannot be written, or is a file). `path` names the file or
-    folder; the message says why and what to do. `soulbot run` exits 2 on it."""
+    folder (or, for PostgreSQL, the server, its password left out); the message
+    says why and what to do. `soulbot run` exits 2 on it."""
 
-    def __init__(self, path: Path, reason: str) -> None:
+    def __init__(self, path: Path | str, reason: str) -> None:
         super().__init__(f"{path}: {reason}")
         self.path = path
 

@@ -1,5 +1,6 @@
 from __future__ import annotations
 
+import contextlib
 import os
 from collections.abc import AsyncIterator
 from pathlib import Path
@@ -7,6 +8,7 @@ from pathlib import Path
 import pytest
 
 from bot.storage.db import Database
+from tests.engines import postgres_schema
 
 # httpx (inside the SDKs) honours proxy variables; tests talk to 127.0.0.1 only.
 os.environ["NO_PROXY"] = "127.0.0.1,localhost"
@@ -14,9 +16,25 @@ os.environ["no_proxy"] = "127.0.0.1,localhost"
 
 
 @pytest.fixture
-async def db(tmp_path: Path) -> AsyncIterator[Database]:
-    """An open database in tmp_path, closed after the test."""
+async def sqlite_db(tmp_path: Path) -> AsyncIterator[Database]:
+    """An open SQLite database in tmp_path, closed after the test."""
     database = Database(tmp_path / "soulbot.db")
     await database.open()
     yield database
     await database.close()
+
+
+@pytest.fixture(params=["sqlite", "postgresql"])
+async def db(request: pytest.FixtureRequest, tmp_path: Path) -> AsyncIterator[Database]:
+    """An open store of each engine (the contract every store keeps on both),
+    closed after the test: SQLite in tmp_path, PostgreSQL in a schema of its own."""
+    with contextlib.ExitStack() as stack:
+        if request.param == "sqlite":
+            database = Database(tmp_path / "soulbot.db")
+        else:
+            database = Database(stack.enter_context(postgres_schema()))
+        await database.open()
+        try:
+            yield database
+        finally:
+            await database.close()

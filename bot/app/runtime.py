@@ -31,7 +31,7 @@ from bot.memory.store import TraceStore
 from bot.model.client import ModelClient
 from bot.model.usage import Ledger
 from bot.soul.registry import SoulRegistry
-from bot.storage.db import DB_NAME, Database
+from bot.storage.db import Database, store_target
 from bot.types import Inbound, Outbound, ReplyStream
 
 log = structlog.get_logger(__name__)
@@ -102,7 +102,7 @@ class Runtime:
         failure is closed again. Raises SoulbotError."""
         default_soul = pick_default_soul(config, registry)
         async with AsyncExitStack() as stack:
-            db = Database(config.data_dir / DB_NAME)
+            db = Database(store_target(config.data_dir, config.store.url))
             await db.open()
             stack.push_async_callback(db.close)
             ledger = Ledger(

@@ -18,7 +18,6 @@ The console is the operator's own terminal: always admitted, and an admin.
 from __future__ import annotations
 
 import secrets
-import sqlite3
 import time
 from collections.abc import Callable
 from dataclasses import dataclass
@@ -28,6 +27,7 @@ import structlog
 from bot import prompts
 from bot.config.schema import Config, DmPolicy
 from bot.storage.db import Database
+from bot.storage.sql import Conn
 from bot.types import Inbound
 
 log = structlog.get_logger(__name__)
@@ -36,6 +36,8 @@ PAIRING_TTL_S = 3600.0
 # A person holds one code an hour, so dropping someone's code within its hour takes
 # more than MAX_PENDING other accounts; a hundred lines is still a list an admin reads.
 MAX_PENDING = 100
+# The advisory lock of the pairing codes' table on a store processes share.
+LOCK = "soulbot.pairing"
 CODE_LENGTH = 8
 # No 0/O or 1/I/L: codes are read aloud and typed on phones.
 CODE_ALPHABET = "ABCDEFGHJKMNPQRSTUVWXYZ23456789"
@@ -107,6 +109,14 @@ class Access:
         )
 
     async def _is_paired(self, platform: str, user_id: str) -> bool:
+        if self._db.shared:  # another process may approve or revoke: ask the table
+            row = await self._db.run(
+                lambda conn: conn.execute(
+                    "SELECT 1 FROM paired_users WHERE platform = ? AND user_id = ?",
+                    (platform, user_id),
+                ).fetchone()
+            )
+            return row is not None
         if self._paired is None:
             rows = await self._db.run(
                 lambda conn: conn.execute("SELECT platform, user_id FROM paired_users").fetchall()
@@ -131,9 +141,8 @@ class Access:
     async def _request(self, inbound: Inbound) -> str:
         now = self._clock()
 
-        def issue(conn: sqlite3.Connection) -> tuple[str, bool, list[str]]:
-            with conn:
-                conn.execute("BEGIN IMMEDIATE")
+        def issue(conn: Conn) -> tuple[str, bool, list[str]]:
+            with conn.transaction(lock=LOCK):
                 conn.execute("DELETE FROM pairing_codes WHERE expires <= ?", (now,))
                 row = conn.execute(
                     "SELECT code FROM pairing_codes WHERE platform = ? AND user_id = ?",
@@ -143,9 +152,9 @@ class Access:
                     return row[0], False, []
                 oldest = conn.execute(
                     "SELECT code, user_id FROM pairing_codes WHERE platform = ?"
-                    " ORDER BY expires DESC, rowid DESC LIMIT -1 OFFSET ?",
-                    (inbound.platform, MAX_PENDING - 1),
-                ).fetchall()
+                    " ORDER BY expires DESC, code DESC",
+                    (inbound.platform,),
+                ).fetchall()[MAX_PENDING - 1 :]
                 conn.executemany(
                     "DELETE FROM pairing_codes WHERE code = ?", [(c,) for c, _ in oldest]
                 )
@@ -186,9 +195,8 @@ class Access:
         """Remove the waiting `code` and, with `approved_by`, approve its holder."""
         now, wanted = self._clock(), code.strip().upper()
 
-        def take(conn: sqlite3.Connection) -> Pending | None:
-            with conn:
-                conn.execute("BEGIN IMMEDIATE")
+        def take(conn: Conn) -> Pending | None:
+            with conn.transaction(lock=LOCK):
                 row = conn.execute(
                     "SELECT code, platform, user_id, user_name, chat_id, expires"
                     " FROM pairing_codes WHERE code = ? AND expires > ?",
@@ -200,8 +208,9 @@ class Access:
                 conn.execute("DELETE FROM pairing_codes WHERE code = ?", (wanted,))
                 if approved_by is not None:
                     conn.execute(
-                        "INSERT OR REPLACE INTO paired_users (platform, user_id, approved_at,"
-                        " approved_by) VALUES (?, ?, ?, ?)",
+                        "INSERT INTO paired_users (platform, user_id, approved_at, approved_by)"
+                        " VALUES (?, ?, ?, ?) ON CONFLICT (platform, user_id) DO UPDATE SET"
+                        " approved_at = excluded.approved_at, approved_by = excluded.approved_by",
                         (pending.platform, pending.user_id, now, approved_by),
                     )
                 return pending

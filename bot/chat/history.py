@@ -7,13 +7,13 @@ most one live summary of compacted rows. `reset` starts a new generation.
 
 from __future__ import annotations
 
-import sqlite3
 import time
 from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Literal
 
 from bot.storage.db import Database
+from bot.storage.sql import Conn
 
 Role = Literal["user", "assistant"]
 
@@ -64,16 +64,15 @@ def count_tokens(text: str) -> int:
     return max(1, len(text) // 4)
 
 
-def _mark_seen(
-    conn: sqlite3.Connection, session: str, message_id: str, ts: float, prune: bool
-) -> bool:
+def _mark_seen(conn: Conn, session: str, message_id: str, ts: float, prune: bool) -> bool:
     """Record a delivered message id (call in a transaction); False when it
     was recorded before. With `prune`, the ids past their window go first."""
     if prune:
         conn.execute("DELETE FROM seen_messages WHERE ts < ?", (ts - SEEN_WINDOW_S,))
         conn.execute("DELETE FROM sent_messages WHERE ts < ?", (ts - SENT_WINDOW_S,))
     cursor = conn.execute(
-        "INSERT OR IGNORE INTO seen_messages (session, message_id, ts) VALUES (?, ?, ?)",
+        "INSERT INTO seen_messages (session, message_id, ts) VALUES (?, ?, ?) "
+        "ON CONFLICT DO NOTHING",
         (session, message_id, ts),
     )
     return cursor.rowcount == 1
@@ -97,7 +96,7 @@ class HistoryStore:
         return True
 
     async def load(self, session: str) -> Snapshot:
-        def query(conn: sqlite3.Connection) -> Snapshot:
+        def query(conn: Conn) -> Snapshot:
             row = conn.execute(
                 "SELECT generation FROM sessions WHERE session = ?", (session,)
             ).fetchone()
@@ -120,13 +119,13 @@ class HistoryStore:
         tokens = count_tokens(text)
         ts = self._clock()
 
-        def insert(conn: sqlite3.Connection) -> int:
+        def insert(conn: Conn) -> int:
             cursor = conn.execute(
                 "INSERT INTO history (session, generation, role, kind, content, tokens, "
-                "reply_to, ts) VALUES (?, ?, ?, 'message', ?, ?, ?, ?)",
+                "reply_to, ts) VALUES (?, ?, ?, 'message', ?, ?, ?, ?) RETURNING id",
                 (session, generation, role, text, tokens, reply_to, ts),
             )
-            return int(cursor.lastrowid or 0)
+            return int(cursor.fetchone()[0])
 
         return Entry(await self._db.run(insert), role, text, tokens, reply_to, ts)
 
@@ -141,23 +140,23 @@ class HistoryStore:
         ts = self._clock()
         prune = bool(message_id) and self._prune_due()
 
-        def insert(conn: sqlite3.Connection) -> int | None:
-            with conn:
-                conn.execute("BEGIN")
+        def insert(conn: Conn) -> int | None:
+            with conn.transaction():
                 if message_id and not _mark_seen(conn, session, message_id, ts, prune):
                     return None
                 cursor = conn.execute(
                     "INSERT INTO history (session, generation, role, kind, content, tokens, "
-                    "reply_to, ts) VALUES (?, ?, 'user', 'message', ?, ?, NULL, ?)",
+                    "reply_to, ts) VALUES (?, ?, 'user', 'message', ?, ?, NULL, ?) RETURNING id",
                     (session, generation, text, tokens, ts),
                 )
+                row_id = int(cursor.fetchone()[0])
                 if address:
                     conn.execute(
                         "INSERT INTO reply_addresses (session, inbound) VALUES (?, ?) "
                         "ON CONFLICT (session) DO UPDATE SET inbound = excluded.inbound",
                         (session, address),
                     )
-                return int(cursor.lastrowid or 0)
+                return row_id
 
         row = await self._db.run(insert)
         return None if row is None else Entry(row, "user", text, tokens, None, ts)
@@ -167,7 +166,7 @@ class HistoryStore:
         its current generation) is a person's, stored at `since` or later, that
         no reply answers: what a crash or a kill left unanswered."""
 
-        def query(conn: sqlite3.Connection) -> list[tuple[str, str]]:
+        def query(conn: Conn) -> list[tuple[str, str]]:
             rows = conn.execute(
                 "SELECT a.session, a.inbound, COALESCE(s.generation, 0) FROM reply_addresses a "
                 "LEFT JOIN sessions s ON s.session = a.session"
@@ -198,9 +197,8 @@ class HistoryStore:
         """Mark `entry_ids` compacted and make `summary` the live summary, at once."""
         ts = self._clock()
 
-        def update(conn: sqlite3.Connection) -> None:
-            with conn:
-                conn.execute("BEGIN")
+        def update(conn: Conn) -> None:
+            with conn.transaction():
                 conn.executemany(
                     "UPDATE history SET kind = 'compacted' WHERE id = ?",
                     [(i,) for i in entry_ids],
@@ -221,10 +219,10 @@ class HistoryStore:
     async def reset(self, session: str) -> int:
         """Start a new, empty history for `session`; returns its generation."""
 
-        def bump(conn: sqlite3.Connection) -> int:
+        def bump(conn: Conn) -> int:
             conn.execute(
                 "INSERT INTO sessions (session, generation) VALUES (?, 1) "
-                "ON CONFLICT(session) DO UPDATE SET generation = generation + 1",
+                "ON CONFLICT (session) DO UPDATE SET generation = sessions.generation + 1",
                 (session,),
             )
             row = conn.execute(
@@ -237,9 +235,8 @@ class HistoryStore:
     async def erase(self, sessions: list[str]) -> None:
         """Delete every history row and delivered id of `sessions` (all generations)."""
 
-        def delete(conn: sqlite3.Connection) -> None:
-            with conn:
-                conn.execute("BEGIN")
+        def delete(conn: Conn) -> None:
+            with conn.transaction():
                 for table in ("history", "seen_messages", "sessions", "reply_addresses",
                               "sent_messages"):  # fmt: skip
                     conn.executemany(
@@ -255,11 +252,12 @@ class HistoryStore:
             return
         ts, cut = self._clock(), text[:SENT_TEXT_CHARS]
 
-        def insert(conn: sqlite3.Connection) -> None:
-            with conn:
+        def insert(conn: Conn) -> None:
+            with conn.transaction():
                 conn.executemany(
-                    "INSERT OR REPLACE INTO sent_messages (session, message_id, text, ts) "
-                    "VALUES (?, ?, ?, ?)",
+                    "INSERT INTO sent_messages (session, message_id, text, ts) VALUES (?, ?, ?, ?) "
+                    "ON CONFLICT (session, message_id) DO UPDATE SET text = excluded.text, "
+                    "ts = excluded.ts",
                     [(session, message_id, cut, ts) for message_id in message_ids],
                 )
 
@@ -269,7 +267,7 @@ class HistoryStore:
         """The text of the bot's reply that was sent as `message_id` in
         `session`, or None when it is not one of the bot's (or too old)."""
 
-        def query(conn: sqlite3.Connection) -> str | None:
+        def query(conn: Conn) -> str | None:
             row = conn.execute(
                 "SELECT text FROM sent_messages WHERE session = ? AND message_id = ?",
                 (session, message_id),
@@ -282,8 +280,8 @@ class HistoryStore:
         """Replace the text of a history row (an image's placeholder, once
         the model has said what it showed)."""
 
-        def update(conn: sqlite3.Connection) -> None:
-            with conn:
+        def update(conn: Conn) -> None:
+            with conn.transaction():
                 conn.execute(
                     "UPDATE history SET content = ?, tokens = ? WHERE id = ?",
                     (text, count_tokens(text), entry_id),
@@ -295,9 +293,8 @@ class HistoryStore:
         """Record a platform message id; False when it was delivered before."""
         ts, prune = self._clock(), self._prune_due()
 
-        def insert(conn: sqlite3.Connection) -> bool:
-            with conn:
-                conn.execute("BEGIN")
+        def insert(conn: Conn) -> bool:
+            with conn.transaction():
                 return _mark_seen(conn, session, message_id, ts, prune)
 
         return await self._db.run(insert)

@@ -26,7 +26,6 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import contextvars
-import sqlite3
 import time
 from collections.abc import Callable
 from dataclasses import dataclass
@@ -49,6 +48,7 @@ from bot.soul.loader import Soul
 from bot.soul.registry import SoulRegistry
 from bot.soul.soulfile import SoulFile
 from bot.storage.db import Database
+from bot.storage.sql import Conn
 from bot.types import SHARED, Route, Tool
 
 log = structlog.get_logger(__name__)
@@ -189,7 +189,7 @@ class Reflector:
                 tasks.append(task)
         await asyncio.gather(*tasks, return_exceptions=True)
 
-        def delete(conn: sqlite3.Connection) -> None:
+        def delete(conn: Conn) -> None:
             conn.executemany("DELETE FROM heartbeat_marks WHERE session = ?",
                              [(s,) for s in sessions])  # fmt: skip
 
@@ -214,7 +214,7 @@ class Reflector:
         return int(row[0]) if row else 0
 
     async def _set_mark(self, session: str, entry: int) -> None:
-        def write(conn: sqlite3.Connection) -> None:
+        def write(conn: Conn) -> None:
             conn.execute(
                 "INSERT INTO heartbeat_marks (session, entry) VALUES (?, ?) "
                 "ON CONFLICT (session) DO UPDATE SET entry = excluded.entry",

@@ -10,7 +10,7 @@ import click
 from bot.cli.common import OPERATOR_FAULT, common_options, fail, setup
 from bot.errors import StorageError
 from bot.model.usage import usage_table
-from bot.storage.db import DB_NAME, connect
+from bot.storage.db import open_conn, store_target
 
 
 @click.command()
@@ -32,12 +32,12 @@ from bot.storage.db import DB_NAME, connect
 def usage(days: int, by: str, config_path: Path | None, log_format: str | None) -> None:
     """Print model usage and cost from the ledger, with totals."""
     config = setup(config_path, log_format)
-    path = config.data_dir / DB_NAME
-    if not path.is_file():
-        click.echo(f"No usage recorded yet ({path} does not exist).")
+    target = store_target(config.data_dir, config.store.url)
+    if isinstance(target, Path) and not target.is_file():
+        click.echo(f"No usage recorded yet ({target} does not exist).")
         return
     try:
-        conn = connect(path)
+        conn = open_conn(target)
     except StorageError as exc:
         fail(str(exc), OPERATOR_FAULT)
     try:

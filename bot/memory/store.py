@@ -14,7 +14,8 @@ Layout (the tables are in `bot.storage.db.SCHEMA`):
   rows sorted by rowid and seeks a rowid range, so a search of one scope reads
   that scope's part of the index only, however many rows other scopes hold.
   Within a scope ids grow with time, which is what the compile's watermark needs.
-- `memory_fts`: FTS5 over `memory.text` (external content), porter stemmer.
+- the text index: FTS5's `memory_fts` on SQLite, the tsvector `memory.terms`
+  on PostgreSQL (bot/memory/textindex.py).
 - `memory_folds`: which traces a compile folded into which page (trace id, page
   id). The key leads with the trace, so one wiki's folds are one id range; a page
   id means a page of the wiki of the scope its traces belong to.
@@ -24,12 +25,13 @@ from __future__ import annotations
 
 import json
 import re
-import sqlite3
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import astuple, dataclass
 from typing import Any
 
+from bot.memory import textindex
 from bot.storage.db import Database
+from bot.storage.sql import Conn
 
 SCOPE_BITS = 32
 WORD = re.compile(r"[^\W_]+")  # a word as the index's tokenizer splits it
@@ -38,7 +40,7 @@ _FRONT_MATTER = re.compile(r"\A---[ \t]*\n.*?\n---[ \t]*(\n|\Z)", re.DOTALL)
 _ROW = "id, session, speaker, name, page, text, created_at, words"
 _TRACE = "id, session, speaker, name, text, created_at, entities"  # read back by `_trace`
 # The ids of the traces nearest a row on one side, within its scope.
-_NEAR = "SELECT * FROM (SELECT id FROM memory WHERE id {} ? AND id {} ? AND page IS NULL ORDER BY id {} LIMIT ?)"  # noqa: E501
+_NEAR = "SELECT id FROM (SELECT id FROM memory WHERE id {} ? AND id {} ? AND page IS NULL ORDER BY id {} LIMIT ?) AS near"  # noqa: E501
 
 
 @dataclass(frozen=True)
@@ -137,15 +139,17 @@ def _range(number: int) -> tuple[int, int]:
     return number << SCOPE_BITS, ((number + 1) << SCOPE_BITS) - 1
 
 
-def _span(conn: sqlite3.Connection, soul: str, scope: str) -> tuple[int, int] | None:
+def _span(conn: Conn, soul: str, scope: str) -> tuple[int, int] | None:
     """The id range of the soul's `scope`; None when it has none yet."""
     number = _numbers(conn, soul, [scope]).get(scope)
     return None if number is None else _range(number)
 
 
-def _numbers(conn: sqlite3.Connection, soul: str, scopes: Iterable[str]) -> dict[str, int]:
+def _numbers(conn: Conn, soul: str, scopes: Iterable[str]) -> dict[str, int]:
     """The numbers of those of the soul's `scopes` that have one."""
     wanted = list(dict.fromkeys(scopes))
+    if not wanted:
+        return {}
     rows = conn.execute(
         "SELECT scope, id FROM memory_scopes WHERE soul = ? "
         f"AND scope IN ({','.join('?' * len(wanted))})",
@@ -154,32 +158,44 @@ def _numbers(conn: sqlite3.Connection, soul: str, scopes: Iterable[str]) -> dict
     return {scope: int(number) for scope, number in rows}
 
 
-def _fresh_ids(conn: sqlite3.Connection, soul: str, scope: str, n: int) -> tuple[int, list[int]]:
+def _fresh_ids(conn: Conn, soul: str, scope: str, n: int) -> tuple[int, list[int]]:
     """The number of (soul, scope), made on first use, and `n` new ids of it."""
-    conn.execute("INSERT OR IGNORE INTO memory_scopes (soul, scope) VALUES (?, ?)", (soul, scope))
-    number, seq = conn.execute(
+    bump = (
         "UPDATE memory_scopes SET next_seq = next_seq + ? WHERE soul = ? AND scope = ? "
-        "RETURNING id, next_seq",
-        (n, soul, scope),
-    ).fetchone()
+        "RETURNING id, next_seq"
+    )
+    row = conn.execute(bump, (n, soul, scope)).fetchone()
+    if row is None:  # its first use (inserted only then: PostgreSQL spends an id on a conflict)
+        conn.execute(
+            "INSERT INTO memory_scopes (soul, scope) VALUES (?, ?) ON CONFLICT DO NOTHING",
+            (soul, scope),
+        )
+        row = conn.execute(bump, (n, soul, scope)).fetchone()
+    number, seq = int(row[0]), int(row[1])
     first = (number << SCOPE_BITS) + seq - n + 1
     return number, list(range(first, first + n))
 
 
-def _insert(
-    conn: sqlite3.Connection, rows: Sequence[Row], entities: Sequence[tuple[str, ...]]
-) -> None:
+def _insert(conn: Conn, rows: Sequence[Row], entities: Sequence[tuple[str, ...]]) -> None:
     """Insert `memory` rows (with each row's entities) and index their text."""
+    values = [(*astuple(r), json.dumps(e)) for r, e in zip(rows, entities, strict=True)]
+    if conn.engine == "postgresql":
+        conn.executemany(
+            f"INSERT INTO memory ({_ROW}, entities, terms) "
+            "VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, array_to_tsvector(?::text[]))",
+            [
+                (*v, textindex.lexemes(r.id >> SCOPE_BITS, WORD.findall(r.text)))
+                for v, r in zip(values, rows, strict=True)
+            ],
+        )
+        return
     conn.executemany(
-        f"INSERT INTO memory ({_ROW}, entities) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?)",
-        [(*astuple(r), json.dumps(e)) for r, e in zip(rows, entities, strict=True)],
+        f"INSERT INTO memory ({_ROW}, entities) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?)", values
     )
-    conn.executemany(
-        "INSERT INTO memory_fts (rowid, text) VALUES (?, ?)", [(r.id, r.text) for r in rows]
-    )
+    textindex.index(conn, [(r.id, r.text) for r in rows])
 
 
-def _delete(conn: sqlite3.Connection, where: str, params: Sequence[object]) -> tuple[int, int, int]:
+def _delete(conn: Conn, where: str, params: Sequence[object]) -> tuple[int, int, int]:
     """Delete the `memory` rows `where` selects, and their index entries.
     Returns the traces, rows and words deleted."""
     traces, rows, words = conn.execute(
@@ -187,16 +203,12 @@ def _delete(conn: sqlite3.Connection, where: str, params: Sequence[object]) -> t
         f"WHERE {where}",
         params,
     ).fetchone()
-    conn.execute(
-        "INSERT INTO memory_fts (memory_fts, rowid, text) "
-        f"SELECT 'delete', id, text FROM memory WHERE {where}",
-        params,
-    )
+    textindex.unindex(conn, where, params)
     conn.execute(f"DELETE FROM memory WHERE {where}", params)
     return int(traces), int(rows), int(words)
 
 
-def _df(conn: sqlite3.Connection, number: int, got: list[int], limit: int) -> float:
+def _df(conn: Conn, number: int, got: list[int], limit: int) -> float:
     """How many rows of scope `number` hold a term, from the newest `got` that
     do: exact below `limit`, else scaled by the share of the scope's ids they span."""
     if len(got) < limit:
@@ -207,7 +219,7 @@ def _df(conn: sqlite3.Connection, number: int, got: list[int], limit: int) -> fl
     return len(got) * max(1.0, (got[0] - int(first) + 1) / (got[0] - got[-1] + 1))
 
 
-def _recallable(conn: sqlite3.Connection, numbers: Iterable[int], start: float) -> bool:
+def _recallable(conn: Conn, numbers: Iterable[int], start: float) -> bool:
     """Whether scopes `numbers` hold a page chunk or a trace older than `start`
     (a new conversation, all of it still in the history, has nothing to recall)."""
     for number in numbers:
@@ -221,7 +233,7 @@ def _recallable(conn: sqlite3.Connection, numbers: Iterable[int], start: float) 
     return False
 
 
-def _since(conn: sqlite3.Connection, numbers: Iterable[int], start: float) -> set[int]:
+def _since(conn: Conn, numbers: Iterable[int], start: float) -> set[int]:
     """The ids of the traces of scopes `numbers` created at or after `start`.
     Ids follow time within a scope, so only the newest rows are read: those
     after the last trace older than `start`."""
@@ -244,7 +256,7 @@ def _since(conn: sqlite3.Connection, numbers: Iterable[int], start: float) -> se
 class TraceStore:
     """Traces and page chunks on the shared database. Every method is one call
     on the database thread; each raises RuntimeError when the database is closed
-    and sqlite3.Error when SQLite fails."""
+    and the engine's error (sqlite3.Error, psycopg.Error) when it fails."""
 
     def __init__(self, db: Database) -> None:
         self._db = db
@@ -252,13 +264,12 @@ class TraceStore:
     async def add(self, traces: Sequence[NewTrace]) -> list[int]:
         """Store `traces` in one transaction; returns their ids, in order."""
 
-        def write(conn: sqlite3.Connection) -> list[int]:
+        def write(conn: Conn) -> list[int]:
             groups: dict[tuple[str, str], list[int]] = {}
             for n, trace in enumerate(traces):
                 groups.setdefault((trace.soul, trace.scope), []).append(n)
             ids = [0] * len(traces)
-            with conn:
-                conn.execute("BEGIN")
+            with conn.transaction():
                 for (soul, scope), members in groups.items():
                     number, fresh = _fresh_ids(conn, soul, scope, len(members))
                     for n, row_id in zip(members, fresh, strict=True):
@@ -290,7 +301,7 @@ class TraceStore:
     async def after(self, soul: str, scope: str, after_id: int, limit: int = 10_000) -> list[Trace]:
         """The scope's traces with an id above `after_id`, oldest first, at most `limit`."""
 
-        def query(conn: sqlite3.Connection) -> list[Trace]:
+        def query(conn: Conn) -> list[Trace]:
             span = _span(conn, soul, scope)
             if span is None:
                 return []
@@ -307,14 +318,15 @@ class TraceStore:
     async def traces(self, soul: str, scope: str, ids: Iterable[int]) -> list[Trace]:
         """Those of the traces `ids` the scope still holds, oldest first (an id
         of another scope, or of a trace erased since, is left out)."""
-        wanted = json.dumps(sorted(set(ids)))
+        wanted = sorted(set(ids))
 
-        def query(conn: sqlite3.Connection) -> list[Trace]:
+        def query(conn: Conn) -> list[Trace]:
             lo, hi = _span(conn, soul, scope) or (0, -1)
+            listed, param = conn.id_set(wanted)
             rows = conn.execute(
-                f"SELECT {_TRACE} FROM memory WHERE id IN (SELECT value FROM json_each(?)) "
+                f"SELECT {_TRACE} FROM memory WHERE id IN ({listed}) "
                 "AND id BETWEEN ? AND ? AND page IS NULL ORDER BY id",
-                (wanted, lo, hi),
+                (param, lo, hi),
             )
             return [_trace(soul, scope, r) for r in rows]
 
@@ -324,7 +336,7 @@ class TraceStore:
         """The soul's scopes holding a trace past their watermark (a scope absent
         from `watermarks` has watermark 0), sorted."""
 
-        def query(conn: sqlite3.Connection) -> list[str]:
+        def query(conn: Conn) -> list[str]:
             rows = conn.execute(
                 "SELECT scope, last_trace FROM memory_scopes WHERE soul = ? ORDER BY scope", (soul,)
             )
@@ -335,7 +347,7 @@ class TraceStore:
     async def sessions(self, soul: str, scope: str) -> list[str]:
         """The session keys the scope's traces came from, sorted."""
 
-        def query(conn: sqlite3.Connection) -> list[str]:
+        def query(conn: Conn) -> list[str]:
             span = _span(conn, soul, scope) or (0, -1)
             rows = conn.execute(
                 "SELECT DISTINCT session FROM memory WHERE id BETWEEN ? AND ? AND page IS NULL "
@@ -354,9 +366,8 @@ class TraceStore:
         only removes the page's chunks."""
         chunks = chunk_page(body)
 
-        def write(conn: sqlite3.Connection) -> None:
-            with conn:
-                conn.execute("BEGIN")
+        def write(conn: Conn) -> None:
+            with conn.transaction():
                 number, ids = _fresh_ids(conn, soul, scope, len(chunks))
                 _, old_rows, old_words = _delete(
                     conn, "page = ? AND id BETWEEN ? AND ?", (page_id, *_range(number))
@@ -378,9 +389,8 @@ class TraceStore:
         traces erased.
         The scope keeps its number, so later ids stay above every earlier one."""
 
-        def erase(conn: sqlite3.Connection) -> int:
-            with conn:
-                conn.execute("BEGIN")
+        def erase(conn: Conn) -> int:
+            with conn.transaction():
                 span = _span(conn, soul, scope) or (0, -1)
                 traces, _, _ = _delete(conn, "id BETWEEN ? AND ?", span)
                 conn.execute("DELETE FROM memory_folds WHERE trace BETWEEN ? AND ?", span)
@@ -396,10 +406,11 @@ class TraceStore:
     async def count(self, soul: str, scope: str | None = None) -> int:
         """The traces of the soul's `scope`, or of all its scopes when None."""
 
-        def query(conn: sqlite3.Connection) -> int:
+        def query(conn: Conn) -> int:
             scopes = conn.execute(
-                "SELECT id FROM memory_scopes WHERE soul = ? AND (? IS NULL OR scope = ?)",
-                (soul, scope, scope),
+                "SELECT id FROM memory_scopes WHERE soul = ?"
+                + ("" if scope is None else " AND scope = ?"),
+                (soul,) if scope is None else (soul, scope),
             ).fetchall()
             return sum(
                 conn.execute(
@@ -424,12 +435,13 @@ class TraceStore:
         first, at most `limit` per term and scope; traces created at or after
         `skip_after` are left out of the ids (not out of the counts)."""
 
-        def query(conn: sqlite3.Connection) -> Postings:
+        def query(conn: Conn) -> Postings:
             numbers = list(_numbers(conn, soul, scopes).values())
+            listed, param = conn.id_set(numbers)
             rows, words = conn.execute(
                 "SELECT COALESCE(SUM(rows), 0), COALESCE(SUM(words), 0) FROM memory_scopes "
-                f"WHERE id IN ({','.join('?' * len(numbers))})",
-                numbers,
+                f"WHERE id IN ({listed})",
+                (param,),
             ).fetchone()
             ids: dict[str, list[int]] = {}
             df: dict[str, float] = {}
@@ -437,17 +449,13 @@ class TraceStore:
                 empty: dict[str, list[int]] = {term: [] for term in terms}
                 return Postings(empty, dict.fromkeys(terms, 0.0), int(rows), int(words))
             skipped = set() if skip_after is None else _since(conn, numbers, skip_after)
+            found = textindex.find(
+                conn, [(t, n, *_range(n)) for t in terms for n in numbers], limit
+            )
             for term in terms:
                 ids[term], df[term] = [], 0.0
                 for number in numbers:
-                    got = [
-                        rowid
-                        for (rowid,) in conn.execute(
-                            "SELECT rowid FROM memory_fts WHERE memory_fts MATCH ? "
-                            "AND rowid BETWEEN ? AND ? ORDER BY rowid DESC LIMIT ?",
-                            ('"' + term.replace('"', '""') + '"', *_range(number), limit),
-                        )
-                    ]
+                    got = found[term, number]
                     ids[term] += [i for i in got if i not in skipped]
                     df[term] += _df(conn, number, got, limit)
             return Postings(ids, df, int(rows), int(words))
@@ -459,9 +467,10 @@ class TraceStore:
         before and just after it in its own scope, sorted by id."""
         wanted = list(dict.fromkeys(ids))
 
-        def query(conn: sqlite3.Connection) -> list[Row]:
-            parts = ["SELECT value FROM json_each(?)"]
-            params: list[object] = [json.dumps(wanted)]
+        def query(conn: Conn) -> list[Row]:
+            listed, param = conn.id_set(wanted)
+            parts = [listed]
+            params: list[object] = [param]
             for row_id in wanted if around else ():
                 lo, hi = _range(row_id >> SCOPE_BITS)
                 parts += [_NEAR.format("<", ">=", "DESC"), _NEAR.format(">", "<=", "ASC")]
@@ -481,15 +490,14 @@ class TraceStore:
         wiki's page `page_id`. Idempotent: a fold recorded twice is kept once.
         Raises ValueError for an id outside the scope (nothing is recorded then)."""
 
-        def write(conn: sqlite3.Connection) -> None:
+        def write(conn: Conn) -> None:
             lo, hi = _span(conn, soul, scope) or (0, -1)
             strays = [i for i in trace_ids if not lo <= i <= hi]
             if strays:
                 raise ValueError(f"trace ids {strays} are not of scope {scope!r} of soul {soul!r}")
-            with conn:
-                conn.execute("BEGIN")
+            with conn.transaction():
                 conn.executemany(
-                    "INSERT OR IGNORE INTO memory_folds (trace, page) VALUES (?, ?)",
+                    "INSERT INTO memory_folds (trace, page) VALUES (?, ?) ON CONFLICT DO NOTHING",
                     [(i, page_id) for i in trace_ids],
                 )
 
@@ -499,7 +507,7 @@ class TraceStore:
     async def folded_into(self, soul: str, scope: str, page_id: str) -> list[int]:
         """The ids of the scope's traces folded into its page `page_id`, sorted."""
 
-        def query(conn: sqlite3.Connection) -> list[int]:
+        def query(conn: Conn) -> list[int]:
             rows = conn.execute(
                 "SELECT trace FROM memory_folds WHERE page = ? AND trace BETWEEN ? AND ? "
                 "ORDER BY trace",
@@ -516,7 +524,7 @@ class TraceStore:
         chunks and fold records. Returns the dropped traces, oldest first. The
         page file and the log lines are the wiki's: see `Memory.drop_page`."""
 
-        def write(conn: sqlite3.Connection) -> list[Trace]:
+        def write(conn: Conn) -> list[Trace]:
             span = _span(conn, soul, scope)
             if span is None:
                 return []
@@ -524,8 +532,7 @@ class TraceStore:
                 "page IS NULL AND id IN (SELECT trace FROM memory_folds "
                 "WHERE page = ? AND trace BETWEEN ? AND ?)"
             )
-            with conn:
-                conn.execute("BEGIN")
+            with conn.transaction():
                 dropped = [
                     _trace(soul, scope, r)
                     for r in conn.execute(
@@ -537,10 +544,8 @@ class TraceStore:
                 _, chunk_rows, chunk_words = _delete(
                     conn, "page = ? AND id BETWEEN ? AND ?", (page_id, *span)
                 )
-                conn.execute(
-                    "DELETE FROM memory_folds WHERE trace IN (SELECT value FROM json_each(?))",
-                    (json.dumps([t.id for t in dropped]),),
-                )
+                listed, param = conn.id_set(t.id for t in dropped)
+                conn.execute(f"DELETE FROM memory_folds WHERE trace IN ({listed})", (param,))
                 conn.execute(
                     "DELETE FROM memory_folds WHERE page = ? AND trace BETWEEN ? AND ?",
                     (page_id, *span),
@@ -561,7 +566,7 @@ class TraceStore:
         newest `limit` of them, oldest first (what `/memory` shows of the
         traces no compile has folded yet)."""
 
-        def query(conn: sqlite3.Connection) -> tuple[int, list[Trace]]:
+        def query(conn: Conn) -> tuple[int, list[Trace]]:
             span = _span(conn, soul, scope)
             if span is None:
                 return 0, []

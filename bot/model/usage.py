@@ -18,7 +18,6 @@ from `DEFAULT_PRICES` or the config's `model.prices`, and is for the report.
 
 from __future__ import annotations
 
-import sqlite3
 import time
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
@@ -30,6 +29,7 @@ import structlog
 from bot.config.schema import AdminsConfig, BudgetConfig, Price
 from bot.errors import BudgetExceeded
 from bot.storage.db import Database
+from bot.storage.sql import Conn
 
 log = structlog.get_logger(__name__)
 
@@ -163,10 +163,15 @@ class _Today:
 
 
 _INSERT = """
-INSERT INTO usage (ts, day, soul, scope, session, user, source, model, input_tokens,
+INSERT INTO usage (ts, day, soul, scope, session, "user", source, model, input_tokens,
     output_tokens, cache_creation_input_tokens, cache_read_input_tokens, cost_usd)
 VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)
 """
+# A shared store's budget counts (PostgreSQL: bot/storage/postgres.py), added to atomically.
+_ADD = (
+    "INSERT INTO budget_totals (day, kind, who, tokens) VALUES (?, ?, ?, ?) "
+    "ON CONFLICT (day, kind, who) DO UPDATE SET tokens = budget_totals.tokens + excluded.tokens"
+)
 _TOKENS = "input_tokens + output_tokens + cache_creation_input_tokens + cache_read_input_tokens"
 
 
@@ -180,10 +185,12 @@ def _admins(config: AdminsConfig) -> frozenset[str]:
 class Ledger:
     """Records model calls and enforces the daily token budgets.
 
-    `check` reads today's totals from memory: they are loaded from the table on
-    the first check of a UTC day (so they survive a restart), then kept up to
-    date by `record`. Calls recorded by another process sharing the database
-    are seen from the next day on, or after a restart. `admins` (the config's
+    On SQLite (one process), `check` reads today's totals from memory: they are
+    loaded from the table on the first check of a UTC day (so they survive a
+    restart), then kept up to date by `record`. On a store processes share
+    (PostgreSQL), `record` adds each call to its budgets' rows of
+    `budget_totals` in the transaction that records it, and `check` reads those
+    rows: every process counts against one total. `admins` (the config's
     `admins:`) say whose DM turns count against an admin's budget.
     """
 
@@ -240,12 +247,19 @@ class Ledger:
             "cost_usd": cost,
         }
 
-        def write(conn: sqlite3.Connection) -> None:
+        charged = self._charged(ctx.soul, ctx.user, ctx.source)
+
+        def write(conn: Conn) -> None:
+            if self._db.shared:
+                with conn.transaction():
+                    conn.execute(_INSERT, (ts, day, *fields.values()))
+                    conn.executemany(_ADD, [(day, kind, who, usage.total) for kind, who in charged])
+                return
             conn.execute(_INSERT, (ts, day, *fields.values()))
             today = self._today
             # Totals of another day are left alone: a later load reads the row.
             if today is not None and today.day == day:
-                for key in self._charged(ctx.soul, ctx.user, ctx.source):
+                for key in charged:
                     today.totals[key] = today.totals.get(key, 0) + usage.total
 
         await self._db.run(write)
@@ -283,9 +297,12 @@ class Ledger:
         ]
         if not charged:
             return
-        today = await self._totals()
+        if self._db.shared:
+            totals = await self._shared_totals([(kind, who) for kind, who, _ in charged])
+        else:
+            totals = (await self._totals()).totals
         for kind, who, limit in charged:
-            used = today.totals.get((kind, who), 0)
+            used = totals.get((kind, who), 0)
             if used + estimated_tokens > limit:
                 log.warning(
                     "budget.refused",
@@ -299,6 +316,25 @@ class Ledger:
                 )
                 raise BudgetExceeded(kind, who, limit, used)
 
+    async def _shared_totals(
+        self, keys: list[tuple[BudgetKind, str]]
+    ) -> dict[tuple[BudgetKind, str], int]:
+        """Today's totals of `keys` as the database counts them, for every
+        process that shares it (`budget_totals`, added to by each `record`)."""
+        day = _utc_day(self._clock())
+
+        def query(conn: Conn) -> dict[tuple[BudgetKind, str], int]:
+            found: dict[tuple[BudgetKind, str], int] = {}
+            for kind, who in keys:
+                row = conn.execute(
+                    "SELECT tokens FROM budget_totals WHERE day = ? AND kind = ? AND who = ?",
+                    (day, kind, who),
+                ).fetchone()
+                found[kind, who] = int(row[0]) if row else 0
+            return found
+
+        return await self._db.run(query)
+
     async def _totals(self) -> _Today:
         """Today's totals, loaded from the table when the UTC day has changed."""
         day = _utc_day(self._clock())
@@ -307,15 +343,15 @@ class Ledger:
             return today
         return await self._db.run(lambda conn: self._load(conn, day))
 
-    def _load(self, conn: sqlite3.Connection, day: str) -> _Today:
+    def _load(self, conn: Conn, day: str) -> _Today:
         """On the database thread: the totals of `day`, from the table unless
         a concurrent check has just loaded them. The rows are charged as
         `record` charges them, with today's admins."""
         today = self._today
         if today is None or today.day != day:
             rows = conn.execute(
-                f"SELECT soul, user, source, SUM({_TOKENS}) FROM usage WHERE day = ?"
-                " GROUP BY soul, user, source",
+                f'SELECT soul, "user", source, SUM({_TOKENS}) FROM usage WHERE day = ?'
+                ' GROUP BY soul, "user", source',
                 (day,),
             )
             totals: dict[tuple[BudgetKind, str], int] = {}
@@ -327,7 +363,7 @@ class Ledger:
         return today
 
 
-def day_totals(conn: sqlite3.Connection, now: float) -> tuple[int, float]:
+def day_totals(conn: Conn, now: float) -> tuple[int, float]:
     """All tokens (input of every kind and output) and the cost in US dollars
     of the UTC day of `now`."""
     tokens, cost = conn.execute(
@@ -335,7 +371,7 @@ def day_totals(conn: sqlite3.Connection, now: float) -> tuple[int, float]:
         " + cache_read_input_tokens), SUM(cost_usd) FROM usage WHERE day = ?",
         (_utc_day(now),),
     ).fetchone()
-    return tokens or 0, cost or 0.0
+    return int(tokens or 0), float(cost or 0.0)
 
 
 _GROUPS = ("soul", "source", "day", "model")
@@ -359,7 +395,7 @@ def _cells(
     return [key, *(f"{n:,}" for n in (calls, inp, out, write, read)), hit, f"{cost:,.4f}"]
 
 
-def usage_table(conn: sqlite3.Connection, *, days: int, by: str, now: float) -> str:
+def usage_table(conn: Conn, *, days: int, by: str, now: float) -> str:
     """The `soulbot usage` and `/soul usage` report: calls, tokens, cache hit
     share and cost per soul, source, day or model over the last `days` UTC days
     (today included), with a TOTAL row and, under it, the TOTAL's `chat` and
@@ -383,12 +419,13 @@ def usage_table(conn: sqlite3.Connection, *, days: int, by: str, now: float) -> 
     span = f"{first} to {last} UTC" if days > 1 else f"{last} UTC"
     if not rows:
         return f"No usage recorded in the last {days} day(s) ({span})."
+    rows = [(key, *(int(n) for n in ns), float(cost)) for key, *ns, cost in rows]
     body = [_cells(*row) for row in rows]
     sums = [sum(row[i] for row in rows) for i in range(1, 7)]
     total = _cells("TOTAL", *sums)
-    families = {
-        fam: sums
-        for fam, *sums in conn.execute(
+    families: dict[str, tuple[int, int, int, int, int, float]] = {
+        fam: (int(calls), int(inp), int(out), int(write), int(read), float(cost))
+        for fam, calls, inp, out, write, read, cost in conn.execute(
             f"SELECT {_FAMILY} AS fam, {_SUMS} FROM usage WHERE day BETWEEN ? AND ? GROUP BY fam",
             (first, last),
         )

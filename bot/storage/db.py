@@ -1,8 +1,10 @@
-"""The one SQLite database under `data_dir` (WAL mode).
+"""The store: one SQLite database under `data_dir` (WAL mode), or PostgreSQL.
 
 Every query runs on a single worker thread that owns the connection, so the
 event loop never waits on the disk and SQLite sees one writer. Each component
-keeps its own tables; `SCHEMA` creates them all. A new file is made 0600 in a
+keeps its own tables; `SCHEMA` creates them all (bot/storage/postgres.py has
+PostgreSQL's). The stores write their SQL once, against `Conn`
+(bot/storage/sql.py), and run on either engine. A new file is made 0600 in a
 folder made 0700, whatever the umask; SQLite gives its -wal and -shm files the
 database file's mode. A data_dir or a database soulbot cannot use (an
 operator's fault) is a StorageError naming the path and what to do.
@@ -23,7 +25,9 @@ from pathlib import Path
 from typing import Any, TypeVar
 
 from bot.errors import SoulbotError, StorageError
+from bot.storage import postgres
 from bot.storage.files import PRIVATE_FOLDER, create_private, make_folders
+from bot.storage.sql import Conn, Engine, SqliteConn
 
 T = TypeVar("T")
 
@@ -220,6 +224,24 @@ def connect(path: Path) -> sqlite3.Connection:
         raise StorageError(path, _sqlite_problem(exc)) from exc
 
 
+def store_target(data_dir: Path, url: str | None) -> Path | str:
+    """What `Database` opens for a config: `store.url` (a PostgreSQL URL, or
+    the file of a `sqlite:///` one), else `data_dir`'s soulbot.db."""
+    if url is None:
+        return data_dir / DB_NAME
+    if postgres.is_postgres(url):
+        return url
+    return Path(url.removeprefix("sqlite:///"))
+
+
+def open_conn(target: Path | str) -> Conn:
+    """A connection to the store at `target` (a SQLite file, or a PostgreSQL
+    URL), schema in place. Raises as `connect` or `postgres.connect` do."""
+    if isinstance(target, str):
+        return postgres.connect(target, SCHEMA_VERSION)
+    return SqliteConn(connect(target))
+
+
 def _open(path: Path) -> sqlite3.Connection:
     conn = sqlite3.connect(path, check_same_thread=False, isolation_level=None)
     version = conn.execute("PRAGMA user_version").fetchone()[0]
@@ -238,16 +260,21 @@ def _open(path: Path) -> sqlite3.Connection:
 
 
 class Database:
-    """The async face of the database: `await db.run(fn)` runs `fn(conn)` on
-    the database thread. Open once, close once; use after close raises.
+    """The async face of the store: `await db.run(fn)` runs `fn(conn)` on the
+    database thread, `conn` a `Conn` of the engine `target` names (a SQLite
+    file's path, or a PostgreSQL URL). Open once, close once; use after close
+    raises. `shared` says the store may be shared by several processes
+    (PostgreSQL): what a process keeps in memory may be stale there.
 
     The thread takes every call queued since its last wake-up and answers the
     whole batch with one hand-back to the event loop: under load, hundreds of
     tiny statements cost one thread switch instead of hundreds.
     """
 
-    def __init__(self, path: Path) -> None:
-        self.path = path
+    def __init__(self, target: Path | str) -> None:
+        self.target = target
+        self.engine: Engine = "postgresql" if isinstance(target, str) else "sqlite"
+        self.shared = self.engine == "postgresql"
         self._calls: queue.SimpleQueue[_Call | None] = queue.SimpleQueue()
         self._thread: threading.Thread | None = None
         self._ready = False
@@ -270,7 +297,7 @@ class Database:
         self._ready = True
 
     def _serve(self) -> None:
-        conn: sqlite3.Connection | None = None
+        conn: Conn | None = None
         while True:
             batch = [self._calls.get()]
             while not self._calls.empty():
@@ -283,7 +310,7 @@ class Database:
                     continue
                 try:
                     if conn is None:
-                        conn = connect(self.path)
+                        conn = open_conn(self.target)
                     results.append((call, call.fn(conn), None))
                 except BaseException as exc:
                     results.append((call, None, exc))
@@ -296,13 +323,13 @@ class Database:
                     conn.close()
                 return
 
-    def _submit(self, fn: Callable[[sqlite3.Connection], T]) -> asyncio.Future[T]:
+    def _submit(self, fn: Callable[[Conn], T]) -> asyncio.Future[T]:
         loop = asyncio.get_running_loop()
         future: asyncio.Future[T] = loop.create_future()
         self._calls.put(_Call(fn, future, loop))
         return future
 
-    async def run(self, fn: Callable[[sqlite3.Connection], T]) -> T:
+    async def run(self, fn: Callable[[Conn], T]) -> T:
         """Run `fn(conn)` on the database thread. Raises RuntimeError when closed."""
         if not self._ready:
             raise RuntimeError("the database is not open")
@@ -319,7 +346,7 @@ class Database:
 
 @dataclass(frozen=True)
 class _Call:
-    fn: Callable[[sqlite3.Connection], Any]
+    fn: Callable[[Conn], Any]
     future: asyncio.Future[Any]
     loop: asyncio.AbstractEventLoop
 

@@ -11,6 +11,7 @@ import pytest
 from bot import prompts
 from bot.app.runtime import Runtime
 from bot.chat.limits import RateLimit
+from tests.engines import raw_sqlite
 from tests.fakes.anthropic_fake import FakeAnthropic
 from tests.kit import capture_logs, make_config, running, wait_until
 
@@ -38,7 +39,7 @@ async def test_a_reply_whose_store_fails_is_sent_and_stored_later(tmp_path: Path
         FakeAnthropic() as fake,
         running(make_config(tmp_path, fake.url)) as (runtime, platform),
     ):
-        await runtime.db.run(lambda c: c.executescript(FAIL_REPLIES))
+        await runtime.db.run(lambda c: raw_sqlite(c).executescript(FAIL_REPLIES))
         with capture_logs() as logs:
             await platform.say("hello there")
             [first] = await platform.replies(1)

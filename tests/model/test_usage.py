@@ -23,7 +23,7 @@ from bot.model.usage import (
     price_for,
     usage_table,
 )
-from bot.storage.db import Database, connect
+from bot.storage.db import Database, open_conn
 from tests.fakes.anthropic_fake import FakeAnthropic
 from tests.kit import capture_logs, make_config, running
 
@@ -549,7 +549,7 @@ async def test_usage_table_empty(db: Database) -> None:
 
 async def test_usage_table_through_a_plain_connection(db: Database, tmp_path: Path) -> None:
     await fill(db)
-    conn = connect(tmp_path / "soulbot.db")
+    conn = open_conn(db.target)
     try:
         text = usage_table(conn, days=30, by="model", now=NOON)
     finally:
@@ -559,7 +559,7 @@ async def test_usage_table_through_a_plain_connection(db: Database, tmp_path: Pa
 
 @pytest.mark.parametrize("by", ["user", "soul; DROP TABLE usage", ""])
 def test_usage_table_bad_group_raises(tmp_path: Path, by: str) -> None:
-    conn = connect(tmp_path / "soulbot.db")
+    conn = open_conn(tmp_path / "soulbot.db")
     try:
         with pytest.raises(ValueError, match="soul, source, day, model"):
             usage_table(conn, days=7, by=by, now=NOON)
@@ -568,7 +568,7 @@ def test_usage_table_bad_group_raises(tmp_path: Path, by: str) -> None:
 
 
 def test_usage_table_bad_days_raises(tmp_path: Path) -> None:
-    conn = connect(tmp_path / "soulbot.db")
+    conn = open_conn(tmp_path / "soulbot.db")
     try:
         with pytest.raises(ValueError, match="days"):
             usage_table(conn, days=0, by="soul", now=NOON)

@@ -4,10 +4,18 @@ rows are never visited by a session's load."""
 
 from __future__ import annotations
 
-import sqlite3
+import pytest
 
 from bot.chat.history import PRUNE_EVERY, SEEN_WINDOW_S, HistoryStore
 from bot.storage.db import Database
+from bot.storage.sql import Conn
+from tests.engines import raw_sqlite
+
+
+@pytest.fixture
+def db(sqlite_db: Database) -> Database:
+    """SQLite's: these count its VM's steps and read its query plans."""
+    return sqlite_db
 
 
 class Clock:
@@ -75,13 +83,13 @@ async def _load_cost(db: Database, store: HistoryStore, session: str) -> tuple[i
         steps.append(1)
         return 0  # go on
 
-    def watch(conn: sqlite3.Connection) -> None:
-        conn.set_progress_handler(step, 1)
-        conn.set_trace_callback(statements.append)
+    def watch(conn: Conn) -> None:
+        raw_sqlite(conn).set_progress_handler(step, 1)
+        raw_sqlite(conn).set_trace_callback(statements.append)
 
-    def unwatch(conn: sqlite3.Connection) -> None:
-        conn.set_progress_handler(None, 1)
-        conn.set_trace_callback(None)
+    def unwatch(conn: Conn) -> None:
+        raw_sqlite(conn).set_progress_handler(None, 1)
+        raw_sqlite(conn).set_trace_callback(None)
 
     await db.run(watch)
     try:
@@ -113,9 +121,9 @@ async def test_compaction_never_visits_compacted_rows(db: Database) -> None:
     store = HistoryStore(db)
     await _session_with(store, "big", compacted=2000, live=4)
     statements: list[str] = []
-    await db.run(lambda c: c.set_trace_callback(statements.append))
+    await db.run(lambda c: raw_sqlite(c).set_trace_callback(statements.append))
     await store.compact("big", 0, [], "a newer summary")
-    await db.run(lambda c: c.set_trace_callback(None))
+    await db.run(lambda c: raw_sqlite(c).set_trace_callback(None))
     [update] = [s for s in statements if "SET kind = 'old_summary'" in s]
     plan = await db.run(lambda c: c.execute("EXPLAIN QUERY PLAN " + update).fetchall())
     assert "USING INDEX history_live" in " ".join(row[-1] for row in plan)
