@@ -7,7 +7,7 @@ import contextlib
 import json
 import os
 import sys
-from collections.abc import Callable, Iterable, MutableMapping
+from collections.abc import Callable, Iterable, Iterator, MutableMapping
 from pathlib import Path
 from typing import Any
 
@@ -280,3 +280,17 @@ def finish(result: dict[str, Any], target: dict[str, float], ok: dict[str, bool]
     result["all_pass"] = all(ok.values())
     emit(result)
     return 0 if result["all_pass"] else 1
+
+
+@contextlib.contextmanager
+def store_target(store: str | None, folder: Path, name: str) -> Iterator[Path | str]:
+    """Where a benchmark keeps a fresh store: `folder/<name>.db` (SQLite) when
+    `store` is None, else a new schema on the PostgreSQL server `store`,
+    dropped afterwards."""
+    if store is None:
+        yield folder / f"{name}.db"
+        return
+    from tests.engines import scratch_schema
+
+    with scratch_schema(store) as url:
+        yield url

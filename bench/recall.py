@@ -27,7 +27,10 @@ One JSON line per data set folder; the exit status is 1 when a folder misses its
 target: its own minimum (LoCoMo 0.76, LongMemEval 0.72, another folder 0.70)
 and BM25's figure plus MARGIN, both on the whole sample.
 
-    .venv/bin/python bench/recall.py [--data DIR ...] [--budget 600]
+    .venv/bin/python bench/recall.py [--data DIR ...] [--budget 600] [--store postgresql://...]
+
+With `--store`, the same on PostgreSQL (its own text index: bot/memory/textindex.py);
+its figures must be within 0.02 of SQLite's.
 """
 
 from __future__ import annotations
@@ -50,7 +53,7 @@ from typing import Any
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
-from bench.common import emit
+from bench.common import emit, store_target
 from bot.app.logs import configure_logging
 from bot.memory.recall import one_line, recall_block, render
 from bot.memory.store import NewTrace, Row, TraceStore
@@ -180,10 +183,18 @@ async def score(conv: Conversation, block_for: Blocks) -> list[Result]:
 
 
 async def run_conversation(
-    conv: Conversation, budget: int, folder: Path
+    conv: Conversation, budget: int, folder: Path, store: str | None
 ) -> tuple[list[Result], list[Result]]:
-    """Import `conv` into a fresh database in `folder`; (recall, bm25) figures."""
-    db = Database(folder / f"{conv.name}.db")
+    """Import `conv` into a fresh store (SQLite in `folder`, or a new schema
+    on the PostgreSQL server `store`); (recall, bm25) figures."""
+    with store_target(store, folder, conv.name) as target:
+        return await _run_conversation(conv, budget, target)
+
+
+async def _run_conversation(
+    conv: Conversation, budget: int, target: Path | str
+) -> tuple[list[Result], list[Result]]:
+    db = Database(target)
     await db.open()
     try:
         store = TraceStore(db)
@@ -236,7 +247,7 @@ def figures(results: Sequence[Result]) -> dict[str, Any]:
     }
 
 
-async def bench(files: Sequence[Path], budget: int) -> dict[str, Any]:
+async def bench(files: Sequence[Path], budget: int, store: str | None) -> dict[str, Any]:
     """The figures over the conversations in `files`."""
     ours: list[Result] = []
     plain: list[Result] = []
@@ -246,12 +257,13 @@ async def bench(files: Sequence[Path], budget: int) -> dict[str, Any]:
         for path in files:
             conv = load(path)
             unscored += conv.unscored
-            mine, ref = await run_conversation(conv, budget, Path(tmp))
+            mine, ref = await run_conversation(conv, budget, Path(tmp), store)
             ours += mine
             plain += ref
             per[conv.name] = figures(mine)["evidence_recall"]
     return {
         "bench": "recall",
+        "store": "sqlite" if store is None else "postgresql",
         "conversations": len(files),
         "questions": len(ours),
         "questions_held_out": sum(held for _, _, held in ours),
@@ -263,10 +275,11 @@ async def bench(files: Sequence[Path], budget: int) -> dict[str, Any]:
     }
 
 
-def run(folder: Path, budget: int) -> bool:
+def run(folder: Path, budget: int, store: str | None) -> bool:
     """Print the line of one data set folder; whether it meets its targets."""
     started = time.perf_counter()
-    result = {"data": folder.name, **asyncio.run(bench(sorted(folder.glob("*.json")), budget))}
+    files = sorted(folder.glob("*.json"))
+    result = {"data": folder.name, **asyncio.run(bench(files, budget, store))}
     result["seconds"] = round(time.perf_counter() - started, 2)
     least = TARGETS.get(folder.name, TARGET)
     over = round(result["bm25"]["evidence_recall"] + MARGIN, 4)
@@ -291,13 +304,18 @@ def main() -> int:
         + ")",
     )
     parser.add_argument("--budget", type=int, default=600)
+    parser.add_argument(
+        "--store",
+        help="a PostgreSQL server (postgresql://...) to run on, a new schema per conversation; "
+        "default: SQLite files in a temporary folder",
+    )
     args = parser.parse_args()
     folders: list[Path] = args.data or [DATA / name for name in DATASETS]
     for folder in folders:
         if not any(folder.glob("*.json")):
             parser.error(f"no conversation (*.json) in {folder}")
     configure_logging("json", "warning")
-    passed = [run(folder, args.budget) for folder in folders]
+    passed = [run(folder, args.budget, args.store) for folder in folders]
     return 0 if all(passed) else 1
 
 

@@ -11,6 +11,9 @@ them 100 to 200 words long, as a pasted text would be); the other half are built
 from a line of the scope itself, so that they find something.
 
     .venv/bin/python bench/recall_scale.py [--traces 1000000] [--scopes 1000] [--queries 2000]
+        [--store postgresql://...]
+
+The target: p99 under 20 ms on SQLite, under 30 ms on PostgreSQL.
 """
 
 from __future__ import annotations
@@ -28,13 +31,14 @@ from typing import Any
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
-from bench.common import finish
+from bench.common import finish, store_target
 from bot.app.logs import configure_logging
 from bot.memory.recall import recall_block
 from bot.memory.store import NewTrace, TraceStore
-from bot.storage.db import DB_NAME, Database
+from bot.storage.db import Database
 
 TARGET_P99_MS = 20.0
+TARGET_P99_MS_POSTGRES = 30.0  # a round trip to a server per query
 SOUL = "marlow"
 BATCH = 20_000
 START = 1_700_000_000.0
@@ -90,16 +94,18 @@ async def build(store: TraceStore, words: Words, traces: int, scopes: int) -> li
     return samples
 
 
-async def measure(args: argparse.Namespace, folder: Path) -> dict[str, Any]:
+async def measure(args: argparse.Namespace, target: Path | str) -> dict[str, Any]:
     rng = random.Random(20261129)
     words = Words(rng)
-    db = Database(folder / DB_NAME)
+    db = Database(target)
     await db.open()
     try:
         store = TraceStore(db)
         started = time.perf_counter()
         samples = await build(store, words, args.traces, args.scopes)
         build_s = time.perf_counter() - started
+        if db.engine == "postgresql":  # as autovacuum's analyze does a table that grew this much
+            await db.run(lambda conn: conn.execute("ANALYZE"))
         now = START + args.traces * 30 + 86_400
         latencies: list[float] = []
         nonempty = 0
@@ -132,6 +138,7 @@ async def measure(args: argparse.Namespace, folder: Path) -> dict[str, Any]:
 
     return {
         "bench": "recall_scale",
+        "store": db.engine,
         "traces": stored,
         "scopes": args.scopes,
         "queries": len(latencies),
@@ -148,13 +155,21 @@ def main() -> int:
     parser.add_argument("--traces", type=int, default=1_000_000)
     parser.add_argument("--scopes", type=int, default=1000)
     parser.add_argument("--queries", type=int, default=2000)
+    parser.add_argument(
+        "--store", help="a PostgreSQL server (postgresql://...), a new schema; default: SQLite"
+    )
     args = parser.parse_args()
     configure_logging("json", "warning")
-    with tempfile.TemporaryDirectory(prefix="soulbot-recall-scale-") as tmp:
-        result = asyncio.run(measure(args, Path(tmp)))
-        result["db_mb"] = round(sum(p.stat().st_size for p in Path(tmp).iterdir()) / 1e6, 1)
-    ok = {"p99_ms": result["p99_ms"] < TARGET_P99_MS}
-    return finish(result, {"p99_ms_under": TARGET_P99_MS}, ok)
+    target_ms = TARGET_P99_MS if args.store is None else TARGET_P99_MS_POSTGRES
+    with (
+        tempfile.TemporaryDirectory(prefix="soulbot-recall-scale-") as tmp,
+        store_target(args.store, Path(tmp), "soulbot") as target,
+    ):
+        result = asyncio.run(measure(args, target))
+        if args.store is None:
+            result["db_mb"] = round(sum(p.stat().st_size for p in Path(tmp).iterdir()) / 1e6, 1)
+    ok = {"p99_ms": result["p99_ms"] < target_ms}
+    return finish(result, {"p99_ms_under": target_ms}, ok)
 
 
 if __name__ == "__main__":

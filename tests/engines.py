@@ -43,17 +43,25 @@ def need_postgres() -> None:
 
 
 @contextmanager
-def postgres_schema() -> Iterator[str]:
-    """A store URL whose tables live in a new schema, dropped afterwards."""
-    need_postgres()
+def scratch_schema(server: str) -> Iterator[str]:
+    """A store URL on `server` whose tables live in a new schema, dropped
+    afterwards (tests and benchmarks start each store empty this way)."""
     name = f"t_{secrets.token_hex(6)}"
-    with psycopg.connect(SERVER, autocommit=True) as conn:
+    with psycopg.connect(server, autocommit=True) as conn:
         conn.execute(f"CREATE SCHEMA {name}")
     try:
-        yield f"{SERVER}{'&' if '?' in SERVER else '?'}options={quote(f'-csearch_path={name}')}"
+        yield f"{server}{'&' if '?' in server else '?'}options={quote(f'-csearch_path={name}')}"
     finally:
-        with psycopg.connect(SERVER, autocommit=True) as conn:
+        with psycopg.connect(server, autocommit=True) as conn:
             conn.execute(f"DROP SCHEMA {name} CASCADE")
+
+
+@contextmanager
+def postgres_schema() -> Iterator[str]:
+    """A store URL of a new schema on the test server (skipped without one)."""
+    need_postgres()
+    with scratch_schema(SERVER) as url:
+        yield url
 
 
 def raw_sqlite(conn: Conn) -> sqlite3.Connection:

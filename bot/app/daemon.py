@@ -36,7 +36,7 @@ from collections.abc import Awaitable, Callable
 
 import structlog
 
-from bot.app.health import HEALTH_FILE, adapter_state, keep_health
+from bot.app.health import adapter_state, health_path, keep_health
 from bot.app.metrics import MetricsServer, serving_metrics
 from bot.app.runtime import Runtime
 from bot.app.scheduler import Scheduler, nightly_trigger
@@ -140,7 +140,7 @@ class Daemon:
                 souls = [s.id for s in runtime.registry.all()]
                 log.info("daemon.started", souls=souls, adapters=list(runtime.adapters))
                 health = asyncio.create_task(
-                    keep_health(runtime.config.data_dir / HEALTH_FILE, self._status)
+                    keep_health(health_path(runtime.config), self._status)
                 )
                 await self._stop.wait()
                 return await self._shutdown()

@@ -23,11 +23,19 @@ from pathlib import Path
 from typing import Any
 
 from adapters.base import Adapter
+from bot.app.owner import instance_file
+from bot.config.schema import Config
 from bot.storage.files import replace_file
 
 HEALTH_FILE = "health.json"
 EVERY_S = 15.0
 MAX_AGE_S = 60.0
+
+
+def health_path(config: Config) -> Path:
+    """This process's health file: `data_dir/health.json`, or
+    `health-<instance>.json` for one `instance` of several."""
+    return config.data_dir / instance_file(HEALTH_FILE, config.instance)
 
 
 def adapter_state(adapters: Mapping[str, Adapter]) -> dict[str, dict[str, Any]]:

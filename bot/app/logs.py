@@ -10,6 +10,14 @@ Python warnings go through the same renderer, so stderr holds nothing but log
 lines. discord.py's warnings that voice is not supported (no PyNaCl, no davey)
 are dropped: soulbot has no voice.
 
+Where the terminal chat runs on the stream (`configure_logging(..., chat=True)`),
+the lines about a turn of that chat which its reply already tells the person
+(TOLD_BY_THE_REPLY: the apology of a failed turn, an answer cut short, a refused
+command) are dropped: in a chat a failure appears once, as the reply says it.
+The same lines of another platform's chats stay, and so does every other line,
+with an exception in one field (`error='CompileFailed: ...'`), not a traceback;
+`soulbot chat 2>chat.log` (or `--log-format json`) keeps them all, whole.
+
 `observing(processor)` has a processor see every event while it is open (the
 daemon's metrics, bot/app/metrics.py): at every level, before the level filter,
 before the bound context is merged (`_observe`, at the head of the chain).
@@ -41,6 +49,12 @@ _CHATTY = ("httpx", "httpx2", "httpcore", "apscheduler")
 # libraries; soulbot never speaks in a voice channel.
 _NO_VOICE = re.compile(r"^\w+ is not installed, voice will NOT be supported$")
 REDACTED = "[redacted]"
+# The events of a turn whose reply tells the person about them: an apology (a failed
+# turn, a failure in the router), a line added to the answer (cut, empty), a refusal
+# or a failure of a command.
+TOLD_BY_THE_REPLY = frozenset(
+    {"turn.failed", "turn.cut", "turn.empty", "router.failed", "command.refused", "command.failed"}
+)
 # Characters a URL carries as they are (RFC 3986's unreserved set); any other may
 # come percent-encoded.
 _UNRESERVED = frozenset(string.ascii_letters + string.digits + "-._~")
@@ -125,6 +139,31 @@ def _not_voice(record: logging.LogRecord) -> bool:
     return not (record.name.startswith("discord") and isinstance(msg, str) and _NO_VOICE.match(msg))
 
 
+def _untold(logger: Any, method: str, event: MutableMapping[str, Any]) -> MutableMapping[str, Any]:
+    """Drop a line of TOLD_BY_THE_REPLY about the terminal chat's own conversation
+    (its `platform` or `session` is the console's)."""
+    console = event.get("platform") == "console" or str(event.get("session", "")).startswith(
+        "console:"
+    )
+    if console and event.get("event") in TOLD_BY_THE_REPLY:
+        raise structlog.DropEvent
+    return event
+
+
+def _one_line_exception(
+    logger: Any, method: str, event: MutableMapping[str, Any]
+) -> MutableMapping[str, Any]:
+    """An exception (`exc_info`) as the line's `error` field, `Type: message`, when
+    it has none (one that has says it already)."""
+    exc_info = event.pop("exc_info", None)
+    if exc_info is True:
+        exc_info = sys.exc_info()
+    error = exc_info[1] if isinstance(exc_info, tuple) else exc_info
+    if isinstance(error, BaseException):
+        event.setdefault("error", f"{type(error).__name__}: {error}")
+    return event
+
+
 def default_format(stream: TextIO) -> LogFormat:
     """JSON unless the stream is a terminal."""
     return "console" if stream.isatty() else "json"
@@ -135,8 +174,12 @@ def configure_logging(
     level: str = "info",
     secrets: Iterable[str] = (),
     stream: TextIO | None = None,
+    *,
+    chat: bool = False,
 ) -> None:
     """Route structlog, stdlib logging and warnings to `stream` (stderr by default).
+    With `chat` (the terminal chat shows on the stream), the lines the chat's replies
+    already tell are dropped (see the module docstring).
 
     Safe to call again (after the config is read, to add its secrets and level).
     """
@@ -180,6 +223,7 @@ def configure_logging(
             _observe,  # the metrics count lines of every level
             structlog.stdlib.filter_by_level,  # a dropped line costs no more work
             *shared,
+            *([_untold, _one_line_exception] if chat else []),  # after the context is merged
             structlog.processors.StackInfoRenderer(),
             structlog.stdlib.ProcessorFormatter.wrap_for_formatter,
         ],

@@ -1,11 +1,13 @@
-"""One daemon per `data_dir`.
+"""One daemon per `data_dir`, or per `instance` of it.
 
 `soulbot run` and `soulbot chat` hold `data_dir/soulbot.lock` (an flock, through
 the filelock package, so the kernel lets go when the process dies, SIGKILL
 included) for as long as they serve, and write their pid beside it. A second
 daemon on the same folder stops at once with one line naming the folder and
 the pid that holds it: two daemons would answer the same messages twice, and
-each would take the other's health file away.
+each would take the other's health file away. Processes that share `data_dir`
+and a PostgreSQL store each have an `instance` name, and each holds its own
+`soulbot-<instance>.lock`: two of one name are refused the same way.
 """
 
 from __future__ import annotations
@@ -23,27 +25,38 @@ LOCK_FILE = "soulbot.lock"
 PID_FILE = "soulbot.pid"
 
 
-def _holder(data_dir: Path) -> str:
+def instance_file(name: str, instance: str | None) -> str:
+    """The name of a per-process file (`soulbot.lock` -> `soulbot-<instance>.lock`)."""
+    if instance is None:
+        return name
+    stem, dot, suffix = name.partition(".")
+    return f"{stem}-{instance}{dot}{suffix}"
+
+
+def _holder(pid_file: Path) -> str:
     try:
-        return (data_dir / PID_FILE).read_text().strip() or "unknown"
+        return pid_file.read_text().strip() or "unknown"
     except OSError:
         return "unknown"
 
 
 @contextlib.contextmanager
-def own_data_dir(data_dir: Path) -> Iterator[None]:
-    """Hold `data_dir` while the context is open. Raises DataDirInUse when
-    another process holds it, OSError when the folder cannot be made."""
+def own_data_dir(data_dir: Path, instance: str | None = None) -> Iterator[None]:
+    """Hold `data_dir` (or this `instance` of it) while the context is open.
+    Raises DataDirInUse when another process holds it, OSError when the folder
+    cannot be made."""
     data_dir.mkdir(mode=0o700, parents=True, exist_ok=True)
-    lock = FileLock(data_dir / LOCK_FILE, mode=0o600)
+    lock = FileLock(data_dir / instance_file(LOCK_FILE, instance), mode=0o600)
+    pid_file = data_dir / instance_file(PID_FILE, instance)
     try:
         lock.acquire(timeout=0)
     except Timeout:
-        raise DataDirInUse(data_dir, _holder(data_dir)) from None
+        where = data_dir if instance is None else f"{data_dir} (instance {instance})"
+        raise DataDirInUse(where, _holder(pid_file)) from None
     try:
-        (data_dir / PID_FILE).write_text(f"{os.getpid()}\n")
+        pid_file.write_text(f"{os.getpid()}\n")
         yield
     finally:
         with contextlib.suppress(OSError):
-            (data_dir / PID_FILE).unlink()
+            pid_file.unlink()
         lock.release()

@@ -8,7 +8,7 @@ from pathlib import Path
 import click
 
 from bot.app.health import HEALTH_FILE
-from bot.app.owner import LOCK_FILE, PID_FILE, own_data_dir
+from bot.app.owner import LOCK_FILE, PID_FILE, instance_file, own_data_dir
 from bot.cli.common import common_options, fail, setup
 from bot.config.schema import Config
 from bot.errors import SoulbotError
@@ -22,7 +22,8 @@ NOT_DATA = frozenset({LOCK_FILE, PID_FILE, HEALTH_FILE, "locks", "exports"})
 
 def _places(config: Config) -> Places:
     """What a backup of this config holds, and where a restore puts it."""
-    return Places(config.data_dir, config.workspaces, NOT_DATA)
+    mine = {instance_file(name, config.instance) for name in (LOCK_FILE, PID_FILE, HEALTH_FILE)}
+    return Places(config.data_dir, config.workspaces, NOT_DATA | mine)
 
 
 def _size(count: int) -> str:
@@ -51,6 +52,8 @@ def backup(dest: Path, config_path: Path | None, log_format: str | None) -> None
         fail(f"backup failed: {exc}")
     for note in made.notes:
         click.echo(f"warning: {note}", err=True)
+    if config.store.url and config.store.url.startswith(("postgresql://", "postgres://")):
+        click.echo("note: the database is PostgreSQL's: back it up with pg_dump", err=True)
     files, souls = made.manifest["files"], made.manifest["souls"]
     database = "the database, " if made.manifest["database"] else "no database, "
     click.echo(
@@ -73,8 +76,12 @@ def restore(file: Path, force: bool, config_path: Path | None, log_format: str |
     daemon must be stopped; the restore holds data_dir, so none starts meanwhile."""
     config = setup(config_path, log_format)
     try:
-        restored = restore_backup(_places(config), file, force=force,
-                                  hold=lambda: own_data_dir(config.data_dir))  # fmt: skip
+        restored = restore_backup(
+            _places(config),
+            file,
+            force=force,
+            hold=lambda: own_data_dir(config.data_dir, config.instance),
+        )
     except OSError as exc:  # data_dir cannot be made to take its lock
         fail(f"restore failed: {exc.filename or config.data_dir}: {exc.strerror or exc}")
     except SoulbotError as exc:

@@ -6,7 +6,7 @@ from pathlib import Path
 
 import click
 
-from bot.app.health import HEALTH_FILE, MAX_AGE_S, check_health
+from bot.app.health import MAX_AGE_S, check_health, health_path
 from bot.cli.common import common_options, fail, setup
 
 
@@ -25,7 +25,7 @@ def health(max_age_s: float, config_path: Path | None, log_format: str | None) -
     its health file missing or stale, its process gone, or an adapter deaf (connected
     but nothing received for `health.deaf_after_s`)."""
     config = setup(config_path, log_format)
-    path, deaf_after_s = config.data_dir / HEALTH_FILE, config.health.deaf_after_s
+    path, deaf_after_s = health_path(config), config.health.deaf_after_s
     try:
         click.echo(check_health(path, max_age_s, deaf_after_s=deaf_after_s))
     except RuntimeError as exc:

@@ -515,6 +515,11 @@ class Config(_Section):
     """The SQLite store, the private memory wikis, the health file."""
     store: StoreConfig = StoreConfig()
     """The database: SQLite in `data_dir`, or PostgreSQL."""
+    instance: str | None = Field(None, pattern=r"^[a-z0-9][a-z0-9-]{0,39}$")
+    """The name of this process among several that share `data_dir` (a folder all of them reach)
+    and a PostgreSQL `store.url` (`shards-0-1`); its lock, pid and health files are
+    `soulbot-<instance>.lock`, `soulbot-<instance>.pid` and `health-<instance>.json`. `null`: one
+    process per `data_dir`."""
     default_soul: str | None = None
     """The soul that answers where no binding matches (may be left out when only one soul is
     loaded)."""
@@ -553,6 +558,16 @@ class Config(_Section):
     otherwise."""
 
     _blank_soul = field_validator("default_soul", mode="before")(_empty_is_none)
+    _blank_instance = field_validator("instance", mode="before")(_empty_is_none)
+
+    @model_validator(mode="after")
+    def _shared_store(self) -> Config:
+        url = self.store.url or ""
+        if self.instance is not None and not url.startswith(("postgresql://", "postgres://")):
+            raise ValueError(
+                "instance: needs a PostgreSQL store.url (processes cannot share a SQLite file)"
+            )
+        return self
 
     def secrets(self) -> list[str]:
         """The secret values that are set, for the log redactor."""

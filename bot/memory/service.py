@@ -14,7 +14,7 @@ import hashlib
 import shutil
 import time
 import weakref
-from collections.abc import Awaitable, Callable, Iterator, Sequence
+from collections.abc import AsyncIterator, Awaitable, Callable, Sequence
 from dataclasses import dataclass, replace
 from datetime import UTC, datetime
 from pathlib import Path
@@ -43,6 +43,10 @@ log = structlog.get_logger(__name__)
 T = TypeVar("T")
 
 SELF_PAGE = "self"
+# A self note waits this long for a compile of its wiki in another process
+# (checking every BUSY_RETRY_S); a compile never waits: it is left to the other.
+SELF_NOTE_WAIT_S = 600.0
+BUSY_RETRY_S = 0.5
 _FACTS_HEADING = "\n## Facts\n"
 
 
@@ -160,8 +164,10 @@ class Memory:
 
     async def add_self_notes(self, route: Route, entry: str, facts: Sequence[str]) -> int:
         """Put a reflection line (newest first) and new facts on the `self` page
-        of the route's private wiki, and refresh its catalog. Returns how many
-        facts were new. Raises ValueError for the shared scope, OSError."""
+        of the route's private wiki, and refresh its catalog, under the wiki's
+        lock (waiting up to SELF_NOTE_WAIT_S for a compile in another process).
+        Returns how many facts were new. Raises ValueError for the shared scope,
+        WikiBusy when the wait was not enough, OSError."""
         if route.scope == SHARED:
             raise ValueError("the shared scope's heartbeat writes SOUL.md, not a self page")
         wiki = Wiki(self._scopes.folder(route.soul, route.scope))
@@ -181,7 +187,12 @@ class Memory:
             wiki.write_catalog()
             return len(new)
 
-        async with self._lock(route.soul, route.scope):
+        async with (
+            self._lock(route.soul, route.scope),
+            self._process_lock(route.soul, route.scope, SELF_NOTE_WAIT_S) as held,
+        ):
+            if not held:
+                raise WikiBusy(route.soul, route.scope)
             added = await _finish(asyncio.to_thread(write))
         self._scopes.changed(route.soul, route.scope)
         return added
@@ -241,13 +252,12 @@ class Memory:
         if wiki is None:
             raise SoulbotError(f"no soul with id '{soul}' is loaded")
         try:
-            async with self._lock(soul, scope):
-                with self._process_lock(soul, scope) as held:
-                    if not held:
-                        log.info("wiki.compile_busy", soul=soul, scope=scope,
-                                 reason="another process is compiling this wiki")  # fmt: skip
-                        return CompileResult(soul, scope, (), 0, (), 0.0)
-                    result = await self._compiler.compile(soul, scope, wiki)
+            async with self._lock(soul, scope), self._process_lock(soul, scope) as held:
+                if not held:
+                    log.info("wiki.compile_busy", soul=soul, scope=scope,
+                             reason="another process is compiling this wiki")  # fmt: skip
+                    return CompileResult(soul, scope, (), 0, (), 0.0)
+                result = await self._compiler.compile(soul, scope, wiki)
         finally:
             self._scopes.changed(soul, scope)
         if scope == SHARED and result.traces:
@@ -341,27 +351,26 @@ class Memory:
         if page_type(page_id) == "log":
             raise ValueError(f"{page_id} is a daily log, not a page a compile built")
         soul, scope = route.soul, route.scope
-        async with self._lock(soul, scope):
-            with self._process_lock(soul, scope) as held:
-                if not held:
-                    raise WikiBusy(soul, scope)
-                try:
-                    page = await asyncio.to_thread(wiki.read_page, page_id)
-                except PageFormatError:  # dropped all the same: its file goes
-                    page = None
-                if page is not None:
-                    await self._fold_sources(route, page)
-                removed = await _finish(asyncio.to_thread(wiki.remove_page, page_id))
-                dropped = await self._store.drop_page(soul, scope, page_id)
-                if not removed and not dropped:
-                    return None
-                # What the compile moved to the page's parts was built from the same traces.
-                ids = await asyncio.to_thread(wiki.page_ids)
-                for part in (other for other in ids if part_number(page_id, other)):
-                    await _finish(asyncio.to_thread(wiki.remove_page, part))
-                    await self._store.drop_page(soul, scope, part)
-                scrubbed = await _finish(asyncio.to_thread(_scrub_logs, wiki, dropped))
-                await _finish(asyncio.to_thread(wiki.write_catalog))
+        async with self._lock(soul, scope), self._process_lock(soul, scope) as held:
+            if not held:
+                raise WikiBusy(soul, scope)
+            try:
+                page = await asyncio.to_thread(wiki.read_page, page_id)
+            except PageFormatError:  # dropped all the same: its file goes
+                page = None
+            if page is not None:
+                await self._fold_sources(route, page)
+            removed = await _finish(asyncio.to_thread(wiki.remove_page, page_id))
+            dropped = await self._store.drop_page(soul, scope, page_id)
+            if not removed and not dropped:
+                return None
+            # What the compile moved to the page's parts was built from the same traces.
+            ids = await asyncio.to_thread(wiki.page_ids)
+            for part in (other for other in ids if part_number(page_id, other)):
+                await _finish(asyncio.to_thread(wiki.remove_page, part))
+                await self._store.drop_page(soul, scope, part)
+            scrubbed = await _finish(asyncio.to_thread(_scrub_logs, wiki, dropped))
+            await _finish(asyncio.to_thread(wiki.write_catalog))
         self._scopes.changed(soul, scope)
         log.info("memory.page_dropped", soul=soul, scope=scope, page=page_id,
                  traces=len(dropped), log_lines=scrubbed)  # fmt: skip
@@ -421,22 +430,40 @@ class Memory:
         log.info("memory.forgotten", soul=route.soul, scope=route.scope, traces=erased)
         return erased
 
-    @contextlib.contextmanager
-    def _process_lock(self, soul: str, scope: str) -> Iterator[bool]:
-        """The wiki's lock across processes (`data_dir/locks/`, an flock the
-        kernel drops when its process dies); yields whether it was taken."""
+    @contextlib.asynccontextmanager
+    async def _process_lock(
+        self, soul: str, scope: str, wait_s: float = 0.0
+    ) -> AsyncIterator[bool]:
+        """The wiki's lock across processes; yields whether it was taken,
+        trying for up to `wait_s`. Two locks, both dropped when their process
+        dies: an flock under `data_dir/locks/` (the processes of one host) and,
+        on a store processes share, its advisory lock (`Database.try_lock`:
+        processes on other hosts, whose flock on a shared folder may not hold)."""
         path = compile_lock_path(self._data_dir, soul, scope)
         path.parent.mkdir(mode=0o700, parents=True, exist_ok=True)
-        lock = FileLock(path, mode=0o600, thread_local=False)
-        try:
-            lock.acquire(timeout=0)  # one flock(2) call: it never waits
-        except Timeout:
-            yield False
-            return
+        name = f"wiki\0{soul}\0{scope}"
+        deadline = time.monotonic() + wait_s
+        while True:
+            lock = FileLock(path, mode=0o600, thread_local=False)
+            try:
+                lock.acquire(timeout=0)  # one flock(2) call: it never waits
+            except Timeout:
+                pass
+            else:
+                if await self._store.db.try_lock(name):
+                    break
+                lock.release()
+            if time.monotonic() >= deadline:
+                yield False
+                return
+            await asyncio.sleep(BUSY_RETRY_S)
         try:
             yield True
         finally:
-            lock.release()
+            try:
+                await self._store.db.unlock(name)
+            finally:
+                lock.release()
 
     def _lock(self, soul: str, scope: str) -> asyncio.Lock:
         """The lock of one wiki: its compile, its self notes and its erasure

@@ -34,7 +34,7 @@ from bot.storage.db import Database
 from bot.storage.sql import Conn
 
 SCOPE_BITS = 32
-WORD = re.compile(r"[^\W_]+")  # a word as the index's tokenizer splits it
+WORD = textindex.WORD
 CHUNK_CHARS = 600  # a page chunk is at most this long (about 150 tokens)
 _FRONT_MATTER = re.compile(r"\A---[ \t]*\n.*?\n---[ \t]*(\n|\Z)", re.DOTALL)
 _ROW = "id, session, speaker, name, page, text, created_at, words"
@@ -179,16 +179,6 @@ def _fresh_ids(conn: Conn, soul: str, scope: str, n: int) -> tuple[int, list[int
 def _insert(conn: Conn, rows: Sequence[Row], entities: Sequence[tuple[str, ...]]) -> None:
     """Insert `memory` rows (with each row's entities) and index their text."""
     values = [(*astuple(r), json.dumps(e)) for r, e in zip(rows, entities, strict=True)]
-    if conn.engine == "postgresql":
-        conn.executemany(
-            f"INSERT INTO memory ({_ROW}, entities, terms) "
-            "VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, array_to_tsvector(?::text[]))",
-            [
-                (*v, textindex.lexemes(r.id >> SCOPE_BITS, WORD.findall(r.text)))
-                for v, r in zip(values, rows, strict=True)
-            ],
-        )
-        return
     conn.executemany(
         f"INSERT INTO memory ({_ROW}, entities) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?)", values
     )
@@ -260,6 +250,11 @@ class TraceStore:
 
     def __init__(self, db: Database) -> None:
         self._db = db
+
+    @property
+    def db(self) -> Database:
+        """The database the store is on."""
+        return self._db
 
     async def add(self, traces: Sequence[NewTrace]) -> list[int]:
         """Store `traces` in one transaction; returns their ids, in order."""

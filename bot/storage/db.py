@@ -15,6 +15,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import errno
+import hashlib
 import os
 import queue
 import sqlite3
@@ -335,6 +336,26 @@ class Database:
             raise RuntimeError("the database is not open")
         return await self._submit(fn)
 
+    async def try_lock(self, name: str) -> bool:
+        """Take the lock `name` across every process sharing this store, without
+        waiting: whether it was taken. A PostgreSQL session advisory lock (the
+        server drops it when this process's connection ends); on SQLite, which
+        one host's processes share, always True: the callers' file locks do."""
+        if not self.shared:
+            return True
+        key = _lock_key(name)
+        return bool(
+            await self.run(
+                lambda c: c.execute("SELECT pg_try_advisory_lock(?)", (key,)).fetchone()[0]
+            )
+        )
+
+    async def unlock(self, name: str) -> None:
+        """Give back the lock `name` taken by `try_lock`."""
+        if self.shared:
+            key = _lock_key(name)
+            await self.run(lambda c: c.execute("SELECT pg_advisory_unlock(?)", (key,)).fetchone())
+
     async def close(self) -> None:
         """Finish the queued calls and close the connection; safe to call twice."""
         thread, self._thread, self._ready = self._thread, None, False
@@ -342,6 +363,11 @@ class Database:
             return
         self._calls.put(None)
         await asyncio.to_thread(thread.join)
+
+
+def _lock_key(name: str) -> int:
+    """The 64-bit advisory lock key of a lock name."""
+    return int.from_bytes(hashlib.sha256(name.encode()).digest()[:8], "big", signed=True)
 
 
 @dataclass(frozen=True)

@@ -2,12 +2,11 @@
 
 The same tables as SQLite's (bot/storage/db.py), in PostgreSQL's types, and
 two of its own:
-- `memory.terms`, a tsvector of the row's words as the SQLite index splits and
-  stems them (bot/memory/terms.py: Unicode words, case and Latin diacritics
-  folded, Porter's stemmer), plus one lexeme naming the row's scope
-  (`_s<number>`, which no word can be). Its GIN index answers "the rows of this
-  scope with this word" as the intersection of two lists, so a search of one
-  scope reads little of the index of a million rows.
+- `memory_terms`, the text index: one (term, row id) pair per distinct word of
+  a row, the words as the SQLite index splits and stems them
+  (bot/memory/textindex.py). Its primary key is a B-tree in term, then id
+  order, so "the newest rows of this scope holding this word" is one backward
+  range read of the index, as FTS5 reads a doclist.
 - `budget_totals`: the tokens each budget has used per UTC day, added to in the
   transaction that records a call, so processes sharing the database count one
   total.
@@ -132,11 +131,14 @@ CREATE TABLE IF NOT EXISTS memory (
     text TEXT NOT NULL,
     created_at DOUBLE PRECISION NOT NULL,
     entities TEXT NOT NULL,
-    words INTEGER NOT NULL,
-    terms TSVECTOR NOT NULL
+    words INTEGER NOT NULL
 );
 CREATE INDEX IF NOT EXISTS memory_page ON memory (page, id) WHERE page IS NOT NULL;
-CREATE INDEX IF NOT EXISTS memory_terms ON memory USING GIN (terms);
+CREATE TABLE IF NOT EXISTS memory_terms (
+    term TEXT NOT NULL,
+    id BIGINT NOT NULL,
+    PRIMARY KEY (term, id)
+);
 CREATE TABLE IF NOT EXISTS memory_folds (
     trace BIGINT NOT NULL,
     page TEXT NOT NULL,
