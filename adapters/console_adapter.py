@@ -17,6 +17,19 @@ data_dir is where soulbot keeps what is private.
 While the daemon stops, a terminal shows one short line per step (it is a
 `ShutdownWatcher`): a stop that saves memory takes a while, and a silent one
 looks hung. Output that is no terminal (a pipe) gets replies only.
+
+Replies are Markdown, written for Discord and Telegram, which render it; the
+terminal renders the same forms (`render`), so a reply reads the same in all
+three and no markup is left to read: a fenced block's lines are printed without
+the fence lines, indented by two spaces (a `/soul usage` table stays a table,
+code stays as written inside it); `**bold**` is bold; `` `code` `` loses its
+backticks; a backslash escape (a backslash before a punctuation character, which
+command replies put before the Markdown characters of the names they show) is
+the character alone. This holds for
+the model's replies as much as for command answers: a terminal user expects the
+words the soul wrote, not its markup. Bold is ANSI bold only on a terminal
+without `NO_COLOR` (nor `TERM=dumb`); elsewhere it is the words alone. Other
+Markdown (italics, links, headings) is left as written.
 """
 
 from __future__ import annotations
@@ -27,6 +40,7 @@ import contextlib
 import getpass
 import itertools
 import os
+import re
 import sys
 import threading
 import uuid
@@ -78,6 +92,56 @@ def _local_user() -> str:
 
 
 _QUIT = ("/quit", "/exit")
+
+_FENCE = re.compile(r"^\s*(```|~~~)\s*[\w+#.-]*\s*$")  # as adapters/telegram_format.py
+# A backslash escape (of ASCII punctuation) or a code span (between runs of as many
+# backticks), whichever starts first: an escaped backtick opens no span, and a
+# backslash inside a span is literal.
+_ESCAPE_OR_CODE = re.compile(r"\\([!-/:-@\[-`{-~])|(?<!`)(`+)(?!`)(.+?)(?<!`)\2(?!`)")
+_BOLD = re.compile(r"\*\*(?=\S)(.+?)(?<=\S)\*\*")
+_KEPT = re.compile("\x00(\\d+)\x00")
+BOLD, NORMAL = "\x1b[1m", "\x1b[22m"
+CODE_INDENT = "  "
+
+
+def render(markdown: str, ansi: bool) -> str:
+    """`markdown` as a terminal shows it (see the module docstring); `ansi`: bold
+    as the terminal's bold, else as the words alone."""
+    out: list[str] = []
+    fence: str | None = None  # the fence a code block opened with, while in one
+    for line in markdown.split("\n"):
+        found = _FENCE.match(line)
+        if fence is None and found:
+            fence = found[1]
+        elif fence is not None and line.strip() == fence:
+            fence = None
+        elif fence is not None:
+            out.append(CODE_INDENT + line if line else line)
+        else:
+            out.append(_inline(line, ansi))
+    return "\n".join(out)
+
+
+def _inline(line: str, ansi: bool) -> str:
+    """One line of prose: code spans and escapes as their text, bold as bold."""
+    kept: list[str] = []
+
+    def keep(m: re.Match[str]) -> str:
+        code = m[3]
+        if code is not None and code.startswith(" ") and code.endswith(" ") and code.strip():
+            code = code[1:-1]  # `` `x` `` is `x`, as CommonMark has it
+        kept.append(m[1] if m[1] is not None else code)
+        return f"\x00{len(kept) - 1}\x00"
+
+    line = _ESCAPE_OR_CODE.sub(keep, line.replace("\x00", ""))
+    line = _BOLD.sub(lambda m: f"{BOLD}{m[1]}{NORMAL}" if ansi else m[1], line)
+    return _KEPT.sub(lambda m: kept[int(m[1])], line)
+
+
+def _ansi(stream: TextIO) -> bool:
+    """Whether `stream` takes ANSI styles: a terminal, no `NO_COLOR`, not `TERM=dumb`."""
+    return stream.isatty() and not os.environ.get("NO_COLOR") and os.environ.get("TERM") != "dumb"
+
 
 # What the terminal shows of the daemon's stop, by step (bot.types.ShutdownStep).
 STOPPING = "Stopping. Ctrl-C {keys} quits at once (your messages are kept)."
@@ -137,6 +201,7 @@ class ConsoleAdapter:
         self._queue: asyncio.Queue[Inbound | None] = asyncio.Queue()
         self._pump_task: asyncio.Task[None] | None = None
         self._interactive = self._stdin.isatty() and self._stdout.isatty()
+        self._ansi = _ansi(self._stdout)
         self._terminal: _Terminal | None = None
 
     def _prompt(self) -> str:
@@ -240,11 +305,12 @@ class ConsoleAdapter:
         return None
 
     async def send(self, message: Outbound) -> list[str]:
-        """Print the reply; an attachment is saved first (see the module's
-        docstring) and a line with its path follows the text. Raises OSError
-        when it cannot be saved, RuntimeError when there is no `files_dir`."""
+        """Print the reply, its Markdown rendered (`render`); an attachment is
+        saved first (see the module's docstring) and a line with its path
+        follows the text. Raises OSError when it cannot be saved, RuntimeError
+        when there is no `files_dir`."""
         prefix = f"{self._soul_name}> "
-        body = message.text
+        body = render(message.text, self._ansi)
         if message.attachment is not None:
             saved = await asyncio.to_thread(self._save, message.attachment)
             body = "\n".join([*([body] if body else []), f"(file saved: {saved})"])

@@ -52,14 +52,25 @@ resumed or re-established by discord.py. Messages and slash commands that come
 after the gateway's READY but before the start is done (the wait for the guilds)
 are held and delivered in order when it is, not dropped.
 
+Shards (`shard_count`, Discord's rule of one per 2,500 servers): a process holds
+`shard_ids` (all of them when None) through discord.py's `AutoShardedClient`, one
+gateway connection each, IDENTIFYing 5 s apart (Discord's limit); without
+`shard_count` it is one unsharded `discord.Client`. A guild's messages and slash
+commands come to the shard `(guild_id >> 22) % shard_count` only, and DMs only to
+shard 0, so the process holding shard 0 answers every DM; it, or an unsharded one,
+also syncs the slash commands (they are global): the others only answer them.
+Start is done when every shard held is ready.
+
 Liveness (`last_seen`): the time anything last came over the gateway, a
 heartbeat answer (HEARTBEAT_ACK, every 41 s or so) included: discord.py's
 keep-alive notes it (`client.ws._keep_alive._last_recv`, a private attribute
 read defensively: it is what discord.py's own zombie check reads; the public
 `client.latency` says how fast the last answer came, not when); before the
 first keep-alive, and when it is gone (a reconnect), the time READY came.
-discord.py closes a connection silent past its heartbeat timeout and
-reconnects; `last_seen` staying old means the reconnects do not succeed.
+With shards it is the oldest of their connections' (each shard's websocket, read
+the same way through `client.shards[id]._parent.ws`): one deaf shard makes the
+adapter deaf. discord.py closes a connection silent past its heartbeat timeout
+and reconnects; `last_seen` staying old means the reconnects do not succeed.
 `connected` is started, not stopped, and the client not closed.
 
 `api_base_url` and `gateway_url` point discord.py elsewhere (a REST proxy, the
@@ -101,7 +112,8 @@ T = TypeVar("T")
 
 LIMIT = 2000
 TYPING_EVERY_S = 8.0  # Discord shows typing for 10 s
-READY_TIMEOUT_S = 30.0
+READY_TIMEOUT_S = 30.0  # and IDENTIFY_PAUSE_S more for each shard after the first
+IDENTIFY_PAUSE_S = 5.0  # Discord takes one IDENTIFY per 5 s (a bot's max_concurrency of 1)
 NO_ANSWER_AFTER_S = 600.0  # a slash command's "thinking..." ends by then (Discord allows 15 min)
 _ASKED = re.compile(r"interaction:(\d+):(\d+)")
 _SAFE_MENTIONS = discord.AllowedMentions(everyone=False, roles=False, users=False,
@@ -137,8 +149,26 @@ class _Held:
     answered: asyncio.Event = dataclasses.field(default_factory=asyncio.Event)
 
 
+class _ShardedClient(discord.AutoShardedClient):
+    """discord.py's sharded client, its shards IDENTIFYing `identify_pause_s`
+    apart (discord.py's own hook waits 5 s)."""
+
+    def __init__(self, *, identify_pause_s: float, **options: Any) -> None:
+        super().__init__(**options)
+        self._identify_pause_s = identify_pause_s
+
+    async def before_identify_hook(self, shard_id: int | None, *, initial: bool = False) -> None:
+        if not initial:
+            await asyncio.sleep(self._identify_pause_s)
+
+
 class DiscordAdapter:
-    """A Discord bot."""
+    """A Discord bot: one gateway connection, or the shards `shard_ids` of
+    `shard_count` (all of them when `shard_ids` is None).
+
+    Raises ValueError for `shard_ids` without `shard_count`, empty, or with one
+    not below it.
+    """
 
     name = "discord"
 
@@ -153,7 +183,13 @@ class DiscordAdapter:
         guild_ready_timeout: float = 2.0,
         backoff: Backoff = BACKOFF,
         streaming: bool = True,
+        shard_count: int | None = None,
+        shard_ids: Sequence[int] | None = None,
+        identify_pause_s: float = IDENTIFY_PAUSE_S,
     ) -> None:
+        self._shards = _held_shards(shard_count, shard_ids)  # None: unsharded
+        self._shard_count = shard_count
+        self._identify_pause_s = identify_pause_s
         self._token = token
         self._streaming = streaming
         self._backoff = backoff
@@ -180,10 +216,7 @@ class DiscordAdapter:
             discord.http.Route.BASE = self._api_base_url.rstrip("/")
         if self._gateway_url:
             discord.gateway.DiscordWebSocket.DEFAULT_GATEWAY = yarl.URL(self._gateway_url)
-        intents = discord.Intents.default()
-        intents.message_content = True
-        client = discord.Client(intents=intents, allowed_mentions=_SAFE_MENTIONS,
-                                guild_ready_timeout=self._guild_ready_timeout)  # fmt: skip
+        client = self._new_client()
         tree = app_commands.CommandTree(client)
         self._register(tree)
         client.event(self.on_message)
@@ -199,6 +232,10 @@ class DiscordAdapter:
         except (discord.HTTPException, OSError) as exc:
             await client.close()
             raise AdapterStartError(f"discord: cannot reach the API: {exc}") from None
+        syncs = self._shards is None or 0 in self._shards
+        if self._shards is not None:
+            log.info("discord.shards", held=list(self._shards), count=self._shard_count,
+                     syncs_commands=syncs)  # fmt: skip
         self._task = asyncio.create_task(client.connect(reconnect=True), name="discord-gateway")
         await self._wait_ready(client)
         self._ready_at = time.time()
@@ -206,16 +243,38 @@ class DiscordAdapter:
         self._admitted.set()
         if self._held:
             log.info("discord.held_delivered", events=self._held)
+        if not syncs:  # the process holding shard 0 does (app commands are global)
+            return
         try:
             synced = await tree.sync()
             log.info("discord.commands_synced", commands=[c.name for c in synced])
         except discord.HTTPException as exc:
             log.warning("adapter.error", adapter=self.name, stage="sync_commands", error=str(exc))
 
+    def _new_client(self) -> discord.Client:
+        """An unsharded client, or a sharded one holding this process's shards."""
+        intents = discord.Intents.default()
+        intents.message_content = True
+        if self._shards is None:
+            return discord.Client(intents=intents, allowed_mentions=_SAFE_MENTIONS,
+                                  guild_ready_timeout=self._guild_ready_timeout)  # fmt: skip
+        return _ShardedClient(
+            identify_pause_s=self._identify_pause_s,
+            shard_count=self._shard_count,
+            shard_ids=list(self._shards),
+            intents=intents,
+            allowed_mentions=_SAFE_MENTIONS,
+            guild_ready_timeout=self._guild_ready_timeout,
+        )
+
     async def _wait_ready(self, client: discord.Client) -> None:
+        """Until the client is ready: every shard it holds has had its READY and its
+        guilds (discord.py's `on_ready` comes once, for all of them)."""
         assert self._task is not None
+        shards = len(self._shards) if self._shards is not None else 1
+        waited = READY_TIMEOUT_S + self._identify_pause_s * (shards - 1)
         ready = asyncio.create_task(client.wait_until_ready())
-        await asyncio.wait({ready, self._task}, timeout=READY_TIMEOUT_S,
+        await asyncio.wait({ready, self._task}, timeout=waited,
                            return_when=asyncio.FIRST_COMPLETED)  # fmt: skip
         ready.cancel()
         if self._task.done():
@@ -228,7 +287,7 @@ class DiscordAdapter:
                 )
             raise AdapterStartError(f"discord: the gateway connection ended: {error!r}")
         if not client.is_ready():
-            log.warning("discord.not_ready", waited_s=READY_TIMEOUT_S,
+            log.warning("discord.not_ready", waited_s=waited,
                         note="still connecting in the background")  # fmt: skip
 
     async def stop(self) -> None:
@@ -253,15 +312,27 @@ class DiscordAdapter:
         return self._open and client is not None and not client.is_closed()
 
     def last_seen(self) -> float | None:
-        """When the gateway last sent anything (a heartbeat answer, an event), else
-        when READY came; None before then."""
-        client = self._client
-        keep_alive = getattr(client.ws if client is not None else None, "_keep_alive", None)
-        received = getattr(keep_alive, "_last_recv", None)  # time.perf_counter()
-        if not isinstance(received, float):
+        """When the gateway last sent anything (a heartbeat answer, an event) on
+        its quietest connection (of each shard held), else when READY came (also
+        while a connection is down); None before then."""
+        heard = [_last_heard(ws) for ws in self._gateways()]
+        known = [at for at in heard if at is not None]
+        if not heard or len(known) < len(heard):
             return self._ready_at
-        heard = time.time() - (time.perf_counter() - received)
-        return max(heard, self._ready_at or heard)
+        oldest = min(known)
+        return max(oldest, self._ready_at or oldest)
+
+    def _gateways(self) -> list[object]:
+        """The websocket of each gateway connection held (None for one not made
+        yet); none before start. A shard's is `ShardInfo._parent.ws`, private in
+        discord.py, read defensively."""
+        client = self._client
+        if client is None:
+            return []
+        if not isinstance(client, discord.AutoShardedClient) or self._shards is None:
+            return [client.ws]
+        shards = client.shards
+        return [getattr(getattr(shards.get(i), "_parent", None), "ws", None) for i in self._shards]
 
     # -- inbound ------------------------------------------------------------------------
 
@@ -564,6 +635,31 @@ class _Edited:
             await self._retried(self._channel.get_partial_message(int(message_id)).delete)
         except discord.NotFound:  # gone already (a try whose answer was lost deleted it)
             return
+
+
+def _held_shards(count: int | None, ids: Sequence[int] | None) -> tuple[int, ...] | None:
+    """The shards a process holds: `ids`, or all `count` of them; None unsharded.
+    Raises ValueError for ids without a count, none, or one not below the count."""
+    if count is None:
+        if ids is not None:
+            raise ValueError("discord: shard_ids needs shard_count (the shards of all processes)")
+        return None
+    held = tuple(range(count)) if ids is None else tuple(ids)
+    if count < 1 or not held or not all(0 <= i < count for i in held):
+        raise ValueError(f"discord: shard_count must be 1 or more, and each of shard_ids "
+                         f"from 0 to {count - 1}")  # fmt: skip
+    return held
+
+
+def _last_heard(ws: object) -> float | None:
+    """When a gateway websocket last received anything (a time.time()), from
+    discord.py's keep-alive (`_keep_alive._last_recv`, a time.perf_counter());
+    None without one (not connected yet, or reconnecting)."""
+    keep_alive = getattr(ws, "_keep_alive", None)
+    received = getattr(keep_alive, "_last_recv", None)
+    if not isinstance(received, float):
+        return None
+    return time.time() - (time.perf_counter() - received)
 
 
 def _reference(message: Outbound, channel_id: int) -> discord.MessageReference | None:

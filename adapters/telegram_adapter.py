@@ -1,4 +1,5 @@
-"""Telegram, through python-telegram-bot: long polling inside our event loop.
+"""Telegram, through python-telegram-bot: long polling inside our event loop, or a
+webhook (`Webhook`: Telegram posts each update to a URL of ours).
 
 What arrives: new messages only (`allowed_updates=["message"]`): edits,
 channel posts and service messages (members joining, pins, ...) are ignored.
@@ -57,16 +58,50 @@ last edit making it the final text; an attachment goes after it as a document.
 Both fall back to plain text when Telegram refuses the HTML, and retry network
 errors as `send` does.
 
-Liveness (`last_seen`): the time of the last getUpdates Telegram answered with
-200, messages or none (a long poll that ends empty after `poll_timeout_s` is
-Telegram heard from), read from getUpdates' own HTTP request object
-(`_Polls`); at start, the time getMe answered. A run of failed polls (a lost
-network, a 409 from another poller, which takes the updates) leaves it where it
-was. `connected` is PTB's updater running.
+Webhook (`webhook=Webhook(...)`): PTB's own webhook server (tornado, the
+`webhooks` extra) listens on `host`:`port` for posts to `path` (a proxy in
+front takes Telegram's HTTPS at `url` and forwards them here), and
+`start_webhook` calls setWebhook with `url`, `allowed_updates=["message"]`, the
+secret and `drop_pending_updates=False`. PTB answers 403 to a post without the
+`X-Telegram-Bot-Api-Secret-Token` header or with another value, and to a body
+that is not `application/json`; such a post is never delivered. PTB answers 200
+once the update is queued, and the Application handles it as a polled one:
+handlers, sending, streaming, dedupe and commands are the same in both modes.
+`stop` closes the server and deletes the webhook at Telegram (pending updates
+kept): Telegram holds the updates that come while the process is down (up to
+24 h) either way, and the next start's setWebhook has them posted, so a restart
+loses nothing; deleting it lets a poller with this token (the config switched
+back to polling, or one waiting on a 409, below) take the updates at once, and
+Telegram stops posting to a process that is gone. After a crash the webhook
+stays set, and the next start (or a poller's start) sets it again or deletes it.
+
+Liveness (`last_seen`): polling, the time of the last getUpdates Telegram
+answered with 200, messages or none (a long poll that ends empty after
+`poll_timeout_s` is Telegram heard from), read from getUpdates' own HTTP
+request object (`_Polls`); at start, the time getMe answered. A run of failed
+polls (a lost network, a 409 from another poller, which takes the updates)
+leaves it where it was. With a webhook: the last update received, setWebhook's
+answer, and a getWebhookInfo asked every `WEBHOOK_CHECK_S` (60 s) that shows
+our URL; one that shows no webhook or another URL is no sign of life, since the
+updates go elsewhere (sends are not counted: they succeed for a bot that hears
+nothing). When getWebhookInfo reports an error newer than the start and than
+the last one logged (Telegram could not reach the URL, the proxy answered 502),
+one `telegram.webhook_error` line gives Telegram's `last_error_message`.
+`connected` is PTB's updater running: polling, or the webhook server serving.
 
 Polling errors are one line each (`adapter.error`, `stage: polling`) rather than
-PTB's traceback per retry; 409 `Conflict` (another process polls with this
-token) is logged once, with what to do, until an update comes through again.
+PTB's traceback per retry.
+
+One process per token: Telegram gives each update to one taker. Two pollers end
+each other's long polls with 409 `Conflict`; PTB's polling start deletes any
+webhook (its bootstrap calls deleteWebhook), so a poller started beside a
+webhook process takes its updates silently, and getUpdates answers 409 while a
+webhook is set. So the webhook check sets our webhook again when it finds it
+deleted (the webhook process wins, and the poller meets 409s from then on), and
+leaves a webhook set to another URL alone (the last setWebhook wins). Each
+process that meets another (a 409 on getUpdates, our webhook deleted or
+replaced) logs one `adapter.error` line, `reason` `ANOTHER_PROCESS`, for a run
+of such meetings: again only after `CONFLICT_QUIET_S` without one.
 """
 
 from __future__ import annotations
@@ -75,9 +110,11 @@ import asyncio
 import contextlib
 import os
 import random
+import re
 import time
 from collections.abc import Awaitable, Callable, Sequence
 from contextlib import AbstractAsyncContextManager
+from dataclasses import dataclass, field
 from typing import Any, TypeVar
 
 import structlog
@@ -114,10 +151,14 @@ os.environ.setdefault("PTB_TIMEDELTA", "1")
 LIMIT = 4096
 TYPING_EVERY_S = 4.5
 DEFAULT_BASE_URL = "https://api.telegram.org/bot"
-ANOTHER_POLLER = (
-    "another process polls with this token (a second soulbot, or another program using "
-    "this bot): Telegram gives each update to one of them only; stop the other, or give "
-    "this bot a token of its own (BotFather's /token)"
+ALLOWED_UPDATES = ("message",)
+WEBHOOK_CHECK_S = 60.0  # how often getWebhookInfo is asked, with a webhook
+CONFLICT_QUIET_S = 600.0  # a run of meetings with another process ends after this long without
+ANOTHER_PROCESS = (
+    "another process polls with this token or takes its updates by webhook (a second "
+    "soulbot, or another program using this bot): only one process may run the Telegram "
+    "adapter with a token, as Telegram gives each update to one of them; stop the other, "
+    "or give this bot a token of its own (BotFather's /token)"
 )
 PRIVACY_FIX = "BotFather: /setprivacy -> Disable, then remove and re-add the bot to each group"
 
@@ -175,8 +216,28 @@ class _Polls(HTTPXRequest):
         return status, payload
 
 
+@dataclass(frozen=True)
+class Webhook:
+    """Where Telegram posts the updates (`adapters.telegram.webhook`): `url` is
+    the public HTTPS URL given to Telegram, which a proxy forwards to `path` on
+    `host`:`port`, where this process listens; `secret_token` comes with every
+    post and is checked on each. `check_every_s` is how often getWebhookInfo is
+    asked. Raises ValueError without a secret: the server would take any post."""
+
+    url: str
+    host: str
+    port: int
+    path: str = "/telegram"
+    secret_token: str = field(default="", repr=False)
+    check_every_s: float = WEBHOOK_CHECK_S
+
+    def __post_init__(self) -> None:
+        if not self.secret_token:
+            raise ValueError("a Telegram webhook needs a secret_token")
+
+
 class TelegramAdapter:
-    """A Telegram bot."""
+    """A Telegram bot, polling or, given a `Webhook`, posted to."""
 
     name = "telegram"
 
@@ -190,6 +251,7 @@ class TelegramAdapter:
         *,
         base_file_url: str | None = None,
         streaming: bool = True,
+        webhook: Webhook | None = None,
     ) -> None:
         self._token = token
         self._base_url = api_url(base_url)
@@ -198,14 +260,17 @@ class TelegramAdapter:
         self._poll_timeout_s = poll_timeout_s
         self._backoff = backoff
         self._streaming = streaming
+        self._webhook = webhook
         self._app: Application[Any, Any, Any, Any, Any, Any] | None = None
         self._deliver: Deliver | None = None
         self._username = ""
         self._bot_id = 0
         self._privacy_mode = False
-        self._polling = False
-        self._conflicted = False  # a 409 was logged; again only after an update came through
-        self._heard: float | None = None  # when Telegram last answered (getMe, a poll)
+        self._receiving = False  # polling, or the webhook server serving
+        self._met_other: float | None = None  # when another process was last met (monotonic)
+        self._heard: float | None = None  # when Telegram was last heard from (last_seen)
+        self._watch: asyncio.Task[None] | None = None  # the webhook check
+        self._errors_after = 0.0  # webhook errors up to this time are not news (start, last)
 
     async def start(self, deliver: Deliver) -> None:
         builder = (
@@ -245,16 +310,58 @@ class TelegramAdapter:
                 log.warning("adapter.error", adapter=self.name, stage="set_my_commands",
                             error=str(exc))  # fmt: skip
         assert app.updater is not None  # built by ApplicationBuilder
-        await app.updater.start_polling(timeout=self._poll_timeout_s, allowed_updates=["message"],
-                                        error_callback=self._poll_failed)  # fmt: skip
-        self._polling = True
-        log.info("telegram.ready", username=self._username)
+        if self._webhook is None:
+            await app.updater.start_polling(timeout=self._poll_timeout_s,
+                                            allowed_updates=ALLOWED_UPDATES,
+                                            error_callback=self._poll_failed)  # fmt: skip
+        else:
+            await self._start_webhook(app, self._webhook)
+        self._receiving = True
+        log.info("telegram.ready", username=self._username,
+                 mode="polling" if self._webhook is None else "webhook")  # fmt: skip
+
+    async def _start_webhook(self, app: Application[Any, Any, Any, Any, Any, Any],
+                             hook: Webhook) -> None:  # fmt: skip
+        """Set the webhook at Telegram, serve it, and start its check. Raises
+        AdapterStartError when Telegram refuses it or the address is taken."""
+        assert app.updater is not None
+        self._errors_after = int(time.time()) - 0.5  # Telegram's dates are whole seconds
+        try:
+            await app.updater.start_webhook(
+                listen=hook.host, port=hook.port, url_path=re.escape(hook.path),
+                webhook_url=hook.url, secret_token=hook.secret_token,
+                allowed_updates=ALLOWED_UPDATES, drop_pending_updates=False,
+            )  # fmt: skip
+        except TelegramError as exc:
+            raise AdapterStartError(
+                f"telegram: Telegram refused the webhook {hook.url} "
+                f"(adapters.telegram.webhook.url): {exc}"
+            ) from None
+        except OSError as exc:
+            raise AdapterStartError(
+                f"telegram: cannot listen for the webhook on {hook.host}:{hook.port} "
+                f"(adapters.telegram.webhook.listen): {exc.strerror or exc}"
+            ) from None
+        self._answered()  # setWebhook was answered
+        self._watch = asyncio.create_task(self._watch_webhook(hook), name="telegram.webhook")
 
     async def stop(self) -> None:
+        """Take no more updates: stop polling, or delete the webhook at Telegram
+        (pending updates kept for the next start) and close its server."""
         app = self._app
-        if app is None or not self._polling:
+        if app is None or not self._receiving:
             return
-        self._polling = False
+        self._receiving = False
+        watch, self._watch = self._watch, None
+        if watch is not None:
+            watch.cancel()
+            await asyncio.gather(watch, return_exceptions=True)
+        if self._webhook is not None:
+            try:
+                await app.bot.delete_webhook(drop_pending_updates=False)
+            except TelegramError as exc:  # it stays set: Telegram keeps the updates all the same
+                log.warning("adapter.error", adapter=self.name, stage="delete_webhook",
+                            error=f"{type(exc).__name__}: {exc}")  # fmt: skip
         if app.updater is not None and app.updater.running:
             await app.updater.stop()
 
@@ -271,35 +378,87 @@ class TelegramAdapter:
         self._heard = time.time()
 
     def connected(self) -> bool:
-        """Polling: started, not stopped, PTB's updater running."""
+        """Started, not stopped, PTB's updater running (polling, or the webhook
+        server serving)."""
         app = self._app
-        return self._polling and app is not None and app.updater is not None and app.updater.running
+        updater = app.updater if app is not None else None
+        return self._receiving and updater is not None and updater.running
 
     def last_seen(self) -> float | None:
-        """When Telegram last answered a poll (or getMe, at start)."""
+        """When Telegram was last heard from: polling, an answered poll; with a
+        webhook, an update, setWebhook, or a getWebhookInfo showing our URL; at
+        start, getMe."""
         return self._heard
 
     def notes(self) -> list[str]:
-        """One line when privacy mode is on (read at start), else []."""
-        return [texts.PRIVACY_MODE] if self._privacy_mode else []
+        """A line when privacy mode is on (read at start), one for a webhook."""
+        notes = [texts.PRIVACY_MODE] if self._privacy_mode else []
+        if self._webhook is not None:
+            notes.append(texts.TELEGRAM_WEBHOOK.format(url=self._webhook.url))
+        return notes
 
     def _poll_failed(self, error: TelegramError) -> None:
         """PTB's polling loop calls this for each failed getUpdates, then polls
         again (after 1 s, growing to 30 s): one line per failure instead of its
-        traceback, and one for a run of 409 Conflicts (another poller)."""
+        traceback, and one for a run of 409 Conflicts (another process)."""
         if isinstance(error, Conflict):
-            if not self._conflicted:
-                self._conflicted = True
-                log.error("adapter.error", adapter=self.name, stage="polling",
-                          reason=ANOTHER_POLLER, error=f"Conflict: {error}")  # fmt: skip
+            self._met_another("polling", str(error))
             return
         log.warning("adapter.error", adapter=self.name, stage="polling",
                     error=f"{type(error).__name__}: {error}")  # fmt: skip
 
+    def _met_another(self, stage: str, error: str) -> None:
+        """Another process takes this token's updates: one line for a run of
+        such meetings, again only after `CONFLICT_QUIET_S` without one."""
+        now = time.monotonic()
+        quiet = self._met_other is None or now - self._met_other > CONFLICT_QUIET_S
+        self._met_other = now
+        if quiet:
+            log.error("adapter.error", adapter=self.name, stage=stage, reason=ANOTHER_PROCESS,
+                      error=error)  # fmt: skip
+
+    # -- the webhook check --------------------------------------------------------------
+
+    async def _watch_webhook(self, hook: Webhook) -> None:
+        """Ask getWebhookInfo every `check_every_s` until cancelled (by `stop`);
+        a failed check is one line and the next goes on."""
+        while True:
+            await asyncio.sleep(hook.check_every_s)
+            try:
+                await self._check_webhook(hook)
+            except Exception as exc:  # one check never ends the watch
+                log.warning("adapter.error", adapter=self.name, stage="webhook_info",
+                            error=f"{type(exc).__name__}: {exc}")  # fmt: skip
+
+    async def _check_webhook(self, hook: Webhook) -> None:
+        """One getWebhookInfo: ours (heard; a new delivery error logged), deleted
+        (another process polls: set again), or another URL (left to it)."""
+        bot = self._bot()
+        info = await bot.get_webhook_info()
+        if info.url and info.url != hook.url:
+            self._met_another("webhook", f"getWebhookInfo: the webhook is set to {info.url}, "
+                                         f"not {hook.url}; left to it")  # fmt: skip
+            return
+        if not info.url:
+            self._met_another("webhook", "getWebhookInfo: the webhook was deleted (a poller's "
+                                         "start deletes it); set again")  # fmt: skip
+            await bot.set_webhook(hook.url, allowed_updates=ALLOWED_UPDATES,
+                                  secret_token=hook.secret_token,
+                                  drop_pending_updates=False)  # fmt: skip
+            self._answered()
+            return
+        self._answered()
+        when = info.last_error_date
+        if when is None or when.timestamp() <= self._errors_after:
+            return
+        self._errors_after = when.timestamp()
+        log.warning("telegram.webhook_error", url=hook.url, error=info.last_error_message,
+                    at=when.isoformat(), pending=info.pending_update_count)  # fmt: skip
+
     # -- inbound ------------------------------------------------------------------------
 
     async def _on_update(self, update: Update, _context: object) -> None:
-        self._conflicted = False  # polls come through again
+        self._answered()  # an update: Telegram heard from (posted, or in an answered poll)
         message = update.message
         if message is None or self._deliver is None or message.from_user is None:
             return

@@ -11,3 +11,6 @@ PRIVACY_MODE = (
     "Telegram privacy mode is on: in groups the bot sees only commands, mentions and replies "
     "to it. BotFather: /setprivacy -> Disable, then remove and re-add the bot to each group"
 )
+
+# A Telegram adapter taking its updates by webhook, for /soul status.
+TELEGRAM_WEBHOOK = "Telegram: updates come by webhook, {url}"

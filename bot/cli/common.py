@@ -63,8 +63,10 @@ def setup(
 
     Where a person reads the log lines (the console format: stderr a terminal, or
     `--log-format console`), they are warnings and worse only for the commands of
-    PERSON_READS and when `quiet(config)`: a chat or a check in the terminal is not
-    for info lines. JSON lines keep the configured level.
+    PERSON_READS and when `quiet(config)` (the terminal chat is on): a chat or a
+    check in the terminal is not for info lines. JSON lines keep the configured
+    level. When the terminal chat is on and stderr is that terminal, the lines its
+    replies already tell (a failed turn's apology) are not printed into it too.
 
     With no `config_path` the config is ./soulbot.yaml when it is a file, else
     deploy/soulbot.example.yaml under the working directory when it is one (as
@@ -89,9 +91,11 @@ def setup(
         click.echo(f"error: {exc}", err=True)
         raise SystemExit(1) from None
     level = config.log_level
-    if fmt == "console" and level in ("debug", "info") and (_person_reads() or quiet(config)):
+    chatting = quiet(config)
+    if fmt == "console" and level in ("debug", "info") and (_person_reads() or chatting):
         level = "warning"
-    configure_logging(fmt, level, config.secrets())
+    in_chat = fmt == "console" and chatting and sys.stderr.isatty()
+    configure_logging(fmt, level, config.secrets(), chat=in_chat)
     if config_path is None:  # logged at the level just set
         log.info(
             "config.default_used",
@@ -107,13 +111,34 @@ def _person_reads() -> bool:
 
 
 def load_registry(config: Config) -> tuple[SoulRegistry, ReloadReport]:
+    """The souls of `config.workspaces`, loaded. Exits 1 with the error when the
+    folder cannot be read (one that does not exist, or is no folder, shown by
+    its absolute path: `folder_problem`)."""
     registry = SoulRegistry(config.workspaces, config.souls.max_prompt_tokens)
     try:
         report = registry.reload_all()
     except SoulbotError as exc:
-        click.echo(f"error: {exc}", err=True)
-        raise SystemExit(1) from None
+        fail(folder_problem("workspaces", config.workspaces) or str(exc))
     return registry, report
+
+
+def absolute(path: Path) -> Path:
+    """The absolute path `path` resolves to (a relative one is taken from the
+    working directory; `..` and links resolved)."""
+    return path.resolve()
+
+
+def folder_problem(key: str, path: Path) -> str | None:
+    """`key: /abs/path does not exist` (or `is not a folder`) when the folder of
+    config key `key` is not there, with the folder a relative path is taken from;
+    None when it is a folder."""
+    if path.is_dir():
+        return None
+    what = "is not a folder" if path.exists() else "does not exist"
+    line = f"{key}: {absolute(path)} {what}"
+    if not path.is_absolute():
+        line += f" (relative paths are taken from the folder soulbot starts in: {Path.cwd()})"
+    return line
 
 
 def reference_errors(config: Config, registry: SoulRegistry) -> list[str]:

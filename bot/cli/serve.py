@@ -27,10 +27,15 @@ def _adapters(config: Config, soul_name: str, on_eof: Callable[[], None]) -> lis
     adapters: list[Adapter] = []
     telegram, discord = config.adapters.telegram, config.adapters.discord
     if telegram.token.get_secret_value():
-        from adapters.telegram_adapter import TelegramAdapter
+        from adapters.telegram_adapter import TelegramAdapter, Webhook
+        from bot.config.schema import split_listen
 
+        hook, webhook = telegram.webhook, None
+        if hook.url:
+            host, port = split_listen(hook.listen)
+            webhook = Webhook(hook.url, host, port, hook.path, hook.secret_token.get_secret_value())
         adapters.append(TelegramAdapter(telegram.token.get_secret_value(), telegram.base_url, MENU,
-                                        streaming=telegram.streaming))  # fmt: skip
+                                        streaming=telegram.streaming, webhook=webhook))  # fmt: skip
     if discord.token.get_secret_value():
         from adapters.discord_adapter import DiscordAdapter
 
@@ -42,6 +47,8 @@ def _adapters(config: Config, soul_name: str, on_eof: Callable[[], None]) -> lis
                 api_base_url=discord.api_base_url,
                 gateway_url=discord.gateway_url,
                 streaming=discord.streaming,
+                shard_count=discord.shard_count,
+                shard_ids=discord.shard_ids,
             )
         )
     if console_enabled(config):
@@ -74,7 +81,7 @@ async def _serve(config: Config, registry: SoulRegistry) -> int:
         raise SoulbotError(
             "no adapter is enabled: set a platform token or adapters.console.enabled"
         )
-    with own_data_dir(config.data_dir):
+    with own_data_dir(config.data_dir, config.instance):
         runtime = await Runtime.open(config, registry, adapters)
         settle_gc()
         daemon = Daemon(runtime)

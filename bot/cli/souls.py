@@ -1,18 +1,23 @@
-"""`soulbot check`, `prompt`, `init` and `soul rollback|epoch`: souls and their workspaces."""
+"""`soulbot check`, `prompt`, `init` and `soul rollback|epoch`: souls and their workspaces,
+and what `check` says will run (paths, platforms, tokens)."""
 
 from __future__ import annotations
 
 import asyncio
 import json
+import re
 import shlex
 import stat
-from collections.abc import Callable
+from collections.abc import Callable, Coroutine
+from dataclasses import dataclass
 from pathlib import Path
+from typing import Any
 
 import click
 from click.core import ParameterSource
 
 from bot.cli.common import (
+    absolute,
     command_path,
     common_options,
     fail,
@@ -20,6 +25,7 @@ from bot.cli.common import (
     reference_errors,
     setup,
 )
+from bot.cli.serve import console_enabled
 from bot.config.notes import scope_notes
 from bot.config.schema import Config
 from bot.errors import SoulbotError
@@ -33,10 +39,18 @@ from bot.soul.workspace import create_workspace
 
 
 @click.command()
+@click.option(
+    "--online",
+    is_flag=True,
+    help="Ask the platforms whose token is set: Telegram (getMe: the token, privacy mode) "
+    "and Discord (the token, the Message Content intent). Without it nothing is sent.",
+)
 @common_options
-def check(config_path: Path | None, log_format: str | None) -> None:
-    """Load the config and every soul; list them, their warnings (links out of a
-    soul folder, a data_dir others may open among them), and every error (exit 1)."""
+def check(online: bool, config_path: Path | None, log_format: str | None) -> None:
+    """Load the config and every soul; list them, the paths used, the platforms that will
+    start, the warnings (links out of a soul folder, a data_dir others may open), notes,
+    and every error (exit 1): a token that cannot be one, nothing to start, and with
+    --online what the platforms say."""
     config = setup(config_path, log_format)
     registry, report = load_registry(config)
     rows = [("ID", "NAME", "FILES", "PROMPT TOKENS")]
@@ -46,19 +60,16 @@ def check(config_path: Path | None, log_format: str | None) -> None:
     widths = [max(len(row[i]) for row in rows) for i in range(4)]
     for row in rows:
         click.echo("  ".join(cell.ljust(w) for cell, w in zip(row, widths, strict=True)).rstrip())
+    _part("paths", _paths(config))
+    _part("platforms", _platforms(config))
     warnings = [w for soul in registry.all() for w in [*soul.warnings, *_links_out(soul)]]
-    warnings += _open_data_dir(config)
-    if warnings:
-        click.echo("\nwarnings:")
-        for warning in warnings:
-            click.echo(f"  {warning}")
-    notes = scope_notes(config) + _platform_notes(config)
-    if notes:
-        click.echo("\nnotes:")
-        for note in notes:
-            click.echo(f"  {note}")
+    _part("warnings", warnings + _open_data_dir(config))
+    shapes = _token_problems(config)
+    asked = _ask(config, shapes) if online else _not_asked(config, shapes)
+    _part("notes", scope_notes(config) + asked.notes)
     errors = [failure.error for failure, _ in report.failed]
     errors += reference_errors(config, registry)
+    errors += list(shapes.values()) + asked.errors + _nothing_starts(config)
     if errors:
         click.echo("\nerrors:")
         for error in errors:
@@ -68,18 +79,196 @@ def check(config_path: Path | None, log_format: str | None) -> None:
     click.echo(f"\n{len(rows) - 1} soul(s) loaded, no errors")
 
 
-def _platform_notes(config: Config) -> list[str]:
-    """What a platform does not let the bot see, when it can be asked (Telegram's
-    privacy mode, by getMe; nothing when Telegram cannot be reached)."""
-    telegram = config.adapters.telegram
-    if not telegram.token.get_secret_value():
+def _part(title: str, lines: list[str]) -> None:
+    """A blank line, `title:` and the lines indented; nothing when there are none."""
+    if lines:
+        click.echo(f"\n{title}:")
+        for line in lines:
+            click.echo(f"  {line}")
+
+
+def _paths(config: Config) -> list[str]:
+    """The folders soulbot uses, as the absolute paths they are (relative ones
+    are taken from the working directory)."""
+    data_dir = str(absolute(config.data_dir))
+    if not config.data_dir.exists():
+        data_dir += " (not there yet: `soulbot run` makes it)"
+    lines = [f"workspaces: {absolute(config.workspaces)}", f"data_dir: {data_dir}"]
+    if not (config.workspaces.is_absolute() and config.data_dir.is_absolute()):
+        lines.append(f"(relative paths are taken from the folder soulbot starts in: {Path.cwd()})")
+    return lines
+
+
+def _platforms(config: Config) -> list[str]:
+    """Which adapters `soulbot run` starts with this config and environment, and why."""
+    telegram, discord = config.adapters.telegram, config.adapters.discord
+    lines = []
+    if telegram.token.get_secret_value():
+        webhook = telegram.webhook
+        how = (
+            f"webhook at {webhook.url} (updates taken on {webhook.listen}, path {webhook.path})"
+            if webhook.url
+            else "polling"
+        )
+        lines.append(f"telegram: on, {how}")
+    else:
+        lines.append("telegram: off (adapters.telegram.token is not set)")
+    if discord.token.get_secret_value():
+        count, ids = discord.shard_count, discord.shard_ids
+        if count is None:
+            lines.append("discord: on, one connection (unsharded)")
+        elif ids is None:
+            lines.append(f"discord: on, all {count} shards")
+        else:
+            lines.append(f"discord: on, shards {', '.join(map(str, ids))} of {count}")
+    else:
+        lines.append("discord: off (adapters.discord.token is not set)")
+    enabled = config.adapters.console.enabled
+    why = (
+        f"adapters.console.enabled is auto and {'no' if console_enabled(config) else 'a'} "
+        "platform token is set"
+        if enabled == "auto"
+        else f"adapters.console.enabled: {str(enabled).lower()}"
+    )
+    if console_enabled(config):
+        lines.append(f"terminal chat: on ({why})")
+    else:
+        lines.append(f"terminal chat: off ({why}; `soulbot chat` opens one anyway)")
+    if not _nothing_starts(config):
+        return lines
+    return [*lines, "nothing will start: `soulbot run` stops at once (see errors)"]
+
+
+def _nothing_starts(config: Config) -> list[str]:
+    """The error when `soulbot run` would start no adapter."""
+    tokens = (config.adapters.telegram.token, config.adapters.discord.token)
+    if console_enabled(config) or any(t.get_secret_value() for t in tokens):
         return []
+    return [
+        "adapters: no adapter will start: set adapters.telegram.token or "
+        "adapters.discord.token, or adapters.console.enabled: true"
+    ]
+
+
+# BotFather's tokens: the bot's number, ':', then 35 of A-Z a-z 0-9 _ - (123456789:AA...).
+_TELEGRAM_TOKEN = re.compile(r"\d{5,}:[A-Za-z0-9_-]{30,}")
+# The Developer Portal's: three base64url parts separated by dots (the bot's id, a
+# timestamp, a signature).
+_DISCORD_TOKEN = re.compile(r"[A-Za-z0-9_-]{20,}\.[A-Za-z0-9_-]{4,}\.[A-Za-z0-9_-]{20,}")
+_TOKEN_CHARS = re.compile(r"[A-Za-z0-9_-]*")
+
+
+def _token_problems(config: Config) -> dict[str, str]:
+    """The error for each platform (`telegram`, `discord`) whose token is set in a
+    shape no token of it has: the key and what is wrong, never the token."""
+    problems = {}
+    telegram = config.adapters.telegram.token.get_secret_value()
+    if telegram and not _TELEGRAM_TOKEN.fullmatch(telegram):
+        problems["telegram"] = (
+            "adapters.telegram.token: not a Telegram bot token: "
+            f"{_telegram_flaw(telegram)}; BotFather's look like 123456789:AA... (the bot's "
+            "number, ':', then 35 letters, digits, - and _)"
+        )
+    discord = config.adapters.discord.token.get_secret_value()
+    if discord and not _DISCORD_TOKEN.fullmatch(discord):
+        problems["discord"] = (
+            f"adapters.discord.token: not a Discord bot token: {_discord_flaw(discord)}; "
+            "copy it from the Developer Portal, Bot page (Reset Token)"
+        )
+    return problems
+
+
+def _telegram_flaw(token: str) -> str:
+    number, colon, secret = token.partition(":")
+    if not colon:
+        return "it has no ':'"
+    if not (number.isascii() and number.isdigit() and len(number) >= 5):
+        return "what comes before ':' is not the bot's number"
+    if not _TOKEN_CHARS.fullmatch(secret):
+        return "what comes after ':' has characters other than letters, digits, - and _"
+    return f"what comes after ':' is {len(secret)} characters long"
+
+
+def _discord_flaw(token: str) -> str:
+    if token.lower().startswith("bot "):
+        return "it starts with 'Bot ': set the token alone"
+    parts = token.split(".")
+    if len(parts) != 3:
+        return (
+            f"it has {len(parts)} part(s) separated by '.', a bot token has 3 (the Client "
+            "Secret and the Application ID are not the token)"
+        )
+    if not all(_TOKEN_CHARS.fullmatch(part) for part in parts):
+        return "it has characters other than letters, digits, - and _ between its dots"
+    sizes = ", ".join(str(len(part)) for part in parts)
+    return f"its parts are too short for a bot token ({sizes} characters)"
+
+
+@dataclass(frozen=True)
+class _Asked:
+    """What the platforms said (or that they were not asked)."""
+
+    notes: list[str]
+    errors: list[str]
+
+
+def _not_asked(config: Config, shapes: dict[str, str]) -> _Asked:
+    """A note naming what `--online` would ask, when a platform has a token of the
+    right shape."""
+    asks = {
+        "telegram": "Telegram (getMe: the token, privacy mode)",
+        "discord": "Discord (the token, the Message Content intent)",
+    }
+    askable = [asks[name] for name in _tokened(config, shapes)]
+    if not askable:
+        return _Asked([], [])
+    return _Asked([f"no platform was asked: with --online, check asks {' and '.join(askable)}"], [])
+
+
+def _tokened(config: Config, shapes: dict[str, str]) -> list[str]:
+    """The platforms whose token is set, in the right shape."""
+    tokens = {"telegram": config.adapters.telegram.token, "discord": config.adapters.discord.token}
+    return [name for name, t in tokens.items() if t.get_secret_value() and name not in shapes]
+
+
+def _ask(config: Config, shapes: dict[str, str]) -> _Asked:
+    """Ask Telegram and Discord, at once, what only they know: privacy mode, the
+    Message Content intent (and so whether they take the token). A platform that
+    does not answer is a note; a token of the wrong shape is not sent."""
+    from adapters.discord_probe import message_content_intent
     from adapters.telegram_adapter import privacy_mode_on
     from adapters.texts import PRIVACY_MODE
 
-    token = telegram.token.get_secret_value()
-    on = asyncio.run(privacy_mode_on(token, telegram.base_url))
-    return [f"telegram: {PRIVACY_MODE}"] if on else []
+    telegram, discord = config.adapters.telegram, config.adapters.discord
+    asked = _tokened(config, shapes)
+    questions: dict[str, Coroutine[Any, Any, bool | None]] = {}
+    if "telegram" in asked:
+        token = telegram.token.get_secret_value()
+        questions["telegram"] = privacy_mode_on(token, telegram.base_url)
+    if "discord" in asked:
+        token = discord.token.get_secret_value()
+        questions["discord"] = message_content_intent(token, discord.api_base_url)
+
+    async def at_once() -> dict[str, bool | None]:
+        answers = await asyncio.gather(*questions.values())
+        return dict(zip(questions, answers, strict=True))
+
+    answers = asyncio.run(at_once()) if questions else {}
+    notes, errors = [], []
+    if "telegram" in answers and answers["telegram"] is None:
+        notes.append("telegram: no answer to getMe (Telegram unreachable, or the token refused)")
+    elif answers.get("telegram"):
+        notes.append(f"telegram: {PRIVACY_MODE}")
+    if "discord" in answers and answers["discord"] is None:
+        notes.append(
+            "discord: no answer about the application (Discord unreachable, or the token refused)"
+        )
+    elif answers.get("discord") is False:
+        errors.append(
+            "adapters.discord: the Message Content intent is off: turn it on in the Developer "
+            "Portal, Bot page"
+        )
+    return _Asked(notes, errors)
 
 
 def _links_out(soul: Soul) -> list[str]:

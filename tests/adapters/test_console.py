@@ -2,13 +2,17 @@
 a pty (its controlling terminal, so Ctrl-C is the terminal's own SIGINT), against
 the fake model process. Line editing (readline) turns echo off while it reads;
 however the chat ends, the terminal must be as it was before. While it stops, the
-terminal shows one line per step, and a Ctrl-C then quits at once."""
+terminal shows one line per step, and a Ctrl-C then quits at once. A failed turn
+shows once, as its reply. Replies' Markdown is rendered for the terminal (`render`,
+and the adapter on a stream that is or is not a terminal)."""
 
 from __future__ import annotations
 
 import fcntl
+import io
 import os
 import select
+import socket
 import subprocess
 import sys
 import termios
@@ -18,6 +22,9 @@ from pathlib import Path
 
 import pytest
 
+from adapters.console_adapter import BOLD, NORMAL, ConsoleAdapter, render
+from bot.prompts import APOLOGY
+from bot.types import Outbound
 from tests.fakes.process import FakeProcess
 from tests.kit import example_souls
 
@@ -39,7 +46,8 @@ class Terminal:
         (cwd / "soulbot.yaml").write_text("default_soul: wren\nmodel: {max_retries: 0}\n")
         self.master, self.slave = os.openpty()
         self.before = termios.tcgetattr(self.slave)
-        env = {k: v for k, v in os.environ.items() if not k.startswith(("SOULBOT_", "ANTHROPIC_"))}
+        env = {k: v for k, v in os.environ.items()
+               if not k.startswith(("SOULBOT_", "ANTHROPIC_", "NO_COLOR"))}  # fmt: skip
         env |= {"ANTHROPIC_BASE_URL": fake_url, "ANTHROPIC_API_KEY": "test-key", "TERM": "xterm"}
         self.proc = subprocess.Popen(
             [sys.executable, "-m", "bot", "chat"], cwd=cwd, env=env,
@@ -154,3 +162,98 @@ def test_a_second_ctrl_c_during_the_stop_quits_at_once(tmp_path: Path, fake: Fak
         terminal.close()
     assert b"Stopped." not in terminal.screen
     assert after == terminal.before
+
+
+@pytest.mark.timeout(40)
+def test_a_failed_turn_shows_once_as_its_reply(tmp_path: Path) -> None:
+    """The model unreachable: the apology is the one line about it; the log line
+    of the failure is not printed into the chat too."""
+    with socket.socket() as sock:  # a port nothing listens on
+        sock.bind(("127.0.0.1", 0))
+        closed = f"http://127.0.0.1:{sock.getsockname()[1]}"
+    terminal = Terminal(tmp_path, closed)
+    try:
+        terminal.read_until(b"you> ")
+        terminal.type(b"hello\r")
+        terminal.read_until(f"Wren> {APOLOGY}".encode())
+        terminal.type(b"/quit\r")
+        terminal.read_until(b"Stopped.")
+        assert terminal.wait() == 0
+    finally:
+        terminal.close()
+    assert terminal.screen.count(APOLOGY.encode()) == 1
+    assert b"turn.failed" not in terminal.screen
+    assert b"Traceback" not in terminal.screen  # what the stop could not save: one line each
+
+
+@pytest.mark.timeout(40)
+def test_markdown_is_rendered_on_the_terminal(tmp_path: Path, fake: FakeProcess) -> None:
+    """A command's table without its fence lines; the model's bold as bold, its
+    code without backticks."""
+    terminal = Terminal(tmp_path, fake.url)
+    try:
+        chat_once(terminal)
+        terminal.type(b"/soul usage\r")
+        terminal.read_until(b"TOTAL")
+        terminal.read_until(b"you> ")
+        terminal.type(b"say **this** and `that`\r")
+        terminal.read_until(b"Wren> echo: ")
+        terminal.read_until(b"you> ")
+        terminal.type(b"/quit\r")
+        assert terminal.wait() == 0
+    finally:
+        terminal.close()
+    shown = terminal.screen.decode()
+    assert "```" not in shown
+    assert "\n        TOTAL " in shown.replace("\r", "")  # the table, under "Wren> ", indented
+    assert f"say {BOLD}this{NORMAL} and that" in shown
+
+
+USAGE = "```\nSOUL  CALLS\nwren  2\n```"
+
+
+@pytest.mark.parametrize(
+    ("markdown", "ansi", "shown"),
+    [
+        (USAGE, False, "  SOUL  CALLS\n  wren  2"),
+        ("Today:\n~~~python\nx = 1\n\nprint(x)\n~~~\ndone", False,
+         "Today:\n  x = 1\n\n  print(x)\ndone"),
+        ("```\nunclosed\n**kept**", True, "  unclosed\n  **kept**"),
+        ("a **bold** word", True, f"a {BOLD}bold{NORMAL} word"),
+        ("a **bold** word", False, "a bold word"),
+        ("run `soulbot **check**` now", True, "run soulbot **check** now"),
+        ("**bold with `code`**", True, f"{BOLD}bold with code{NORMAL}"),
+        (r"no soul named \*\*x\*\* or a\_b or \`c\`", True, "no soul named **x** or a_b or `c`"),
+        (r"`a\b` stays C:\Users", False, r"a\b stays C:\Users"),
+        ("```x``` is inline, `` `y` `` too", False, "x is inline, `y` too"),
+        ("2 ** 3 and a*b", True, "2 ** 3 and a*b"),
+    ],
+    ids=["table", "tilde-fence", "unclosed-fence", "bold", "bold-plain", "code", "code-in-bold",
+         "escapes", "backslash-in-code", "fence-inline", "no-markup"],
+)  # fmt: skip
+def test_render(markdown: str, ansi: bool, shown: str) -> None:
+    assert render(markdown, ansi) == shown
+
+
+class _Tty(io.StringIO):
+    def isatty(self) -> bool:
+        return True
+
+
+@pytest.mark.parametrize(
+    ("stdout", "no_color", "bold"),
+    [(_Tty, None, True), (_Tty, "1", False), (io.StringIO, None, False)],
+    ids=["terminal", "no-color", "pipe"],
+)
+async def test_the_adapter_renders_bold_only_where_it_shows(
+    monkeypatch: pytest.MonkeyPatch, stdout: type[io.StringIO], no_color: str | None, bold: bool
+) -> None:
+    monkeypatch.delenv("NO_COLOR", raising=False)
+    monkeypatch.setenv("TERM", "xterm")
+    if no_color is not None:
+        monkeypatch.setenv("NO_COLOR", no_color)
+    out = stdout()
+    console = ConsoleAdapter("Wren", stdin=io.StringIO(), stdout=out)
+    await console.send(Outbound("console", "me", f"**Souls:**\n{USAGE}"))
+    souls = f"{BOLD}Souls:{NORMAL}" if bold else "Souls:"
+    assert out.getvalue() == f"Wren> {souls}\n        SOUL  CALLS\n        wren  2\n"

@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import asyncio
 import json
 import os
 import shutil
@@ -13,7 +12,6 @@ from pathlib import Path
 import pytest
 
 from bot import __version__
-from tests.fakes.telegram_fake import FakeTelegram
 from tests.kit import example_souls
 from tests.run_cli import soulbot
 
@@ -337,21 +335,3 @@ def test_usage_on_a_corrupt_database_is_one_line(example: Path) -> None:
     assert result.returncode == 2
     assert result.stderr.count("\n") == 1 and result.stderr.startswith("error: ")
     assert "soulbot.db" in result.stderr and "Traceback" not in result.stderr
-
-
-@pytest.mark.parametrize("privacy", [True, False])
-async def test_check_says_when_telegram_privacy_mode_hides_the_groups(
-    example: Path, privacy: bool
-) -> None:
-    async with FakeTelegram() as tg:
-        tg.privacy_mode = privacy
-        environ = {k: v for k, v in os.environ.items() if not k.startswith("SOULBOT_")}
-        environ.update(TELEGRAM_TOKEN=tg.token, TELEGRAM_BASE_URL=tg.base_url)
-        proc = await asyncio.create_subprocess_exec(
-            sys.executable, "-m", "bot", "check", cwd=example, env=environ,
-            stdout=asyncio.subprocess.PIPE, stderr=asyncio.subprocess.PIPE,
-        )  # fmt: skip
-        out, err = await asyncio.wait_for(proc.communicate(), 60)
-    assert proc.returncode == 0, out.decode() + err.decode()
-    assert ("Telegram privacy mode is on" in out.decode()) is privacy
-    assert tg.token not in out.decode() + err.decode()

@@ -21,7 +21,10 @@ aiohttp itself sends an idempotent request, GET, PUT or DELETE, once more first:
 DELETE hung up on after the route then meets 404/10008), auth, a scripted failure
 (``fail_next``), then the route. JSON answers carry exactly
 ``Content-Type: application/json`` (discord.py compares the header verbatim).
-Routes: ``GET /users/@me``, ``GET /oauth2/applications/@me``, ``GET /gateway[/bot]``,
+Routes: ``GET /users/@me``, ``GET /oauth2/applications/@me`` and ``GET
+/applications/@me`` (the application, its ``flags`` from ``application_flags``: by
+default the message content intent is on), ``GET /gateway[/bot]`` (``/bot`` adds
+``shards``, the ``recommended_shards``),
 ``POST /users/@me/channels`` (a DM channel), ``GET /channels/{id}``,
 ``POST /channels/{id}/messages`` (JSON or multipart with ``payload_json`` and file
 parts ``files[n]``, each recorded as an ``Upload`` with its bytes: the message's
@@ -65,16 +68,28 @@ holds the answers ``s`` seconds, for a client's timeout. A ``FakeFile``'s
 ``declared_size`` makes the attachment's ``size`` lie; the bytes served stay theirs.
 
 Gateway (plain TEXT frames; discord.py asks for zlib-stream but inflates only binary
-frames): HELLO on connect; op 1 → op 11; IDENTIFY (op 2) with the right token → READY
-(all guilds unavailable) then one GUILD_CREATE per guild (``"unavailable": false``),
-then the events pushed before any session existed; a wrong token → close 4004.
-RESUME (op 6) of the current session → the events after the client's ``seq``, then
+frames): HELLO on connect (``heartbeat_interval_ms``); op 1 → op 11 (unless
+``answer_heartbeats(False)`` for its shard; each counted in ``heartbeats``); IDENTIFY
+(op 2) with the right token → READY (all its guilds unavailable) then one GUILD_CREATE
+per guild (``"unavailable": false``), then the events pushed before a session held
+them; a wrong token → close 4004; the message content intent asked for while
+``application_flags`` has neither GATEWAY_MESSAGE_CONTENT flag → close 4014, as on
+Discord. RESUME (op 6) of a live session → the events after the client's ``seq``, then
 RESUMED; any other session → op 9 (``d: false``), and discord.py IDENTIFYs afresh.
-op 8 → one GUILD_MEMBERS_CHUNK. Events pushed while the session's connection is down
+op 8 → one GUILD_MEMBERS_CHUNK. Events pushed while a session's connection is down
 are kept and replayed on RESUME; a fresh IDENTIFY starts a new session and old events
 are lost, as on Discord. Intents are honoured: no MESSAGE_CREATE without
 GUILD_MESSAGES (guilds) or DIRECT_MESSAGES (DMs), and without MESSAGE_CONTENT a guild
 message that neither mentions nor is written by the bot arrives with empty content.
+
+Shards: an IDENTIFY with ``shard: [id, count]`` starts the session of that shard (one
+per shard id; a later IDENTIFY of the same id replaces it; an id not below count →
+close 4010), recorded in ``identified`` (``None`` for an unsharded one) and, while its
+connection is up, in ``shards``. A guild's events (its GUILD_CREATE, THREAD_CREATE,
+MESSAGE_CREATE, INTERACTION_CREATE, member chunks) go only to the shard
+``(guild_id >> 22) % count``, and its READY lists only those guilds; events with no
+guild (DMs) go to shard 0, Discord's rule; an unsharded session gets everything.
+``guild_id_on_shard(shard, count)`` makes a guild id that lands on a given shard.
 
 DMs: a MESSAGE_CREATE without ``guild_id`` is a DM. discord.py 2.7 never looks up its
 channel cache for it: ``message.channel`` is a ``DMChannel`` with no recipient
@@ -91,13 +106,15 @@ absent). ``push_message(stickers=[name])`` adds ``sticker_items`` (discord.py's
 
 Driving: ``add_guild``, ``add_thread``, ``push_message``, ``push_interaction``,
 ``drop_connection`` (abort the TCP connection without a close frame: discord.py sees
-1006 and RESUMEs at once, without backoff), ``fail_next``, ``drop_next``,
-``hang_downloads``. Watching: ``requests``, ``dropped`` (the requests hung up on),
-``sent`` (as sent: edits and deletions do not change a ``Sent``), ``edits``,
-``deleted``, ``message_text`` (a message's content now, after edits; a deleted one
-raises), ``downloads``, ``typing``, ``commands``, ``interaction_replies``,
-``gateway_received``, ``identify_count``, ``resume_count``, and the ``wait_*``
-coroutines, woken on every recorded request, download and gateway frame.
+1006 and RESUMEs at once, without backoff), ``invalidate_session`` (both for the
+unsharded session, or the ``shard`` given), ``answer_heartbeats``, ``fail_next``,
+``drop_next``, ``hang_downloads``. Watching: ``requests``, ``dropped`` (the requests
+hung up on), ``sent`` (as sent: edits and deletions do not change a ``Sent``),
+``edits``, ``deleted``, ``message_text`` (a message's content now, after edits; a
+deleted one raises), ``downloads``, ``typing``, ``commands``, ``interaction_replies``,
+``gateway_received``, ``identified``, ``identify_count``, ``resume_count``,
+``heartbeats``, ``shards``, and the ``wait_*`` coroutines, woken on every recorded
+request, download and gateway frame.
 """
 
 from __future__ import annotations
@@ -110,6 +127,7 @@ import math
 import re
 import time
 import uuid
+from collections import Counter
 from collections.abc import Awaitable, Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
@@ -129,6 +147,9 @@ MAX_UPLOAD_BYTES = 10 * 2**20  # a bot's upload cap in a server without boosts, 
 INTERACTION_TTL_S = 15 * 60  # an interaction token's life (its follow-ups and edits)
 JOINED_AT = "2024-01-01T00:00:00+00:00"
 GUILD_MESSAGES, DIRECT_MESSAGES, MESSAGE_CONTENT = 1 << 9, 1 << 12, 1 << 15
+# The application flags that let a bot read message content: verified, and unverified.
+GATEWAY_MESSAGE_CONTENT, GATEWAY_MESSAGE_CONTENT_LIMITED = 1 << 18, 1 << 19
+SNOWFLAKE_2024_MS = 1_704_067_200_000 - DISCORD_EPOCH_MS  # 2024-01-01, in a snowflake's clock
 # @everyone in every fake guild: view, send, history, embeds, files, reactions,
 # external emojis, mention everyone, threads, application commands.
 EVERYONE_PERMISSIONS = sum(1 << b for b in (6, 10, 11, 14, 15, 16, 17, 18, 31, 35, 36, 38))
@@ -309,6 +330,7 @@ class _Conn:
         self.transport = transport
         self.queue: asyncio.Queue[str | int] = asyncio.Queue()  # a frame, or a close code
         self.writer: asyncio.Task[None] | None = None
+        self.shard: int | None = None  # the shard id of its session (None: unsharded, or none yet)
 
     def send(self, frame: JSON | str) -> None:
         self.queue.put_nowait(frame if isinstance(frame, str) else json.dumps(frame))
@@ -336,9 +358,37 @@ class _Conn:
 class _Session:
     id: str
     intents: int
+    shard: tuple[int, int] | None = None  # (shard id, count); None: unsharded
     seq: int = 0
     log: list[tuple[int, str]] = field(default_factory=list)  # (seq, frame) for RESUME
     conn: _Conn | None = None
+
+    def holds(self, guild_id: int | None) -> bool:
+        """Whether the events of this guild (None: of no guild, a DM's) come to this
+        session: all of them to an unsharded one, else only its shard's."""
+        return self.shard is None or shard_of(guild_id, self.shard[1]) == self.shard[0]
+
+
+def shard_of(guild_id: int | None, count: int) -> int:
+    """The shard (of ``count``) that gets a guild's events, Discord's rule:
+    ``(guild_id >> 22) % count``; events of no guild (DMs) go to shard 0."""
+    return 0 if guild_id is None else (guild_id >> 22) % count
+
+
+def guild_id_on_shard(shard: int, count: int, n: int = 0) -> int:
+    """A guild id (a snowflake of 2024) whose events go to ``shard`` of ``count``;
+    ``n`` gives another one on the same shard. Raises ValueError for a shard not
+    below ``count``."""
+    if not 0 <= shard < count:
+        raise ValueError(f"shard {shard} is not one of 0..{count - 1}")
+    stamp = SNOWFLAKE_2024_MS - SNOWFLAKE_2024_MS % count + n * count + shard
+    return stamp << 22
+
+
+def _guild_of(t: str, d: JSON) -> int | None:
+    """The guild an event belongs to, which picks its shard; None for a DM's."""
+    raw = d.get("id") if t == "GUILD_CREATE" else d.get("guild_id")
+    return None if raw is None else int(raw)
 
 
 def _response(
@@ -388,9 +438,15 @@ class FakeDiscord(LoopbackServer):
         app_id: int = 7000,
         bot_name: str = "soul",
         max_upload_bytes: int = MAX_UPLOAD_BYTES,
+        application_flags: int = GATEWAY_MESSAGE_CONTENT_LIMITED,
+        recommended_shards: int = 1,
+        heartbeat_interval_ms: int = HEARTBEAT_INTERVAL_MS,
     ) -> None:
         self.token, self.bot_id, self.app_id, self.bot_name = token, bot_id, app_id, bot_name
         self.max_upload_bytes = max_upload_bytes
+        self.application_flags = application_flags  # the message content intent on, unverified
+        self.recommended_shards = recommended_shards  # GET /gateway/bot's `shards`
+        self.heartbeat_interval_ms = heartbeat_interval_ms  # in every HELLO
         self.requests: list[Request] = []
         self.dropped: list[Request] = []  # the requests the fake hung up on
         self.typing: list[int] = []
@@ -400,7 +456,8 @@ class FakeDiscord(LoopbackServer):
         self.deleted: list[Deletion] = []
         self.downloads: list[Download] = []
         self.gateway_received: list[JSON] = []  # every frame the client sent
-        self.identify_count = 0
+        self.identified: list[tuple[int, int] | None] = []  # each IDENTIFY's shard (None: none)
+        self.heartbeats: Counter[int | None] = Counter()  # op 1 received, by shard id
         self.resume_count = 0
         self._sent: list[Sent] = []
         self._guilds: dict[int, _Guild] = {}
@@ -414,8 +471,9 @@ class FakeDiscord(LoopbackServer):
         self._failures: list[_Failure] = []
         self._drops: list[_Drop] = []
         self._nonces: dict[str, JSON] = {}  # enforce_nonce: the message each nonce made
-        self._session: _Session | None = None
-        self._pending: list[tuple[str, JSON]] = []  # pushed before any session existed
+        self._sessions: dict[int | None, _Session] = {}  # by shard id; None: unsharded
+        self._pending: list[tuple[str, JSON]] = []  # pushed before a session held them
+        self._unanswered: set[int | None] = set()  # shards whose heartbeats get no op 11
         self._conns: set[_Conn] = set()
         self._last_id = 0
         self._tokens = itertools.count(1)
@@ -425,6 +483,7 @@ class FakeDiscord(LoopbackServer):
             for m, p, h in (
                 ("GET", r"/users/@me", self._get_me),
                 ("GET", r"/oauth2/applications/@me", self._get_application),
+                ("GET", r"/applications/@me", self._get_application),
                 ("GET", r"/gateway(/bot)?", self._get_gateway),
                 ("POST", r"/users/@me/channels", self._create_dm),
                 ("GET", r"/channels/(\d+)", self._get_channel),
@@ -504,8 +563,20 @@ class FakeDiscord(LoopbackServer):
 
     @property
     def connected(self) -> bool:
-        """A client identified or resumed and its connection is up."""
-        return self._session is not None and self._session.conn is not None
+        """A client identified or resumed, and the connection of every session
+        (each shard's) is up."""
+        sessions = self._sessions.values()
+        return bool(sessions) and all(s.conn is not None for s in sessions)
+
+    @property
+    def identify_count(self) -> int:
+        """How many IDENTIFYs the fake accepted (each starts a session)."""
+        return len(self.identified)
+
+    @property
+    def shards(self) -> list[tuple[int, int]]:
+        """The (shard id, count) of each shard's session whose connection is up, sorted."""
+        return sorted(s.shard for s in self._sessions.values() if s.shard and s.conn)
 
     def _notify(self) -> None:
         self._changed.set()
@@ -843,28 +914,40 @@ class FakeDiscord(LoopbackServer):
         self._dispatch("INTERACTION_CREATE", payload)
         return token
 
-    def drop_connection(self) -> None:
-        """Abort the live gateway connection with no close frame (the client sees 1006).
+    def drop_connection(self, shard: int | None = None) -> None:
+        """Abort the live gateway connection of the unsharded session, or of
+        ``shard``'s, with no close frame (the client sees 1006).
 
         The session stays: events pushed meanwhile are replayed when discord.py
-        RESUMEs. Raises RuntimeError if no client is connected.
+        RESUMEs. Raises RuntimeError if that session has no connection up.
         """
-        session = self._session
+        session = self._sessions.get(shard)
         if session is None or session.conn is None:
-            raise RuntimeError("drop_connection: no client is connected")
+            raise RuntimeError(f"drop_connection: no client is connected (shard {shard})")
         conn, session.conn = session.conn, None
         conn.abort()
         self._notify()
 
-    def invalidate_session(self) -> None:
-        """Forget the session; a connected client gets op 9 (``d: false``) and IDENTIFYs.
+    def invalidate_session(self, shard: int | None = None) -> None:
+        """Forget the unsharded session, or ``shard``'s; its connected client gets op 9
+        (``d: false``) and IDENTIFYs.
 
         Events kept for a RESUME are lost, as on Discord.
         """
-        session, self._session = self._session, None
+        session = self._sessions.pop(shard, None)
         if session is not None and session.conn is not None:
             session.conn.send({"op": 9, "s": None, "t": None, "d": False})
         self._notify()
+
+    def answer_heartbeats(self, answer: bool, *, shard: int | None = None) -> None:
+        """Answer the heartbeats of the unsharded connections, or of ``shard``'s, with
+        op 11 (the default), or stop answering them: a deaf connection, which
+        discord.py closes only after its heartbeat timeout (60 s). The heartbeats are
+        still counted in ``heartbeats``."""
+        if answer:
+            self._unanswered.discard(shard)
+        else:
+            self._unanswered.add(shard)
 
     # -- payloads --------------------------------------------------------------------
     def _next_id(self) -> int:
@@ -1023,16 +1106,23 @@ class FakeDiscord(LoopbackServer):
 
     # -- the gateway --------------------------------------------------------------------
     def _dispatch(self, t: str, d: JSON, *, state_event: bool = False) -> None:
-        """Send event ``t`` in the current session, or keep it for a RESUME.
+        """Send event ``t`` to every session that holds its guild (``_Session.holds``);
+        one whose connection is down keeps it for a RESUME.
 
-        With no session yet, an event waits for the next IDENTIFY, except state events
-        (guilds, threads): the GUILD_CREATE after READY carries that state anyway.
+        When no session holds it, an event waits for the next IDENTIFY of one that
+        does, except state events (guilds, threads, member chunks): the GUILD_CREATE
+        after READY carries that state anyway.
         """
-        session = self._session
-        if session is None:
-            if not state_event:
-                self._pending.append((t, d))
-            return
+        guild_id = _guild_of(t, d)
+        sessions = [s for s in self._sessions.values() if s.holds(guild_id)]
+        if not sessions and not state_event:
+            self._pending.append((t, d))
+        for session in sessions:
+            self._send(session, t, d)
+
+    def _send(self, session: _Session, t: str, d: JSON) -> None:
+        """Send event ``t`` in ``session`` as its intents let it see it, logged for a
+        RESUME (on its connection, if up)."""
         seen = self._as_seen(session, t, d)
         if seen is None:
             return
@@ -1065,7 +1155,12 @@ class FakeDiscord(LoopbackServer):
         conn.writer = asyncio.create_task(conn.write(), name="discord-fake-gateway-writer")
         self._conns.add(conn)
         conn.send(
-            {"op": 10, "s": None, "t": None, "d": {"heartbeat_interval": HEARTBEAT_INTERVAL_MS}}
+            {
+                "op": 10,
+                "s": None,
+                "t": None,
+                "d": {"heartbeat_interval": self.heartbeat_interval_ms},
+            }
         )
         try:
             async for msg in ws:
@@ -1073,8 +1168,9 @@ class FakeDiscord(LoopbackServer):
                     self._on_frame(conn, json.loads(msg.data))
         finally:
             self._conns.discard(conn)
-            if self._session is not None and self._session.conn is conn:
-                self._session.conn = None
+            for session in self._sessions.values():
+                if session.conn is conn:
+                    session.conn = None
             if conn.writer is not None and not conn.writer.done():
                 conn.writer.cancel()
             self._notify()
@@ -1084,7 +1180,9 @@ class FakeDiscord(LoopbackServer):
         self.gateway_received.append(frame)
         op, d = frame.get("op"), frame.get("d") or {}
         if op == 1:
-            conn.send({"op": 11, "s": None, "t": None, "d": None})
+            self.heartbeats[conn.shard] += 1
+            if conn.shard not in self._unanswered:
+                conn.send({"op": 11, "s": None, "t": None, "d": None})
         elif op == 2:
             self._identify(conn, d)
         elif op == 6:
@@ -1094,20 +1192,36 @@ class FakeDiscord(LoopbackServer):
         self._notify()
 
     def _identify(self, conn: _Conn, d: JSON) -> None:
+        """Start a session (of the shard IDENTIFY names, or unsharded): READY, its
+        guilds, and the events pushed before a session held them."""
         if d.get("token") != self.token:
             conn.close(4004)
             return
-        self.identify_count += 1
-        session = _Session(uuid.uuid4().hex, int(d.get("intents", -1)), conn=conn)
-        self._session = session
+        shard = d.get("shard")
+        if shard is not None and not (
+            isinstance(shard, list) and len(shard) == 2 and 0 <= shard[0] < shard[1]
+        ):
+            conn.close(4010)  # Invalid shard
+            return
+        intents = int(d.get("intents", -1))
+        readable = GATEWAY_MESSAGE_CONTENT | GATEWAY_MESSAGE_CONTENT_LIMITED
+        if intents & MESSAGE_CONTENT and not self.application_flags & readable:
+            conn.close(4014)  # Disallowed intent(s)
+            return
+        held = (int(shard[0]), int(shard[1])) if shard is not None else None
+        session = _Session(uuid.uuid4().hex, intents, shard=held, conn=conn)
+        conn.shard = held[0] if held else None
+        self._sessions[conn.shard] = session
+        self.identified.append(held)
+        guilds = [g for g in self._guilds.values() if session.holds(g.id)]
         ready: JSON = {
             "v": 10,
             "user": {**self._users[self.bot_id], "verified": True, "mfa_enabled": False},
-            "guilds": [{"id": str(g), "unavailable": True} for g in self._guilds],
+            "guilds": [{"id": str(g.id), "unavailable": True} for g in guilds],
             "session_id": session.id,
             "session_type": "normal",
             "resume_gateway_url": self.gateway_url,
-            "application": {"id": str(self.app_id), "flags": 0},
+            "application": {"id": str(self.app_id), "flags": self.application_flags},
             "private_channels": [],
             "relationships": [],
             "presences": [],
@@ -1115,24 +1229,30 @@ class FakeDiscord(LoopbackServer):
             "geo_ordered_rtc_regions": [],
             "user_settings": {},
         }
-        if "shard" in d:
-            ready["shard"] = d["shard"]
-        self._dispatch("READY", ready)
-        for guild in self._guilds.values():
-            self._dispatch("GUILD_CREATE", {**self._guild_payload(guild), "unavailable": False})
+        if shard is not None:
+            ready["shard"] = shard
+        self._send(session, "READY", ready)
+        for guild in guilds:
+            self._send(
+                session, "GUILD_CREATE", {**self._guild_payload(guild), "unavailable": False}
+            )
         pending, self._pending = self._pending, []
         for t, data in pending:
-            self._dispatch(t, data)
+            if session.holds(_guild_of(t, data)):
+                self._send(session, t, data)
+            else:
+                self._pending.append((t, data))
 
     def _resume(self, conn: _Conn, d: JSON) -> None:
-        session = self._session
-        if session is None or d.get("session_id") != session.id or d.get("token") != self.token:
+        session = next((s for s in self._sessions.values() if s.id == d.get("session_id")), None)
+        if session is None or d.get("token") != self.token:
             conn.send({"op": 9, "s": None, "t": None, "d": False})
             return
         self.resume_count += 1
         if session.conn is not None and session.conn is not conn:
             session.conn.abort()
         session.conn = conn
+        conn.shard = session.shard[0] if session.shard else None
         after = d.get("seq") or 0
         for seq, frame in session.log:
             if seq > after:
@@ -1252,7 +1372,7 @@ class FakeDiscord(LoopbackServer):
                 "owner": owner,
                 "team": None,
                 "verify_key": "0" * 64,
-                "flags": 0,
+                "flags": self.application_flags,
                 "summary": "",
                 "bot": self._users[self.bot_id],
                 "interactions_endpoint_url": None,
@@ -1266,7 +1386,7 @@ class FakeDiscord(LoopbackServer):
     ) -> web.Response:
         data: JSON = {"url": self.gateway_url}
         if m.group(1):
-            data["shards"] = 1
+            data["shards"] = self.recommended_shards
             data["session_start_limit"] = {
                 "total": 1000,
                 "remaining": 1000,

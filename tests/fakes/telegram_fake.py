@@ -26,7 +26,7 @@ PTB then fetches ``GET {base_file_url}{token}/{file_path}``.
   by default, as for a bot in privacy mode; ``can_join_groups`` and
   ``supports_inline_queries`` as set, true and false by default); getUpdates;
   sendMessage; sendMessageDraft; sendDocument; editMessageText; deleteMessage; getFile;
-  deleteWebhook (drops queued updates when ``drop_pending_updates``); setMyCommands
+  setWebhook, deleteWebhook and getWebhookInfo (below); setMyCommands
   (``commands`` keeps the last list, scope ignored) and deleteMyCommands;
   sendChatAction (unknown action: 400); setMyDescription; answerCallbackQuery.
 * getUpdates is a long poll like Telegram's: updates with ``update_id < offset`` are
@@ -37,7 +37,30 @@ PTB then fetches ``GET {base_file_url}{token}/{file_path}``.
   ``chat_member``, ``message_reaction`` and ``message_reaction_count``, as on
   Telegram. A newer getUpdates ends a waiting one with 409 ``Conflict``, as Telegram does
   when another process polls with the same token (``conflict_next_polls`` scripts
-  that); ``stop()`` ends waiting polls with ``[]``.
+  that); ``stop()`` ends waiting polls with ``[]``. While a webhook is set it answers
+  409 ``WEBHOOK_CONFLICT`` (Telegram's wording), and setting one ends a waiting poll so.
+* Webhooks: setWebhook takes ``url`` (an empty one deletes the webhook, as on Telegram;
+  https, or http on loopback since the fake has no TLS, else 400 ``bad webhook: An
+  HTTPS URL must be provided for webhook``), ``secret_token`` (1-256 of ``A-Z a-z 0-9 _
+  -``, else 400), ``allowed_updates`` (shared with getUpdates), ``max_connections``
+  and ``drop_pending_updates``; the webhook is in ``webhook``. deleteWebhook removes it
+  and the last error (the updates stay, for getUpdates, unless
+  ``drop_pending_updates``). getWebhookInfo answers ``url`` (``""`` with none),
+  ``has_custom_certificate`` false, ``pending_update_count``, and with a webhook
+  ``max_connections``, ``allowed_updates`` when set, and ``last_error_date`` /
+  ``last_error_message`` after a failed post. While a webhook is set, queued updates
+  are POSTed to its URL as JSON (``Content-Type: application/json``) with the
+  ``X-Telegram-Bot-Api-Secret-Token`` header when a secret was given: oldest first,
+  one at a time, the next after the answer. A 2xx answer delivers the update; any
+  other answer or a connection failure is an error (``Wrong response from the
+  webhook: 403 Forbidden``, ``Connection refused``, ``Read timeout expired``), the
+  post is tried ``push_tries`` (3) times in all, ``push_retry_s`` (0.05 s) apart,
+  and then the update waits, pending, for the next queued update or setWebhook
+  (Telegram's own retries, for minutes, made short). Every post is in ``pushes``.
+  ``post_to_webhook`` posts an update to the webhook directly, with the secret a
+  test gives (a wrong one, none), and answers the HTTP status. ``free_port()`` picks a
+  loopback port for a webhook server under test (PTB's cannot listen on port 0 and
+  say which port it got).
 * Messages: message ids count up per chat, shared by pushed and sent messages.
   Texts are checked as Telegram does: empty (after trimming) is 400 ``message text
   is empty``, over 4096 UTF-16 code units 400 ``message is too long``. With
@@ -88,7 +111,7 @@ PTB then fetches ``GET {base_file_url}{token}/{file_path}``.
 
 Drive it with ``push_message`` / ``push_update``, script errors with ``fail_next``,
 and wait with ``wait_for`` / ``wait_sent``: the waits are woken on every recorded
-call, download and queued update, never polled.
+call, download, post to the webhook and queued update, never polled.
 
 What PTB 22.8 does against it (checked): polling sends getMe, deleteWebhook, then
 getUpdates with only ``timeout`` and ``offset`` (no ``limit``, no
@@ -106,7 +129,12 @@ and hands each to the updater's ``error_callback``. ``bot.get_file`` prefixes th
 ``file_path`` with its base file URL; a download past ``read_timeout`` raises
 ``TimedOut``, a 404 download ``InvalidToken("Not Found")``. ``Message.quote`` is a
 ``TextQuote``; ``bot.can_read_all_group_messages`` comes from getMe at
-``initialize()``.
+``initialize()``. ``updater.start_webhook`` sends one setWebhook (``url``,
+``max_connections="40"``, and ``secret_token``, ``allowed_updates``,
+``drop_pending_updates`` when given) and no deleteWebhook unless dropping; then its
+tornado server answers 200 to a post of an update (once queued, before it is
+handled), 403 to one with a missing or wrong secret or another content type (not
+handled), and 400 to a body that is no update.
 """
 
 from __future__ import annotations
@@ -118,11 +146,14 @@ import inspect
 import itertools
 import json
 import re
+import socket
 import time
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
 from typing import Any
+from urllib.parse import urlsplit
 
+import aiohttp
 from aiohttp import web
 
 from tests.fakes.server import LoopbackServer
@@ -141,6 +172,15 @@ CONFLICT = (
     "Conflict: terminated by other getUpdates request; make sure that only one bot instance"
     " is running"
 )
+WEBHOOK_CONFLICT = (
+    "Conflict: can't use getUpdates method while webhook is active; use deleteWebhook to delete"
+    " the webhook first"
+)
+SECRET_HEADER = "X-Telegram-Bot-Api-Secret-Token"
+PUSH_TRIES = 3  # posts of one update before it waits for the next change
+PUSH_RETRY_S = 0.05
+PUSH_TIMEOUT_S = 5.0
+LOOPBACK_HOSTS = frozenset({"127.0.0.1", "localhost", "::1"})
 HTML_TAGS = frozenset(
     {"b", "strong", "i", "em", "u", "ins", "s", "strike", "del", "code", "pre", "a"}
     | {"tg-spoiler", "tg-emoji", "blockquote", "span"}
@@ -251,6 +291,36 @@ class Deletion:
     chat_id: int
     message_id: int
     t: float
+
+
+@dataclass(frozen=True)
+class Webhook:
+    """The webhook setWebhook set: where updates are posted, the secret sent with
+    each (``""``: none) and ``max_connections``."""
+
+    url: str
+    secret_token: str = dataclasses.field(default="", repr=False)
+    max_connections: int = 40
+
+
+@dataclass(frozen=True)
+class Push:
+    """One post of an update to the webhook: which update, where, the monotonic time,
+    the HTTP status (0: no answer) and the error Telegram would record (None: 2xx)."""
+
+    update_id: int
+    url: str
+    t: float
+    status: int
+    error: str | None = None
+
+
+def free_port() -> int:
+    """A port free on 127.0.0.1 now, for a webhook server a test starts (PTB's
+    cannot listen on port 0 and say which port it got)."""
+    with socket.socket() as probe:
+        probe.bind(("127.0.0.1", 0))
+        return int(probe.getsockname()[1])
 
 
 def utf16_len(text: str) -> int:
@@ -491,6 +561,14 @@ class FakeTelegram(LoopbackServer):
         self.edits: list[Edit] = []
         self.deleted: list[Deletion] = []
         self.privacy_mode = True
+        self.webhook: Webhook | None = None
+        self.pushes: list[Push] = []
+        self.push_tries = PUSH_TRIES
+        self.push_retry_s = PUSH_RETRY_S
+        self._last_error: tuple[int, str] | None = None  # a failed post: date, message
+        self._push_wake = asyncio.Event()  # a queued update or a webhook change
+        self._pusher: asyncio.Task[None] | None = None
+        self._http: aiohttp.ClientSession | None = None
         self.can_join_groups = True
         self.supports_inline_queries = False
         self._files: dict[str, _File] = {}
@@ -516,6 +594,8 @@ class FakeTelegram(LoopbackServer):
             "sendmessagedraft": self._send_message_draft,
             "getfile": self._get_file,
             "deletewebhook": self._delete_webhook,
+            "setwebhook": self._set_webhook,
+            "getwebhookinfo": self._get_webhook_info,
             "setmycommands": self._set_my_commands,
             "deletemycommands": self._delete_my_commands,
             "sendchataction": self._send_chat_action,
@@ -534,11 +614,21 @@ class FakeTelegram(LoopbackServer):
         app.router.add_get("/file/bot{token}/{path:.+}", self._download)
         self._closing = False
         await self._listen(app, port)
+        self._http = aiohttp.ClientSession(timeout=aiohttp.ClientTimeout(total=PUSH_TIMEOUT_S))
+        self._pusher = asyncio.create_task(self._push_loop(), name="telegram_fake.pusher")
 
     async def stop(self) -> None:
-        """End waiting long polls with ``[]`` and close the server. Idempotent."""
+        """End waiting long polls with ``[]``, stop posting to the webhook and close
+        the server. Idempotent."""
         self._closing = True
         self._notify()
+        pusher, self._pusher = self._pusher, None
+        if pusher is not None:
+            pusher.cancel()
+            await asyncio.gather(pusher, return_exceptions=True)
+        http, self._http = self._http, None
+        if http is not None:
+            await http.close()
         if self._runner is not None:
             await self._runner.cleanup()
             self._runner = None
@@ -580,6 +670,7 @@ class FakeTelegram(LoopbackServer):
             if isinstance(message, dict) and "chat" in message and "message_id" in message:
                 self._messages[message["chat"]["id"], message["message_id"]] = message
         self._updates.append(update)
+        self._push_wake.set()
         self._notify()
         return int(update["update_id"])
 
@@ -759,6 +850,17 @@ class FakeTelegram(LoopbackServer):
         does while another process polls with the same token."""
         self.fail_next("getUpdates", 409, CONFLICT, times=times)
 
+    async def post_to_webhook(self, update: JSON, *, secret: str | None) -> int:
+        """Post ``update`` to the webhook now, as Telegram would but with ``secret`` in
+        the header (None: no header), and answer the HTTP status (0: no answer). Not
+        queued, not in ``pushes``. Raises RuntimeError without a webhook."""
+        if self.webhook is None:
+            raise RuntimeError("post_to_webhook: no webhook is set (setWebhook first)")
+        update = {"update_id": self._next_update_id, **update}
+        self._next_update_id = max(self._next_update_id, int(update["update_id"]) + 1)
+        status, _ = await self._post(self.webhook.url, update, secret)
+        return status
+
     @property
     def pending_updates(self) -> list[JSON]:
         """The queued updates not yet confirmed by an offset (a fresh list)."""
@@ -833,6 +935,60 @@ class FakeTelegram(LoopbackServer):
     def _record_download(self, download: Download) -> None:
         self.downloads.append(download)
         self._notify()
+
+    # -- posting to the webhook ------------------------------------------------
+    async def _push_loop(self) -> None:
+        """While a webhook is set, post the pending updates to it, oldest first, one
+        at a time; an update that fails ``push_tries`` posts waits for the next queued
+        update or webhook change. Runs from ``start`` to ``stop``."""
+        while True:
+            self._push_wake.clear()
+            hook = self.webhook
+            if hook is not None:
+                self._updates = [u for u in self._updates if self._wanted(u)]
+            if hook is None or not self._updates or not await self._push(hook, self._updates[0]):
+                await self._push_wake.wait()
+
+    async def _push(self, hook: Webhook, update: JSON) -> bool:
+        """Post ``update`` until it is taken (True) or ``push_tries`` posts failed, or
+        the webhook changed meanwhile (False); each post in ``pushes``."""
+        for attempt in range(self.push_tries):
+            if attempt:
+                await asyncio.sleep(self.push_retry_s)
+            if self.webhook is not hook:
+                return False
+            status, error = await self._post(hook.url, update, hook.secret_token or None)
+            self.pushes.append(Push(int(update["update_id"]), hook.url, time.monotonic(),
+                                    status, error))  # fmt: skip
+            if error is None:
+                self._updates = [u for u in self._updates if u is not update]
+                self._notify()
+                return True
+            self._last_error = (int(time.time()), error)
+            self._notify()
+        return False
+
+    async def _post(self, url: str, update: JSON, secret: str | None) -> tuple[int, str | None]:
+        """POST ``update`` as JSON with ``secret`` in the header (None: none); the
+        status (0: no answer) and the error Telegram would record (None: a 2xx)."""
+        if self._http is None:
+            raise RuntimeError("FakeTelegram posts updates only while running")
+        headers = {SECRET_HEADER: secret} if secret is not None else {}
+        try:
+            async with self._http.post(url, json=update, headers=headers) as response:
+                await response.read()
+        except aiohttp.ClientConnectorError:
+            return 0, "Connection refused"
+        except TimeoutError:
+            return 0, "Read timeout expired"
+        except aiohttp.ClientError as e:
+            return 0, f"Connection failed: {type(e).__name__}"
+        if 200 <= response.status < 300:
+            return response.status, None
+        return (
+            response.status,
+            f"Wrong response from the webhook: {response.status} {response.reason}",
+        )
 
     # -- file downloads --------------------------------------------------------
     async def _download(self, request: web.Request) -> web.Response:
@@ -911,7 +1067,54 @@ class FakeTelegram(LoopbackServer):
     async def _delete_webhook(self, params: JSON) -> bool:
         if _true(params.get("drop_pending_updates")):
             self._updates.clear()
+        self.webhook = None
+        self._last_error = None
+        self._push_wake.set()
         return True
+
+    async def _set_webhook(self, params: JSON) -> bool:
+        """Set the webhook (an empty ``url`` deletes it) and have the pending updates
+        posted to it; a set one ends a waiting getUpdates with 409."""
+        url = str(params.get("url") or "")
+        if not url:
+            return await self._delete_webhook(params)
+        parts = urlsplit(url)
+        if parts.scheme != "https" and not (
+            parts.scheme == "http" and parts.hostname in LOOPBACK_HOSTS
+        ):
+            raise ApiError(
+                400, "Bad Request: bad webhook: An HTTPS URL must be provided for webhook"
+            )
+        secret = str(params.get("secret_token") or "")
+        if secret and not re.fullmatch(r"[A-Za-z0-9_-]{1,256}", secret):
+            raise ApiError(400, "Bad Request: secret token contains unallowed characters")
+        connections = _int(params, "max_connections", 40) or 40
+        if not 1 <= connections <= 100:
+            raise ApiError(400, "Bad Request: invalid max_connections specified")
+        allowed = params.get("allowed_updates")
+        if isinstance(allowed, list):
+            self._allowed = frozenset(allowed) or None
+        if _true(params.get("drop_pending_updates")):
+            self._updates.clear()
+        self.webhook = Webhook(url, secret, connections)
+        self._push_wake.set()
+        self._notify()
+        return True
+
+    async def _get_webhook_info(self, params: JSON) -> JSON:
+        hook = self.webhook
+        info: JSON = {
+            "url": hook.url if hook is not None else "",
+            "has_custom_certificate": False,
+            "pending_update_count": sum(1 for u in self._updates if self._wanted(u)),
+        }
+        if hook is not None:
+            info["max_connections"] = hook.max_connections
+            if self._allowed is not None:
+                info["allowed_updates"] = sorted(self._allowed)
+        if self._last_error is not None:
+            info["last_error_date"], info["last_error_message"] = self._last_error
+        return info
 
     async def _set_my_commands(self, params: JSON) -> bool:
         commands = params.get("commands")
@@ -931,6 +1134,8 @@ class FakeTelegram(LoopbackServer):
         return True
 
     async def _get_updates(self, params: JSON) -> list[JSON]:
+        if self.webhook is not None:
+            raise ApiError(409, WEBHOOK_CONFLICT)
         offset = _int(params, "offset", 0) or 0
         limit = min(max(_int(params, "limit", 100) or 100, 1), 100)
         timeout = max(_float(params, "timeout"), 0.0)
@@ -953,6 +1158,8 @@ class FakeTelegram(LoopbackServer):
                     return self._updates[:limit]
                 if me != self._polls:
                     raise ApiError(409, CONFLICT)
+                if self.webhook is not None:
+                    raise ApiError(409, WEBHOOK_CONFLICT)
                 remaining = deadline - asyncio.get_running_loop().time()
                 if remaining <= 0:
                     return []

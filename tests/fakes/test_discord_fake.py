@@ -4,6 +4,8 @@ from __future__ import annotations
 
 import asyncio
 import io
+import json
+from collections import Counter
 from collections.abc import AsyncIterator, Awaitable, Callable
 from typing import Any
 
@@ -13,7 +15,7 @@ import pytest
 import yarl
 from discord import app_commands
 
-from tests.fakes.discord_fake import FakeDiscord, FakeFile
+from tests.fakes.discord_fake import FakeDiscord, FakeFile, guild_id_on_shard
 
 TOKEN = "TEST.DISCORD.TOKEN"
 BOT = 7000
@@ -621,3 +623,183 @@ async def test_replies_to_a_users_message_and_to_a_missing_one(fake: FakeDiscord
     gone = orphan.reference.resolved
     assert isinstance(gone, discord.DeletedReferencedMessage)
     assert (gone.id, gone.channel_id, gone.guild_id) == (asked, CHANNEL, GUILD)
+
+
+# -- shards, over bare websockets: which connection an event comes on --------------------------
+
+INTENTS = (1 << 9) | (1 << 12) | (1 << 15)  # guild messages, direct messages, message content
+
+
+class RawGateway:
+    """One gateway connection over a bare websocket (discord.py merges its shards'
+    events, so only this shows which connection got which)."""
+
+    def __init__(self, ws: aiohttp.ClientWebSocketResponse) -> None:
+        self.ws = ws
+
+    async def frame(self) -> dict[str, Any]:
+        """The next frame, of any op; fails on a close or after 5 s."""
+        msg = await asyncio.wait_for(self.ws.receive(), 5)
+        assert msg.type is aiohttp.WSMsgType.TEXT, msg
+        frame: dict[str, Any] = json.loads(msg.data)
+        return frame
+
+    async def event(self) -> tuple[str, dict[str, Any]]:
+        """The next dispatch (op 0), past heartbeat answers: its type and data."""
+        while (frame := await self.frame())["op"] != 0:
+            pass
+        return frame["t"], frame["d"]
+
+    async def identify(self, shard: list[int] | None, intents: int = INTENTS) -> None:
+        payload: dict[str, Any] = {"token": TOKEN, "intents": intents, "properties": {}}
+        if shard is not None:
+            payload["shard"] = shard
+        await self.ws.send_json({"op": 2, "d": payload})
+
+    async def ready(self, shard: list[int] | None) -> dict[str, Any]:
+        """IDENTIFY and return the READY."""
+        await self.identify(shard)
+        t, d = await self.event()
+        assert t == "READY"
+        return d
+
+    async def closed_with(self) -> int:
+        """The code of the close frame that comes next."""
+        msg = await asyncio.wait_for(self.ws.receive(), 5)
+        assert msg.type is aiohttp.WSMsgType.CLOSE, msg
+        return int(msg.data)
+
+
+@pytest.fixture
+async def connect() -> AsyncIterator[Callable[[FakeDiscord], Awaitable[RawGateway]]]:
+    """Open a bare gateway connection to a fake (past its HELLO); all closed after."""
+    async with aiohttp.ClientSession() as session:
+
+        async def open_one(fake: FakeDiscord) -> RawGateway:
+            gateway = RawGateway(await session.ws_connect(fake.gateway_url))
+            assert (await gateway.frame())["op"] == 10
+            return gateway
+
+        yield open_one
+
+
+def test_guild_ids_land_on_the_shard_asked_for() -> None:
+    made = {
+        (shard, count, n): guild_id_on_shard(shard, count, n)
+        for count in (1, 2, 3, 16)
+        for shard in range(count)
+        for n in range(3)
+    }
+    assert all((gid >> 22) % count == shard for (shard, count, _), gid in made.items())
+    for count in (1, 2, 3, 16):  # a different id for each shard and n of one count
+        assert len({gid for (_, c, _), gid in made.items() if c == count}) == count * 3
+    with pytest.raises(ValueError):
+        guild_id_on_shard(4, 4)
+
+
+async def test_gateway_bot_recommends_the_configured_shards(fake: FakeDiscord, bot: Bot) -> None:
+    fake.recommended_shards = 3
+    shards, url, limits = await bot.http.get_bot_gateway()
+    assert (shards, url, limits["max_concurrency"]) == (3, fake.gateway_url, 1)
+
+
+async def test_each_shard_gets_its_own_guilds_and_shard_0_the_dms(
+    connect: Callable[[FakeDiscord], Awaitable[RawGateway]],
+) -> None:
+    on0, on1 = guild_id_on_shard(0, 2), guild_id_on_shard(1, 2)
+    async with FakeDiscord(token=TOKEN) as fake:
+        fake.add_guild(on0, "Zero", channels=[10], members=[(ANN, "ann")])
+        fake.add_guild(on1, "One", channels=[11], members=[(ANN, "ann")])
+        early = fake.push_message(11, "before anyone", author_id=ANN, guild_id=on1)
+        zero = await connect(fake)
+        ready = await zero.ready([0, 2])
+        assert ready["shard"] == [0, 2] and ready["guilds"] == [
+            {"id": str(on0), "unavailable": True}
+        ]
+        t, guild = await zero.event()
+        assert (t, guild["id"]) == ("GUILD_CREATE", str(on0))
+        one = await connect(fake)
+        ready = await one.ready([1, 2])
+        assert ready["guilds"] == [{"id": str(on1), "unavailable": True}]
+        t, guild = await one.event()
+        assert (t, guild["id"]) == ("GUILD_CREATE", str(on1))
+        t, message = await one.event()  # kept until a session held its guild
+        assert (t, message["id"]) == ("MESSAGE_CREATE", str(early))
+        assert fake.identified == [(0, 2), (1, 2)] and fake.shards == [(0, 2), (1, 2)]
+
+        dm = fake.push_message(DM, "a dm", author_id=ANN)
+        in0 = fake.push_message(10, "in zero", author_id=ANN, guild_id=on0)
+        in1 = fake.push_message(11, "in one", author_id=ANN, guild_id=on1)
+        fake.push_interaction("help", [], user_id=ANN, channel_id=11, guild_id=on1)
+        fake.push_interaction("help", [], user_id=ANN, channel_id=DM)
+        later = guild_id_on_shard(1, 2, n=1)
+        fake.add_guild(later, "Later", channels=[12])
+        last = fake.push_message(DM, "last", author_id=ANN)
+        # Each connection's events in order: nothing of the other shard's comes between.
+        got0 = [await zero.event() for _ in range(4)]
+        got1 = [await one.event() for _ in range(3)]
+    assert [(t, d.get("guild_id")) for t, d in got0] == [
+        ("MESSAGE_CREATE", None),
+        ("MESSAGE_CREATE", str(on0)),
+        ("INTERACTION_CREATE", None),
+        ("MESSAGE_CREATE", None),
+    ]
+    assert [int(got0[i][1]["id"]) for i in (0, 1, 3)] == [dm, in0, last]
+    assert [(t, d.get("guild_id")) for t, d in got1] == [
+        ("MESSAGE_CREATE", str(on1)),
+        ("INTERACTION_CREATE", str(on1)),
+        ("GUILD_CREATE", None),
+    ]
+    assert (int(got1[0][1]["id"]), int(got1[2][1]["id"])) == (in1, later)
+
+
+async def test_a_dropped_shard_is_no_longer_listed_and_resumes(
+    connect: Callable[[FakeDiscord], Awaitable[RawGateway]],
+) -> None:
+    async with FakeDiscord(token=TOKEN) as fake:
+        zero, one = await connect(fake), await connect(fake)
+        await zero.ready([0, 2])
+        session = (await one.ready([1, 2]))["session_id"]
+        fake.drop_connection(1)
+        assert fake.shards == [(0, 2)] and not fake.connected
+        with pytest.raises(RuntimeError):
+            fake.drop_connection()  # no unsharded session
+        again = await connect(fake)
+        await again.ws.send_json({"op": 6, "d": {"token": TOKEN, "session_id": session, "seq": 1}})
+        assert (await again.event())[0] == "RESUMED"
+        assert fake.shards == [(0, 2), (1, 2)] and fake.connected and fake.resume_count == 1
+
+
+async def test_a_bad_shard_is_closed_4010_and_the_content_intent_without_the_flag_4014(
+    connect: Callable[[FakeDiscord], Awaitable[RawGateway]],
+) -> None:
+    async with FakeDiscord(token=TOKEN, application_flags=0) as fake:
+        beyond = await connect(fake)
+        await beyond.identify([2, 2])
+        assert await beyond.closed_with() == 4010
+        content = await connect(fake)
+        await content.identify(None)  # asks for the message content intent
+        assert await content.closed_with() == 4014
+        plain = await connect(fake)
+        await plain.identify(None, intents=INTENTS & ~(1 << 15))
+        assert (await plain.event())[0] == "READY"
+        assert fake.identified == [None]
+
+
+async def test_a_shard_whose_heartbeats_go_unanswered(
+    connect: Callable[[FakeDiscord], Awaitable[RawGateway]],
+) -> None:
+    async with FakeDiscord(token=TOKEN) as fake:
+        zero, one = await connect(fake), await connect(fake)
+        await zero.ready([0, 2])
+        await one.ready([1, 2])
+        fake.answer_heartbeats(False, shard=1)
+        for gateway in (zero, one):
+            await gateway.ws.send_json({"op": 1, "d": 1})
+        await fake.wait_for(lambda f: f.heartbeats == Counter({0: 1, 1: 1}), what="heartbeats")
+        assert (await zero.frame())["op"] == 11
+        fake.add_guild(guild_id_on_shard(1, 2), channels=[11])
+        assert (await one.frame())["t"] == "GUILD_CREATE"  # no op 11 came first
+        fake.answer_heartbeats(True, shard=1)
+        await one.ws.send_json({"op": 1, "d": 2})
+        assert (await one.frame())["op"] == 11

@@ -10,6 +10,7 @@ from typing import Any
 
 import aiohttp
 import pytest
+from aiohttp import web
 from telegram import (
     Bot,
     File,
@@ -39,12 +40,15 @@ from telegram.ext import (
     filters,
 )
 
+from tests.fakes.server import LoopbackServer
 from tests.fakes.telegram_fake import (
     CLIENT_CLOSED,
     DROPPED,
+    JSON,
     MAX_DOWNLOAD_BYTES,
     FakeTelegram,
     auto_entities,
+    free_port,
     parse_html,
     utf16_len,
 )
@@ -771,3 +775,148 @@ def test_auto_entities() -> None:
     ]
     assert auto_entities("mail me@example.com") == []
     assert utf16_len("😀a") == 3
+
+
+# -- webhooks ----------------------------------------------------------------------
+class Receiver(LoopbackServer):
+    """A webhook endpoint on 127.0.0.1: keeps each post (headers, body) and answers
+    the statuses in `answers` first, then 200."""
+
+    def __init__(self) -> None:
+        self.posts: list[tuple[dict[str, str], JSON]] = []
+        self.answers: list[int] = []
+
+    async def start(self, port: int = 0) -> None:
+        app = web.Application()
+        app.router.add_post("/hook", self._take)
+        await self._listen(app, port)
+
+    async def stop(self) -> None:
+        if self._runner is not None:
+            await self._runner.cleanup()
+            self._runner = None
+
+    @property
+    def url(self) -> str:
+        return f"http://127.0.0.1:{self._port}/hook"
+
+    async def _take(self, request: web.Request) -> web.Response:
+        self.posts.append((dict(request.headers), await request.json()))
+        return web.Response(status=self.answers.pop(0) if self.answers else 200)
+
+
+def texts_of(receiver: Receiver) -> list[str]:
+    return [body["message"]["text"] for _, body in receiver.posts]
+
+
+async def test_a_webhook_gets_the_updates_in_order_with_the_secret(
+    fake: FakeTelegram, bot: Bot
+) -> None:
+    fake.push_message(42, "queued before", user_id=7)
+    async with Receiver() as hook:
+        assert await bot.set_webhook(hook.url, secret_token="s3cret", allowed_updates=["message"])
+        fake.push_message(42, "one", user_id=7)
+        fake.push_message(42, "two", user_id=7)
+        await fake.wait_for(lambda f: len(f.pushes) == 3, what="three posts")
+        info = await bot.get_webhook_info()
+    assert texts_of(hook) == ["queued before", "one", "two"]
+    headers = hook.posts[0][0]
+    assert headers["X-Telegram-Bot-Api-Secret-Token"] == "s3cret"
+    assert headers["Content-Type"] == "application/json"  # exactly: PTB refuses anything else
+    assert [p.status for p in fake.pushes] == [200, 200, 200] and fake.pending_updates == []
+    assert (info.url, info.pending_update_count, info.last_error_date) == (hook.url, 0, None)
+    assert info.allowed_updates == ("message",) and info.max_connections == 40
+    assert fake.webhook is not None and "s3cret" not in repr(fake.webhook)
+
+
+async def test_getupdates_is_refused_while_a_webhook_is_set(fake: FakeTelegram, bot: Bot) -> None:
+    waiting = asyncio.create_task(bot.get_updates(timeout=10))
+    await fake.wait_for(lambda f: f.waiting_polls == 1)
+    await bot.set_webhook("https://bot.example.org/telegram", secret_token="s")
+    with pytest.raises(Conflict, match="can't use getUpdates method while webhook is active"):
+        await asyncio.wait_for(waiting, 2)
+    fake.push_message(42, "kept for later", user_id=7)
+    with pytest.raises(Conflict, match="use deleteWebhook to delete the webhook first"):
+        await bot.get_updates(timeout=0)
+    assert await bot.delete_webhook()
+    assert (await bot.get_webhook_info()).url == ""
+    got = await bot.get_updates(timeout=0)  # the push to example.org failed: still pending
+    assert [u.message.text for u in got if u.message] == ["kept for later"]
+
+
+async def test_a_failing_webhook_is_tried_again_and_its_error_told(
+    fake: FakeTelegram, bot: Bot
+) -> None:
+    async with Receiver() as hook:
+        hook.answers = [502, 502]
+        await bot.set_webhook(hook.url)
+        fake.push_message(42, "third time lucky", user_id=7)
+        await fake.wait_for(lambda f: [p.status for p in f.pushes] == [502, 502, 200])
+        info = await bot.get_webhook_info()
+    assert info.last_error_message == "Wrong response from the webhook: 502 Bad Gateway"
+    assert info.last_error_date is not None and info.pending_update_count == 0
+    assert "X-Telegram-Bot-Api-Secret-Token" not in hook.posts[0][0]  # no secret was set
+    assert texts_of(hook) == ["third time lucky"] * 3
+
+
+async def test_an_unreachable_webhook_keeps_the_update_until_one_works(
+    fake: FakeTelegram, bot: Bot
+) -> None:
+    await bot.set_webhook(f"http://127.0.0.1:{free_port()}/nobody")
+    fake.push_message(42, "anyone?", user_id=7)
+    await fake.wait_for(lambda f: len(f.pushes) == fake.push_tries, what="every try")
+    info = await bot.get_webhook_info()
+    assert info.last_error_message == "Connection refused" and info.pending_update_count == 1
+    async with Receiver() as hook:
+        await bot.set_webhook(hook.url)  # a new webhook: the update is posted again
+        await fake.wait_for(lambda f: f.pushes[-1].status == 200, what="the post that works")
+    assert texts_of(hook) == ["anyone?"] and fake.pending_updates == []
+    assert await bot.delete_webhook()
+    assert (await bot.get_webhook_info()).last_error_message is None
+
+
+async def test_set_webhook_refuses_as_telegram_does(fake: FakeTelegram, bot: Bot) -> None:
+    with pytest.raises(BadRequest, match=r"(?i)an https url must be provided"):
+        await bot.set_webhook("http://bot.example.org/telegram")
+    with pytest.raises(BadRequest, match="unallowed characters"):
+        await bot.set_webhook("https://bot.example.org/telegram", secret_token="no spaces")
+    assert fake.webhook is None
+    fake.push_message(42, "old", user_id=7)
+    await bot.set_webhook("https://bot.example.org/telegram", drop_pending_updates=True)
+    assert fake.pending_updates == [] and fake.webhook is not None
+    assert await bot.set_webhook("")  # an empty URL deletes it
+    assert fake.webhook is None
+
+
+async def test_ptbs_webhook_server_takes_only_posts_with_the_secret(fake: FakeTelegram) -> None:
+    seen: list[str] = []
+    handled = asyncio.Condition()
+
+    async def keep(update: Update, context: Context) -> None:
+        assert update.message is not None and update.message.text is not None
+        async with handled:
+            seen.append(update.message.text)
+            handled.notify_all()
+
+    port = free_port()
+    app = ApplicationBuilder().token(fake.token).base_url(fake.base_url).build()
+    app.add_handler(MessageHandler(filters.TEXT, keep))
+    message = {"message_id": 1, "date": 1, "chat": {"id": 42, "type": "private"}, "text": "x"}
+    async with app:
+        await app.start()
+        assert app.updater is not None
+        await app.updater.start_webhook(listen="127.0.0.1", port=port, url_path="hook",
+                                        webhook_url=f"http://127.0.0.1:{port}/hook",
+                                        secret_token="s3cret")  # fmt: skip
+        assert await fake.post_to_webhook({"message": message}, secret="wrong") == 403
+        assert await fake.post_to_webhook({"message": message}, secret=None) == 403
+        assert await fake.post_to_webhook({"message": {"oops": 1}}, secret="s3cret") == 400
+        fake.push_message(42, "through the front door", user_id=7)
+        async with asyncio.timeout(5), handled:
+            await handled.wait_for(lambda: bool(seen))
+        await app.updater.stop()
+        await app.stop()
+    assert seen == ["through the front door"]
+    assert [c.method for c in fake.calls] == ["getMe", "setWebhook"]  # no deleteWebhook
+    assert fake.calls[1].params == {"url": f"http://127.0.0.1:{port}/hook",
+                                    "max_connections": "40", "secret_token": "s3cret"}  # fmt: skip

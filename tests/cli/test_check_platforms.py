@@ -1,0 +1,308 @@
+"""`soulbot check` says what will run: the paths as absolute paths, which adapters
+start and why, tokens that cannot be tokens (named by key, never shown), and with
+`--online` what Telegram and Discord say (the fakes, on loopback). Without
+`--online` no platform is asked."""
+
+from __future__ import annotations
+
+import asyncio
+import os
+import shutil
+import socket
+import sys
+from pathlib import Path
+
+import pytest
+
+from tests.fakes.discord_fake import FakeDiscord
+from tests.fakes.telegram_fake import FakeTelegram
+from tests.kit import example_souls
+from tests.run_cli import soulbot
+
+REPO = Path(__file__).resolve().parents[2]
+EXAMPLE = REPO / "deploy" / "soulbot.example.yaml"
+# Of the platforms' shapes, and plainly no one's token.
+TG_TOKEN = "123456:AAtest-token-made-for-the-fake-0123"
+DC_TOKEN = "TEST-DISCORD-TOKEN-OF-THE-FAKE.test.SIGNATURE-OF-THE-FAKE-BOT"
+PLATFORM_VARS = ("TELEGRAM_", "DISCORD_", "SOULBOT_")
+
+
+@pytest.fixture
+def example(tmp_path: Path) -> Path:
+    """The example config and souls in tmp_path (run from there)."""
+    example_souls(tmp_path)
+    shutil.copy(EXAMPLE, tmp_path / "soulbot.yaml")
+    return tmp_path
+
+
+def _environ(env: dict[str, str]) -> dict[str, str]:
+    """The test's environment with no platform setting but `env`'s."""
+    environ = {k: v for k, v in os.environ.items() if not k.startswith(PLATFORM_VARS)}
+    return {**environ, **env}
+
+
+def check(cwd: Path, *args: str, **env: str) -> tuple[int, str, str]:
+    """`soulbot check ARGS` with only the platform variables of `env`: (exit code,
+    stdout, stderr)."""
+    result = soulbot("check", *args, cwd=cwd, env=_environ(env))
+    return result.returncode, result.stdout, result.stderr
+
+
+async def check_async(cwd: Path, *args: str, **env: str) -> tuple[int, str, str]:
+    """`check`, while this test's event loop serves the fakes."""
+    proc = await asyncio.create_subprocess_exec(
+        sys.executable, "-m", "bot", "check", *args, cwd=cwd, env=_environ(env),
+        stdout=asyncio.subprocess.PIPE, stderr=asyncio.subprocess.PIPE,
+    )  # fmt: skip
+    out, err = await asyncio.wait_for(proc.communicate(), 60)
+    assert proc.returncode is not None
+    return proc.returncode, out.decode(), err.decode()
+
+
+def part(output: str, title: str) -> list[str]:
+    """The lines of `title:`'s part, unindented."""
+    after = output.split(f"\n{title}:\n", 1)[1]
+    return [line.strip() for line in after.split("\n\n", 1)[0].splitlines()]
+
+
+def closed_port_url() -> str:
+    """A loopback URL nothing listens on (the port was just free)."""
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        port = sock.getsockname()[1]
+    return f"http://127.0.0.1:{port}"
+
+
+# --- paths ---------------------------------------------------------------------------
+
+
+def test_paths_are_shown_as_the_absolute_paths_they_are(example: Path) -> None:
+    code, out, err = check(example)
+    assert code == 0, out + err
+    root = example.resolve()
+    assert part(out, "paths") == [
+        f"workspaces: {root / 'workspaces'}",
+        f"data_dir: {root / 'data'} (not there yet: `soulbot run` makes it)",
+        f"(relative paths are taken from the folder soulbot starts in: {root})",
+    ]
+    (example / "data").mkdir(mode=0o700)
+    (example / "sub").mkdir()
+    config = example / "soulbot.yaml"
+    elsewhere = example / "elsewhere"
+    shutil.move(example / "workspaces", elsewhere)
+    config.write_text(
+        config.read_text()
+        .replace("workspaces: ./workspaces", f"workspaces: {elsewhere}")
+        .replace("data_dir: ./data", f"data_dir: {example / 'sub' / '..' / 'data'}")
+    )
+    code, out, err = check(example)
+    assert code == 0, out + err
+    assert part(out, "paths") == [
+        f"workspaces: {elsewhere.resolve()}",
+        f"data_dir: {root / 'data'}",
+    ]
+
+
+def test_a_missing_workspaces_folder_is_named_by_its_absolute_path(example: Path) -> None:
+    shutil.rmtree(example / "workspaces")
+    code, out, err = check(example)
+    assert code == 1 and out == ""
+    root = example.resolve()
+    assert err.strip() == (
+        f"error: workspaces: {root / 'workspaces'} does not exist (relative paths are taken "
+        f"from the folder soulbot starts in: {root})"
+    )
+    (example / "workspaces").write_text("a file")
+    code, _, err = check(example)
+    assert code == 1 and f"workspaces: {root / 'workspaces'} is not a folder (" in err
+    config = example / "soulbot.yaml"
+    gone = example / "gone"
+    config.write_text(config.read_text().replace("workspaces: ./workspaces", f"workspaces: {gone}"))
+    code, _, err = check(example)
+    assert code == 1 and err.strip() == f"error: workspaces: {gone.resolve()} does not exist"
+
+
+# --- which adapters start ------------------------------------------------------------
+
+
+def test_with_no_token_the_terminal_chat_alone_starts(example: Path) -> None:
+    code, out, err = check(example)
+    assert code == 0, out + err
+    assert part(out, "platforms") == [
+        "telegram: off (adapters.telegram.token is not set)",
+        "discord: off (adapters.discord.token is not set)",
+        "terminal chat: on (adapters.console.enabled is auto and no platform token is set)",
+    ]
+    assert "notes:" not in out  # no token: nothing --online could ask
+
+
+def test_both_platforms_with_a_webhook_and_shards(example: Path) -> None:
+    config = example / "soulbot.yaml"
+    config.write_text(
+        config.read_text()
+        .replace("shard_count: null", "shard_count: 4")
+        .replace("shard_ids: null", "shard_ids: [0, 2]")
+    )
+    code, out, err = check(
+        example,
+        TELEGRAM_TOKEN=TG_TOKEN,
+        DISCORD_TOKEN=DC_TOKEN,
+        TELEGRAM_WEBHOOK_URL="https://bot.example.org/telegram",
+        TELEGRAM_WEBHOOK_SECRET="s3cret",
+    )
+    assert code == 0, out + err
+    assert part(out, "platforms") == [
+        "telegram: on, webhook at https://bot.example.org/telegram (updates taken on "
+        "127.0.0.1:8443, path /telegram)",
+        "discord: on, shards 0, 2 of 4",
+        "terminal chat: off (adapters.console.enabled is auto and a platform token is set; "
+        "`soulbot chat` opens one anyway)",
+    ]
+    assert TG_TOKEN not in out + err and DC_TOKEN not in out + err
+    config.write_text(config.read_text().replace("shard_ids: [0, 2]", "shard_ids: null"))
+    _, out, err = check(example, DISCORD_TOKEN=DC_TOKEN, SOULBOT_CONSOLE="true")
+    assert part(out, "platforms") == [
+        "telegram: off (adapters.telegram.token is not set)",
+        "discord: on, all 4 shards",
+        "terminal chat: on (adapters.console.enabled: true)",
+    ]
+    _, out, err = check(example, TELEGRAM_TOKEN=TG_TOKEN)
+    assert part(out, "platforms")[:2] == [
+        "telegram: on, polling",
+        "discord: off (adapters.discord.token is not set)",
+    ]
+
+
+def test_when_nothing_would_start_check_says_so_and_fails(example: Path) -> None:
+    code, out, _ = check(example, SOULBOT_CONSOLE="false")
+    assert code == 1
+    assert part(out, "platforms")[2:] == [
+        "terminal chat: off (adapters.console.enabled: false; `soulbot chat` opens one anyway)",
+        "nothing will start: `soulbot run` stops at once (see errors)",
+    ]
+    assert part(out, "errors") == [
+        "- adapters: no adapter will start: set adapters.telegram.token or "
+        "adapters.discord.token, or adapters.console.enabled: true"
+    ]
+
+
+# --- token shapes --------------------------------------------------------------------
+
+
+@pytest.mark.parametrize(
+    ("token", "flaw"),
+    [
+        ("abc", "it has no ':'"),
+        ("bot123456:AAtest-token-made-for-the-fake-0123", "what comes before ':' is not the "
+         "bot's number"),
+        ("123456:AAtest token made for the fake-0123", "what comes after ':' has characters "
+         "other than letters, digits, - and _"),
+        ("123456:TEST-TOKEN", "what comes after ':' is 10 characters long"),
+    ],
+    ids=["no-colon", "not-a-number", "a-space", "short"],
+)  # fmt: skip
+def test_a_telegram_token_of_the_wrong_shape(example: Path, token: str, flaw: str) -> None:
+    code, out, err = check(example, TELEGRAM_TOKEN=token)
+    assert code == 1
+    assert part(out, "errors") == [
+        f"- adapters.telegram.token: not a Telegram bot token: {flaw}; BotFather's look like "
+        "123456789:AA... (the bot's number, ':', then 35 letters, digits, - and _)"
+    ]
+    assert token not in out + err
+    assert "notes:" not in out  # a token that cannot be one is not offered to --online
+
+
+@pytest.mark.parametrize(
+    ("token", "flaw"),
+    [
+        (f"Bot {DC_TOKEN}", "it starts with 'Bot ': set the token alone"),
+        ("a1b2c3d4e5f6a1b2c3d4e5f6a1b2c3d4", "it has 1 part(s) separated by '.', a bot token "
+         "has 3 (the Client Secret and the Application ID are not the token)"),
+        ("TEST-DISCORD-TOKEN-OF-THE-FAKE.te$t.SIGNATURE-OF-THE-FAKE-BOT", "it has characters "
+         "other than letters, digits, - and _ between its dots"),
+        ("TEST.DISCORD.TOKEN", "its parts are too short for a bot token (4, 7, 5 characters)"),
+    ],
+    ids=["bot-prefix", "client-secret", "a-dollar", "short"],
+)  # fmt: skip
+def test_a_discord_token_of_the_wrong_shape(example: Path, token: str, flaw: str) -> None:
+    code, out, err = check(example, DISCORD_TOKEN=token)
+    assert code == 1
+    assert part(out, "errors") == [
+        f"- adapters.discord.token: not a Discord bot token: {flaw}; copy it from the "
+        "Developer Portal, Bot page (Reset Token)"
+    ]
+    assert token not in out + err
+
+
+# --- asking the platforms ------------------------------------------------------------
+
+
+async def test_without_online_no_platform_is_asked(example: Path) -> None:
+    async with FakeTelegram(token=TG_TOKEN) as tg, FakeDiscord(token=DC_TOKEN) as dc:
+        code, out, err = await check_async(
+            example, TELEGRAM_TOKEN=TG_TOKEN, TELEGRAM_BASE_URL=tg.base_url,
+            DISCORD_TOKEN=DC_TOKEN, DISCORD_API_BASE_URL=dc.api_base_url,
+        )  # fmt: skip
+        assert tg.calls == [] and dc.requests == []
+    assert code == 0, out + err
+    assert part(out, "notes") == [
+        "no platform was asked: with --online, check asks Telegram (getMe: the token, privacy "
+        "mode) and Discord (the token, the Message Content intent)"
+    ]
+
+
+@pytest.mark.parametrize("privacy", [True, False])
+async def test_online_says_when_telegram_privacy_mode_hides_the_groups(
+    example: Path, privacy: bool
+) -> None:
+    async with FakeTelegram(token=TG_TOKEN) as tg:
+        tg.privacy_mode = privacy
+        code, out, err = await check_async(
+            example, "--online", TELEGRAM_TOKEN=TG_TOKEN, TELEGRAM_BASE_URL=tg.base_url
+        )
+        assert [c.method.lower() for c in tg.calls] == ["getme"]
+    assert code == 0, out + err
+    assert ("Telegram privacy mode is on" in out) is privacy
+    assert "no platform was asked" not in out
+    assert TG_TOKEN not in out + err
+
+
+@pytest.mark.parametrize(
+    ("flags", "intent"), [(1 << 18, True), (1 << 19, True), (0, False)],
+    ids=["verified", "unverified", "off"],
+)  # fmt: skip
+async def test_online_fails_when_the_message_content_intent_is_off(
+    example: Path, flags: int, intent: bool
+) -> None:
+    async with FakeDiscord(token=DC_TOKEN, application_flags=flags) as dc:
+        code, out, err = await check_async(
+            example, "--online", DISCORD_TOKEN=DC_TOKEN, DISCORD_API_BASE_URL=dc.api_base_url
+        )
+        assert any(r.path == "/applications/@me" for r in dc.requests)
+    intent_off = (
+        "- adapters.discord: the Message Content intent is off: turn it on in the Developer "
+        "Portal, Bot page"
+    )
+    if intent:
+        assert code == 0, out + err
+        assert "errors:" not in out
+    else:
+        assert code == 1
+        assert part(out, "errors") == [intent_off]
+    assert DC_TOKEN not in out + err
+
+
+async def test_online_with_platforms_that_do_not_answer_or_refuse_the_token(
+    example: Path,
+) -> None:
+    """A note each, no error: the check cannot tell (exit 0)."""
+    async with FakeTelegram(token="654321:AAanother-bot-of-the-fake-00000000") as tg:
+        code, out, err = await check_async(
+            example, "--online", TELEGRAM_TOKEN=TG_TOKEN, TELEGRAM_BASE_URL=tg.base_url,
+            DISCORD_TOKEN=DC_TOKEN, DISCORD_API_BASE_URL=closed_port_url() + "/api/v10",
+        )  # fmt: skip
+    assert code == 0, out + err
+    assert part(out, "notes") == [
+        "telegram: no answer to getMe (Telegram unreachable, or the token refused)",
+        "discord: no answer about the application (Discord unreachable, or the token refused)",
+    ]
