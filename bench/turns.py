@@ -22,7 +22,7 @@ pace of edits is the adapters' (adapters/stream.py), not the core's overhead,
 so the bench's stream shows each text at once.
 
     .venv/bin/python bench/turns.py [--sessions 1000] [--messages 5] [--rate 200]
-                                    [--no-streaming]
+                                    [--no-streaming] [--store postgresql://...]
 """
 
 from __future__ import annotations
@@ -42,7 +42,16 @@ from typing import Any
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 from adapters.base import Deliver
-from bench.common import Event, SimulatedPlatform, emit, make_config, message, tap, write_soul
+from bench.common import (
+    Event,
+    SimulatedPlatform,
+    emit,
+    make_config,
+    message,
+    store_target,
+    tap,
+    write_soul,
+)
 from bot import prompts
 from bot.app.logs import configure_logging
 from bot.app.runtime import Runtime, settle_gc
@@ -265,10 +274,20 @@ def main() -> int:
     parser.add_argument("--rate", type=float, default=TARGET_THROUGHPUT, help="paced messages/s")
     parser.add_argument("--paced", type=int, default=3000, help="messages in the paced phase")
     parser.add_argument("--no-streaming", dest="streaming", action="store_false")
+    parser.add_argument(
+        "--store",
+        help="a PostgreSQL server (postgresql://...) to run on, a new schema; "
+        "default: SQLite in a temporary folder",
+    )
     args = parser.parse_args()
     configure_logging("json", "warning")
-    with tempfile.TemporaryDirectory(prefix="soulbot-bench-") as tmp, FakeProcess() as fake:
-        config = make_config(Path(tmp), fake.url, args.concurrency)
+    with (
+        tempfile.TemporaryDirectory(prefix="soulbot-bench-") as tmp,
+        FakeProcess() as fake,
+        store_target(args.store, Path(tmp), "soulbot") as target,
+    ):
+        store = {"store": {"url": target}} if isinstance(target, str) else {}
+        config = make_config(Path(tmp), fake.url, args.concurrency, store)
         write_soul(config.workspaces)
         adapter = asyncio.run(
             drive(config, args.sessions, args.messages, args.rate, args.paced, args.streaming)
@@ -277,6 +296,7 @@ def main() -> int:
         adapter, args.sessions, args.messages, args.concurrency, args.rate, args.paced
     )
     result["streaming"] = args.streaming
+    result["store"] = "sqlite" if args.store is None else "postgresql"
     emit(result)
     return 0 if result["all_pass"] else 1
 

@@ -169,7 +169,7 @@ class HistoryStore:
         def query(conn: Conn) -> list[tuple[str, str]]:
             rows = conn.execute(
                 "SELECT a.session, a.inbound, COALESCE(s.generation, 0) FROM reply_addresses a "
-                "LEFT JOIN sessions s ON s.session = a.session"
+                "LEFT JOIN sessions s ON s.session = a.session ORDER BY a.session"
             ).fetchall()
             found = []
             for session, address, generation in rows:

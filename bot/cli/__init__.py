@@ -11,6 +11,7 @@ from bot.cli.memory import compile_command, memory
 from bot.cli.reference import config_reference
 from bot.cli.serve import chat, run
 from bot.cli.souls import check, init, prompt, soul
+from bot.cli.store import store
 from bot.cli.usage import usage
 
 
@@ -33,6 +34,7 @@ for command in (
     health,
     backup,
     restore,
+    store,
     config_reference,
 ):
     main.add_command(command)

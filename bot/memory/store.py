@@ -152,7 +152,7 @@ def _numbers(conn: Conn, soul: str, scopes: Iterable[str]) -> dict[str, int]:
         return {}
     rows = conn.execute(
         "SELECT scope, id FROM memory_scopes WHERE soul = ? "
-        f"AND scope IN ({','.join('?' * len(wanted))})",
+        f"AND scope IN ({','.join('?' * len(wanted))}) ORDER BY scope",
         (soul, *wanted),
     )
     return {scope: int(number) for scope, number in rows}

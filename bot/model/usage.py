@@ -175,7 +175,7 @@ _ADD = (
 _TOKENS = "input_tokens + output_tokens + cache_creation_input_tokens + cache_read_input_tokens"
 
 
-def _admins(config: AdminsConfig) -> frozenset[str]:
+def admin_users(config: AdminsConfig) -> frozenset[str]:
     """The `user` of each admin's DM turns, `platform:id`."""
     return frozenset(
         f"{platform}:{user_id}" for platform, ids in config.model_dump().items() for user_id in ids
@@ -205,7 +205,7 @@ class Ledger:
     ) -> None:
         self._db = db
         self._prices = dict(prices)
-        self._admins = _admins(admins) if admins is not None else frozenset()
+        self._admins = admin_users(admins) if admins is not None else frozenset()
         self._limits: dict[BudgetKind, int | None] = {
             "soul": budget.daily_tokens_per_soul,
             "user": budget.daily_tokens_per_user,
@@ -267,12 +267,7 @@ class Ledger:
         return cost
 
     def _charged(self, soul: str, user: str, source: str) -> list[tuple[BudgetKind, str]]:
-        """The budgets a call counts against, in the order they are checked."""
-        if family(source) == "background":
-            return [("background", EVERY_SOUL)]
-        if user in self._admins or user.startswith(_CONSOLE):
-            return [("admin", user)]
-        return [("soul", soul), ("user", user)] if user else [("soul", soul)]
+        return charged(soul, user, source, self._admins)
 
     @property
     def enforces_limits(self) -> bool:
@@ -349,18 +344,35 @@ class Ledger:
         `record` charges them, with today's admins."""
         today = self._today
         if today is None or today.day != day:
-            rows = conn.execute(
-                f'SELECT soul, "user", source, SUM({_TOKENS}) FROM usage WHERE day = ?'
-                ' GROUP BY soul, "user", source',
-                (day,),
-            )
-            totals: dict[tuple[BudgetKind, str], int] = {}
-            for soul, user, source, tokens in rows:
-                for key in self._charged(soul, user, source):
-                    totals[key] = totals.get(key, 0) + int(tokens)
-            today = _Today(day, totals)
+            today = _Today(day, day_charges(conn, day, self._admins))
             self._today = today
         return today
+
+
+def charged(
+    soul: str, user: str, source: str, admins: frozenset[str]
+) -> list[tuple[BudgetKind, str]]:
+    """The budgets a call counts against, in the order they are checked;
+    `admins` is whose DM turns are an admin's (`platform:id`)."""
+    if family(source) == "background":
+        return [("background", EVERY_SOUL)]
+    if user in admins or user.startswith(_CONSOLE):
+        return [("admin", user)]
+    return [("soul", soul), ("user", user)] if user else [("soul", soul)]
+
+
+def day_charges(conn: Conn, day: str, admins: frozenset[str]) -> dict[tuple[BudgetKind, str], int]:
+    """The tokens each budget has used on UTC `day`, from the usage rows."""
+    rows = conn.execute(
+        f'SELECT soul, "user", source, SUM({_TOKENS}) FROM usage WHERE day = ?'
+        ' GROUP BY soul, "user", source',
+        (day,),
+    )
+    totals: dict[tuple[BudgetKind, str], int] = {}
+    for soul, user, source, tokens in rows:
+        for key in charged(soul, user, source, admins):
+            totals[key] = totals.get(key, 0) + int(tokens)
+    return totals
 
 
 def day_totals(conn: Conn, now: float) -> tuple[int, float]:

@@ -1,0 +1,153 @@
+"""Scale benchmark: one `soulbot run` process holding all 4 shards of a Discord
+bot, then two processes holding 2 shards each, both on one PostgreSQL store,
+against the fake gateway (in this process) and the fake model (a process of
+its own, `--latency` per call).
+
+Each run gets a burst of `--messages` guild messages spread over 100 channels
+(25 guilds on each shard, each its own session; a different author per message,
+so no rate limit applies) and measures, from the fake gateway's side:
+- throughput: messages answered / (last reply - first message);
+- lost and doubled: messages with no reply, or more than one, after the
+  processes have stopped (whatever they would send has been sent by then);
+- p99 overhead: each message's time to its reply, minus the model's latency.
+
+The targets: two processes at least 1.5x the throughput of one, 0 lost, 0
+doubled. Prints one JSON line; exit status 1 when a target is missed.
+
+    .venv/bin/python bench/scale.py [--messages 2000] [--latency 0.05]
+        [--store postgresql://postgres@127.0.0.1:5432/test]
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import json
+import sys
+import tempfile
+import time
+from pathlib import Path
+from typing import Any
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+
+from bench.common import finish
+from tests.daemons import RunningDaemon, daemon_env
+from tests.engines import SERVER, scratch_schema
+from tests.fakes.discord_fake import FakeDiscord, guild_id_on_shard
+from tests.fakes.process import FakeProcess
+from tests.kit import example_souls
+
+COUNT = 4  # shards
+GUILDS_PER_SHARD = 25
+TARGET_SPEEDUP = 1.5
+
+
+def guilds() -> dict[int, int]:
+    """Guild id -> its one channel id, GUILDS_PER_SHARD on each shard."""
+    found = {}
+    for shard in range(COUNT):
+        for n in range(GUILDS_PER_SHARD):
+            found[guild_id_on_shard(shard, COUNT, n)] = 10_000 + shard * 100 + n
+    return found
+
+
+def config(folder: Path, name: str, shards: list[int], store: str, fake: FakeDiscord) -> Path:
+    path = folder / f"{name}.yaml"
+    discord = {
+        "token": "${DISCORD_TOKEN}", "api_base_url": fake.api_base_url,
+        "gateway_url": fake.gateway_url, "guilds": "always", "streaming": False,
+        "shard_count": COUNT, "shard_ids": shards,
+    }  # fmt: skip
+    body = {
+        "default_soul": "wren", "instance": name, "store": {"url": store}, "log_level": "info",
+        "model": {"max_retries": 0, "max_concurrency": 512},
+        "limits": {"messages_per_minute": None}, "adapters": {"discord": discord},
+    }  # fmt: skip
+    path.write_text(json.dumps(body))
+    return path
+
+
+async def one_run(split: list[list[int]], args: argparse.Namespace, model: FakeProcess,
+                  folder: Path) -> dict[str, Any]:  # fmt: skip
+    """Serve a burst with the processes holding the shards `split`."""
+    example_souls(folder)
+    channels = guilds()
+    with scratch_schema(args.store) as store:
+        async with FakeDiscord() as fake:
+            for guild, channel in channels.items():
+                fake.add_guild(guild, channels=[channel], members=[])
+            env = daemon_env(model.url, DISCORD_TOKEN="TEST.DISCORD.TOKEN")
+            daemons = [
+                RunningDaemon(folder, config(folder, f"p{i}", shards, store, fake), env)
+                for i, shards in enumerate(split)
+            ]
+            try:
+                await asyncio.gather(*(d.start(timeout=120) for d in daemons))
+                pushed: dict[int, float] = {}
+                answered: dict[int, float] = {}
+                pairs = list(channels.items())
+                started = time.monotonic()
+                for i in range(args.messages):
+                    guild, channel = pairs[i % len(pairs)]
+                    message = fake.push_message(channel, f"message {i}", author_id=100_000 + i,
+                                                author_name=f"u{i}", guild_id=guild)  # fmt: skip
+                    pushed[message] = time.monotonic()
+                seen = 0
+                while seen < args.messages:
+                    sent = await fake.wait_sent(seen + 1, timeout=300)
+                    now = time.monotonic()
+                    for reply in sent[seen:]:
+                        if reply.reply_to is not None:
+                            answered.setdefault(reply.reply_to, now)
+                    seen = len(sent)
+                wall = max(answered.values()) - started
+            finally:
+                for daemon in daemons:
+                    await daemon.stop(timeout=300)
+            replies = [s.reply_to for s in fake.sent]
+    latencies = sorted((answered[m] - pushed[m] - args.latency) * 1000 for m in answered)
+    return {
+        "processes": len(split),
+        "turns_per_s": round(len(answered) / wall, 1),
+        "lost": sum(1 for m in pushed if m not in answered),
+        "doubled": sum(1 for m in pushed if replies.count(m) > 1),
+        "p50_overhead_ms": round(latencies[len(latencies) // 2], 1),
+        "p99_overhead_ms": round(latencies[int(0.99 * (len(latencies) - 1))], 1),
+    }
+
+
+async def measure(args: argparse.Namespace) -> dict[str, Any]:
+    with FakeProcess(latency_s=args.latency) as model:
+        with tempfile.TemporaryDirectory(prefix="soulbot-scale-") as tmp:
+            one = await one_run([[0, 1, 2, 3]], args, model, Path(tmp) / "one")
+        with tempfile.TemporaryDirectory(prefix="soulbot-scale-") as tmp:
+            two = await one_run([[0, 1], [2, 3]], args, model, Path(tmp) / "two")
+    return {
+        "bench": "scale",
+        "messages": args.messages,
+        "model_latency_s": args.latency,
+        "one_process": one,
+        "two_processes": two,
+        "speedup": round(two["turns_per_s"] / one["turns_per_s"], 2),
+    }
+
+
+def main() -> int:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--messages", type=int, default=2000)
+    parser.add_argument("--latency", type=float, default=0.05)
+    parser.add_argument("--store", default=SERVER, help="the PostgreSQL server (a new schema)")
+    args = parser.parse_args()
+    result = asyncio.run(measure(args))
+    runs = (result["one_process"], result["two_processes"])
+    ok = {
+        "speedup": result["speedup"] >= TARGET_SPEEDUP,
+        "lost": all(r["lost"] == 0 for r in runs),
+        "doubled": all(r["doubled"] == 0 for r in runs),
+    }
+    return finish(result, {"speedup_min": TARGET_SPEEDUP, "lost": 0, "doubled": 0}, ok)
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())
