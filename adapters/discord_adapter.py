@@ -43,35 +43,19 @@ which says how many chunks were not delivered. Each chunk keeps one `nonce`
 across its tries, with `enforce_nonce` (discord.py sets it), so a message
 Discord made whose answer was lost is returned, not made twice. Replies never
 ping @everyone, @here or roles, whatever the model writes. The slash commands
-(`/soul ...`, `/pair ...`, `/reset`, `/forget`, `/memory`, `/help`) are app
-commands synced at start. Their answers, and any later report (a compile's),
-reach only the person who asked: an ephemeral follow-up while the interaction
-lives (Discord allows 15 minutes), a DM after; never the channel. One that has
-no answer after 10 minutes gets a line saying so. A lost gateway connection is
-resumed or re-established by discord.py. Messages and slash commands that come
-after the gateway's READY but before the start is done (the wait for the guilds)
-are held and delivered in order when it is, not dropped.
+(adapters/discord_commands.py) are app commands synced at start, answered only
+to the person who asked. A lost gateway connection is resumed or re-established
+by discord.py. Messages and slash commands that come after the gateway's READY
+but before the start is done (the wait for the guilds) are held and delivered in
+order when it is, not dropped.
 
-Shards (`shard_count`, Discord's rule of one per 2,500 servers): a process holds
-`shard_ids` (all of them when None) through discord.py's `AutoShardedClient`, one
-gateway connection each, IDENTIFYing 5 s apart (Discord's limit); without
-`shard_count` it is one unsharded `discord.Client`. A guild's messages and slash
-commands come to the shard `(guild_id >> 22) % shard_count` only, and DMs only to
-shard 0, so the process holding shard 0 answers every DM; it, or an unsharded one,
-also syncs the slash commands (they are global): the others only answer them.
-Start is done when every shard held is ready.
+Shards (`shard_count`, `shard_ids`; adapters/discord_shards.py): one gateway
+connection per shard held, the process holding shard 0 answering DMs and syncing
+the slash commands. Start is done when every shard held is ready.
 
-Liveness (`last_seen`): the time anything last came over the gateway, a
-heartbeat answer (HEARTBEAT_ACK, every 41 s or so) included: discord.py's
-keep-alive notes it (`client.ws._keep_alive._last_recv`, a private attribute
-read defensively: it is what discord.py's own zombie check reads; the public
-`client.latency` says how fast the last answer came, not when); before the
-first keep-alive, and when it is gone (a reconnect), the time READY came.
-With shards it is the oldest of their connections' (each shard's websocket, read
-the same way through `client.shards[id]._parent.ws`): one deaf shard makes the
-adapter deaf. discord.py closes a connection silent past its heartbeat timeout
-and reconnects; `last_seen` staying old means the reconnects do not succeed.
-`connected` is started, not stopped, and the client not closed.
+Liveness (`last_seen`, adapters/discord_shards.py): the time anything last came
+over the gateway, on the quietest connection held; before that, the time READY
+came. `connected` is started, not stopped, and the client not closed.
 
 `api_base_url` and `gateway_url` point discord.py elsewhere (a REST proxy, the
 tests' fake): discord.py has no option for it, so they are set on its
@@ -83,15 +67,13 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
-import dataclasses
 import io
 import re
 import secrets
 import time
 from collections.abc import Awaitable, Callable, Sequence
 from contextlib import AbstractAsyncContextManager
-from dataclasses import dataclass
-from typing import Any, Literal, TypeVar
+from typing import Any, TypeVar
 
 import aiohttp
 import discord
@@ -99,8 +81,16 @@ import structlog
 import yarl
 from discord import app_commands
 
-from adapters import discord_media, texts
+from adapters import discord_media
 from adapters.base import Deliver, repeating
+from adapters.discord_commands import Asked, SlashCommands
+from adapters.discord_shards import (
+    IDENTIFY_PAUSE_S,
+    ShardedClient,
+    held_shards,
+    last_seen,
+    syncs_commands,
+)
 from adapters.retry import BACKOFF, Backoff, retried, send_chunks
 from adapters.split import split_message
 from adapters.stream import EVERY_S, EditedReply
@@ -113,53 +103,10 @@ T = TypeVar("T")
 LIMIT = 2000
 TYPING_EVERY_S = 8.0  # Discord shows typing for 10 s
 READY_TIMEOUT_S = 30.0  # and IDENTIFY_PAUSE_S more for each shard after the first
-IDENTIFY_PAUSE_S = 5.0  # Discord takes one IDENTIFY per 5 s (a bot's max_concurrency of 1)
-NO_ANSWER_AFTER_S = 600.0  # a slash command's "thinking..." ends by then (Discord allows 15 min)
-_ASKED = re.compile(r"interaction:(\d+):(\d+)")
 _SAFE_MENTIONS = discord.AllowedMentions(everyone=False, roles=False, users=False,
                                          replied_user=True)  # fmt: skip
 _MESSAGE_TYPES = (discord.MessageType.default, discord.MessageType.reply)
 _RETRIED_BY_DISCORD_PY = frozenset({500, 502, 504, 524})  # five tries already, in http.py
-
-
-@dataclass(frozen=True)
-class _Asked:
-    """The message id a slash command's Inbound carries and its replies name:
-    `interaction:<interaction id>:<user id>`, so that even a reply that comes
-    after the interaction has expired knows whom to send it to."""
-
-    interaction_id: int
-    user_id: int
-
-    @classmethod
-    def parse(cls, text: str | None) -> _Asked | None:
-        """The key in an Outbound's `reply_to`, or None for any other message id."""
-        found = _ASKED.fullmatch(text or "")
-        return cls(int(found[1]), int(found[2])) if found else None
-
-    def __str__(self) -> str:
-        return f"interaction:{self.interaction_id}:{self.user_id}"
-
-
-@dataclass
-class _Held:
-    """A slash command's interaction, kept for its follow-ups while it lives."""
-
-    interaction: discord.Interaction
-    answered: asyncio.Event = dataclasses.field(default_factory=asyncio.Event)
-
-
-class _ShardedClient(discord.AutoShardedClient):
-    """discord.py's sharded client, its shards IDENTIFYing `identify_pause_s`
-    apart (discord.py's own hook waits 5 s)."""
-
-    def __init__(self, *, identify_pause_s: float, **options: Any) -> None:
-        super().__init__(**options)
-        self._identify_pause_s = identify_pause_s
-
-    async def before_identify_hook(self, shard_id: int | None, *, initial: bool = False) -> None:
-        if not initial:
-            await asyncio.sleep(self._identify_pause_s)
 
 
 class DiscordAdapter:
@@ -187,7 +134,7 @@ class DiscordAdapter:
         shard_ids: Sequence[int] | None = None,
         identify_pause_s: float = IDENTIFY_PAUSE_S,
     ) -> None:
-        self._shards = _held_shards(shard_count, shard_ids)  # None: unsharded
+        self._shards = held_shards(shard_count, shard_ids)  # None: unsharded
         self._shard_count = shard_count
         self._identify_pause_s = identify_pause_s
         self._token = token
@@ -206,7 +153,8 @@ class DiscordAdapter:
         # READY and then wait for it, in the order they came, instead of being dropped.
         self._admitted = asyncio.Event()
         self._held = 0
-        self._interactions: dict[int, _Held] = {}  # by interaction id, until they expire
+        self._slash = SlashCommands(commands, intake=self._intake, admit=self._admit,
+                                    adapter=self.name)  # fmt: skip
         self._ready_at: float | None = None  # when the gateway's READY came (time.time())
 
     # -- lifecycle ----------------------------------------------------------------------
@@ -218,7 +166,7 @@ class DiscordAdapter:
             discord.gateway.DiscordWebSocket.DEFAULT_GATEWAY = yarl.URL(self._gateway_url)
         client = self._new_client()
         tree = app_commands.CommandTree(client)
-        self._register(tree)
+        self._slash.register(tree)
         client.event(self.on_message)
         self._client, self._deliver = client, deliver
         try:
@@ -232,7 +180,7 @@ class DiscordAdapter:
         except (discord.HTTPException, OSError) as exc:
             await client.close()
             raise AdapterStartError(f"discord: cannot reach the API: {exc}") from None
-        syncs = self._shards is None or 0 in self._shards
+        syncs = syncs_commands(self._shards)
         if self._shards is not None:
             log.info("discord.shards", held=list(self._shards), count=self._shard_count,
                      syncs_commands=syncs)  # fmt: skip
@@ -258,7 +206,7 @@ class DiscordAdapter:
         if self._shards is None:
             return discord.Client(intents=intents, allowed_mentions=_SAFE_MENTIONS,
                                   guild_ready_timeout=self._guild_ready_timeout)  # fmt: skip
-        return _ShardedClient(
+        return ShardedClient(
             identify_pause_s=self._identify_pause_s,
             shard_count=self._shard_count,
             shard_ids=list(self._shards),
@@ -298,8 +246,7 @@ class DiscordAdapter:
         self._open = False
         self._admitted.set()
         client, self._client = self._client, None
-        for held in self._interactions.values():
-            held.answered.set()  # the commands still waiting for an answer end
+        self._slash.close()
         if client is not None:
             await client.close()
         if self._task is not None:
@@ -315,26 +262,16 @@ class DiscordAdapter:
         """When the gateway last sent anything (a heartbeat answer, an event) on
         its quietest connection (of each shard held), else when READY came (also
         while a connection is down); None before then."""
-        heard = [_last_heard(ws) for ws in self._gateways()]
-        known = [at for at in heard if at is not None]
-        if not heard or len(known) < len(heard):
-            return self._ready_at
-        oldest = min(known)
-        return max(oldest, self._ready_at or oldest)
-
-    def _gateways(self) -> list[object]:
-        """The websocket of each gateway connection held (None for one not made
-        yet); none before start. A shard's is `ShardInfo._parent.ws`, private in
-        discord.py, read defensively."""
-        client = self._client
-        if client is None:
-            return []
-        if not isinstance(client, discord.AutoShardedClient) or self._shards is None:
-            return [client.ws]
-        shards = client.shards
-        return [getattr(getattr(shards.get(i), "_parent", None), "ws", None) for i in self._shards]
+        return last_seen(self._client, self._shards, self._ready_at)
 
     # -- inbound ------------------------------------------------------------------------
+
+    def _intake(self) -> Deliver | None:
+        """Where a slash command goes: the core's deliver; None before start and
+        once stopped."""
+        if self._admitted.is_set() and not self._open:
+            return None
+        return self._deliver
 
     async def _admit(self) -> bool:
         """Wait until start() is done (an event from before then is held, not
@@ -397,115 +334,6 @@ class DiscordAdapter:
         word = rest.split(maxsplit=1)[0].lower() if rest.strip() else ""
         return word in {name for name, _ in self._commands}
 
-    # -- app commands -------------------------------------------------------------------
-
-    def _register(self, tree: app_commands.CommandTree[discord.Client]) -> None:
-        """The slash commands: each hands "/<words>" to the router, like a message."""
-        described = dict(self._commands)
-        soul = app_commands.Group(name="soul", description=described.get("soul", "Admin"))
-        pair = app_commands.Group(name="pair", description=described.get("pair", "Admin"))
-
-        @soul.command(name="reload", description="Load souls again from disk")
-        async def soul_reload(interaction: discord.Interaction, name: str | None = None) -> None:
-            await self._run(interaction, "soul reload", name)
-
-        @soul.command(name="status", description="Souls, sessions, compiles, today's usage")
-        async def soul_status(interaction: discord.Interaction) -> None:
-            await self._run(interaction, "soul status")
-
-        @soul.command(name="compile", description="Compile the memory wikis now")
-        async def soul_compile(interaction: discord.Interaction, name: str | None = None) -> None:
-            await self._run(interaction, "soul compile", name)
-
-        @soul.command(name="usage", description="Tokens and cost")
-        async def soul_usage(interaction: discord.Interaction, days: int | None = None) -> None:
-            await self._run(interaction, "soul usage", None if days is None else str(days))
-
-        @soul.command(name="rollback", description="Restore a dated backup of a SOUL.md")
-        async def soul_rollback(interaction: discord.Interaction, name: str, date: str) -> None:
-            await self._run(interaction, "soul rollback", f"{name} {date}")
-
-        @soul.command(name="epoch", description="Start a new autobiography for a soul")
-        async def soul_epoch(interaction: discord.Interaction, name: str) -> None:
-            await self._run(interaction, "soul epoch", name)
-
-        @pair.command(name="approve", description="Let the person with this code talk to me")
-        async def pair_approve(interaction: discord.Interaction, code: str) -> None:
-            await self._run(interaction, "pair approve", code)
-
-        @pair.command(name="deny", description="Drop a waiting pairing code")
-        async def pair_deny(interaction: discord.Interaction, code: str) -> None:
-            await self._run(interaction, "pair deny", code)
-
-        @pair.command(name="revoke", description="Take an approval back (platform:id)")
-        async def pair_revoke(interaction: discord.Interaction, who: str) -> None:
-            await self._run(interaction, "pair revoke", who)
-
-        @pair.command(name="list", description="The waiting codes and the approved people")
-        async def pair_list(interaction: discord.Interaction) -> None:
-            await self._run(interaction, "pair list")
-
-        @tree.command(name="reset", description=described.get("reset", "New conversation"))
-        async def reset(interaction: discord.Interaction) -> None:
-            await self._run(interaction, "reset")
-
-        @tree.command(name="forget", description=described.get("forget", "Forget"))
-        async def forget(interaction: discord.Interaction, confirm: bool = False) -> None:
-            await self._run(interaction, "forget", "confirm" if confirm else None)
-
-        @tree.command(name="memory", description=described.get("memory", "Your memory"))
-        @app_commands.describe(page="With drop: the page to drop (as /memory lists it)")
-        async def memory(
-            interaction: discord.Interaction,
-            action: Literal["list", "drop", "export"] = "list",
-            page: str | None = None,
-        ) -> None:
-            words = "memory" if action == "list" else f"memory {action}"
-            await self._run(interaction, words, page if action == "drop" else None)
-
-        @tree.command(name="help", description=described.get("help", "Help"))
-        async def help_(interaction: discord.Interaction) -> None:
-            await self._run(interaction, "help")
-
-        tree.add_command(soul)
-        tree.add_command(pair)
-
-    async def _run(
-        self, interaction: discord.Interaction, words: str, arg: str | None = None
-    ) -> None:
-        if self._deliver is None or (self._admitted.is_set() and not self._open):
-            return
-        await interaction.response.defer(ephemeral=True, thinking=True)
-        if not await self._admit():
-            return
-        self._interactions = {
-            key: held for key, held in self._interactions.items()
-            if not held.interaction.is_expired()
-        }  # fmt: skip
-        held = self._interactions[interaction.id] = _Held(interaction)
-        channel = interaction.channel
-        thread = isinstance(channel, discord.Thread)
-        chat_id = (
-            channel.parent_id if isinstance(channel, discord.Thread) else interaction.channel_id
-        )
-        inbound = Inbound(
-            platform=self.name,
-            chat_id=str(chat_id),
-            user_id=str(interaction.user.id),
-            user_name=interaction.user.display_name,
-            text=f"/{words}" + (f" {arg}" if arg else ""),
-            is_dm=interaction.guild_id is None,
-            mentions_bot=True,  # addressed to the bot: a failure gets the router's one line
-            message_id=str(_Asked(interaction.id, interaction.user.id)),
-            thread_id=str(interaction.channel_id) if thread else None,
-            guild_id=str(interaction.guild_id) if interaction.guild_id else None,
-        )
-        await self._deliver(inbound)  # taken: the answer comes through send()
-        with contextlib.suppress(TimeoutError):
-            await asyncio.wait_for(held.answered.wait(), NO_ANSWER_AFTER_S)
-        if not held.answered.is_set() and self._client is not None:  # none came: say so
-            await interaction.followup.send(texts.NO_ANSWER, ephemeral=True)
-
     # -- outbound -----------------------------------------------------------------------
 
     def typing(self, chat: Inbound) -> AbstractAsyncContextManager[None]:
@@ -523,7 +351,7 @@ class DiscordAdapter:
         file = message.attachment
         if file is not None and not chunks:
             chunks = [""]
-        asked = _Asked.parse(message.reply_to)
+        asked = Asked.parse(message.reply_to)
         if asked is not None:
             return await self._answer_privately(client, asked, chunks, file)
         channel = client.get_partial_messageable(int(message.thread_id or message.chat_id))
@@ -546,29 +374,26 @@ class DiscordAdapter:
         return ids
 
     async def _answer_privately(
-        self, client: discord.Client, asked: _Asked, chunks: list[str], file: Attachment | None
+        self, client: discord.Client, asked: Asked, chunks: list[str], file: Attachment | None
     ) -> list[str]:
         """A reply to a slash command, for the person who asked only: ephemeral
         follow-ups while the interaction lives, else their DM."""
         ids: list[str] = []
         left = len(chunks)
-        held = self._interactions.get(asked.interaction_id)
-        if held is not None:
-            held.answered.set()
-            if not held.interaction.is_expired():
-                followup = held.interaction.followup
+        followup = self._slash.answering(asked)
+        if followup is not None:
 
-                async def follow_up(chunk: str) -> None:
-                    nonlocal left
-                    left -= 1
-                    extra = _with_file(left == 0, file)
-                    sent = await self._retried(
-                        lambda: followup.send(chunk, ephemeral=True, wait=True, **extra())
-                    )
-                    ids.append(str(sent.id))
+            async def follow_up(chunk: str) -> None:
+                nonlocal left
+                left -= 1
+                extra = _with_file(left == 0, file)
+                sent = await self._retried(
+                    lambda: followup.send(chunk, ephemeral=True, wait=True, **extra())
+                )
+                ids.append(str(sent.id))
 
-                await send_chunks(chunks, follow_up)
-                return ids
+            await send_chunks(chunks, follow_up)
+            return ids
         log.info("discord.interaction_expired", user_id=str(asked.user_id))
         dm = await self._retried(lambda: client.create_dm(discord.Object(asked.user_id)))
 
@@ -589,7 +414,7 @@ class DiscordAdapter:
         and for a reply that carries a file."""
         client = self._client
         if (not self._streaming or client is None or message.attachment is not None
-                or _Asked.parse(message.reply_to) is not None):  # fmt: skip
+                or Asked.parse(message.reply_to) is not None):  # fmt: skip
             return None
         channel = client.get_partial_messageable(int(message.thread_id or message.chat_id))
         editable = _Edited(channel, _reference(message, channel.id), self._retried)
@@ -635,31 +460,6 @@ class _Edited:
             await self._retried(self._channel.get_partial_message(int(message_id)).delete)
         except discord.NotFound:  # gone already (a try whose answer was lost deleted it)
             return
-
-
-def _held_shards(count: int | None, ids: Sequence[int] | None) -> tuple[int, ...] | None:
-    """The shards a process holds: `ids`, or all `count` of them; None unsharded.
-    Raises ValueError for ids without a count, none, or one not below the count."""
-    if count is None:
-        if ids is not None:
-            raise ValueError("discord: shard_ids needs shard_count (the shards of all processes)")
-        return None
-    held = tuple(range(count)) if ids is None else tuple(ids)
-    if count < 1 or not held or not all(0 <= i < count for i in held):
-        raise ValueError(f"discord: shard_count must be 1 or more, and each of shard_ids "
-                         f"from 0 to {count - 1}")  # fmt: skip
-    return held
-
-
-def _last_heard(ws: object) -> float | None:
-    """When a gateway websocket last received anything (a time.time()), from
-    discord.py's keep-alive (`_keep_alive._last_recv`, a time.perf_counter());
-    None without one (not connected yet, or reconnecting)."""
-    keep_alive = getattr(ws, "_keep_alive", None)
-    received = getattr(keep_alive, "_last_recv", None)
-    if not isinstance(received, float):
-        return None
-    return time.time() - (time.perf_counter() - received)
 
 
 def _reference(message: Outbound, channel_id: int) -> discord.MessageReference | None:

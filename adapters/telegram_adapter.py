@@ -1,5 +1,5 @@
 """Telegram, through python-telegram-bot: long polling inside our event loop, or a
-webhook (`Webhook`: Telegram posts each update to a URL of ours).
+webhook (adapters/telegram_webhook.py: Telegram posts each update to a URL of ours).
 
 What arrives: new messages only (`allowed_updates=["message"]`): edits,
 channel posts and service messages (members joining, pins, ...) are ignored.
@@ -46,62 +46,26 @@ took it may arrive twice: the Bot API has no idempotency key.
 `typing` sends the typing action every 4.5 s while a turn runs (Telegram shows
 it for 5 s). The command menu is set with `setMyCommands` on start.
 
-Streaming (`streaming=True`, adapters/stream.py), at most one show a second:
-in a private chat (a positive chat id: Telegram's users and private chats
-have positive ids, groups and channels negative ones) the text so far is a
-draft (`sendMessageDraft`, one random draft id per reply, the last chunk of
-what is written so far), and `finish` sends the reply as `send` does, so the
-chat ends with exactly the messages it would have had without streaming. In
-a group the reply is posted early and edited (`EditedReply`: sendMessage,
-editMessageText, deleteMessage; "message is not modified" is no error), the
-last edit making it the final text; an attachment goes after it as a document.
-Both fall back to plain text when Telegram refuses the HTML, and retry network
-errors as `send` does.
+Streaming (`streaming=True`, adapters/telegram_stream.py), at most one show a
+second: a draft in a private chat, a message edited as it grows in a group.
 
-Webhook (`webhook=Webhook(...)`): PTB's own webhook server (tornado, the
-`webhooks` extra) listens on `host`:`port` for posts to `path` (a proxy in
-front takes Telegram's HTTPS at `url` and forwards them here), and
-`start_webhook` calls setWebhook with `url`, `allowed_updates=["message"]`, the
-secret and `drop_pending_updates=False`. PTB answers 403 to a post without the
-`X-Telegram-Bot-Api-Secret-Token` header or with another value, and to a body
-that is not `application/json`; such a post is never delivered. PTB answers 200
-once the update is queued, and the Application handles it as a polled one:
-handlers, sending, streaming, dedupe and commands are the same in both modes.
-`stop` closes the server and deletes the webhook at Telegram (pending updates
-kept): Telegram holds the updates that come while the process is down (up to
-24 h) either way, and the next start's setWebhook has them posted, so a restart
-loses nothing; deleting it lets a poller with this token (the config switched
-back to polling, or one waiting on a 409, below) take the updates at once, and
-Telegram stops posting to a process that is gone. After a crash the webhook
-stays set, and the next start (or a poller's start) sets it again or deletes it.
+Webhook (`webhook=Webhook(...)`, adapters/telegram_webhook.py): PTB's webhook
+server takes Telegram's posts in place of polling, the updates handled as polled
+ones; `stop` deletes the webhook at Telegram, pending updates kept.
 
 Liveness (`last_seen`): polling, the time of the last getUpdates Telegram
 answered with 200, messages or none (a long poll that ends empty after
 `poll_timeout_s` is Telegram heard from), read from getUpdates' own HTTP
 request object (`_Polls`); at start, the time getMe answered. A run of failed
 polls (a lost network, a 409 from another poller, which takes the updates)
-leaves it where it was. With a webhook: the last update received, setWebhook's
-answer, and a getWebhookInfo asked every `WEBHOOK_CHECK_S` (60 s) that shows
-our URL; one that shows no webhook or another URL is no sign of life, since the
-updates go elsewhere (sends are not counted: they succeed for a bot that hears
-nothing). When getWebhookInfo reports an error newer than the start and than
-the last one logged (Telegram could not reach the URL, the proxy answered 502),
-one `telegram.webhook_error` line gives Telegram's `last_error_message`.
-`connected` is PTB's updater running: polling, or the webhook server serving.
+leaves it where it was. With a webhook: updates, setWebhook and getWebhookInfo
+(adapters/telegram_webhook.py). `connected` is PTB's updater running: polling,
+or the webhook server serving.
 
 Polling errors are one line each (`adapter.error`, `stage: polling`) rather than
-PTB's traceback per retry.
-
-One process per token: Telegram gives each update to one taker. Two pollers end
-each other's long polls with 409 `Conflict`; PTB's polling start deletes any
-webhook (its bootstrap calls deleteWebhook), so a poller started beside a
-webhook process takes its updates silently, and getUpdates answers 409 while a
-webhook is set. So the webhook check sets our webhook again when it finds it
-deleted (the webhook process wins, and the poller meets 409s from then on), and
-leaves a webhook set to another URL alone (the last setWebhook wins). Each
-process that meets another (a 409 on getUpdates, our webhook deleted or
-replaced) logs one `adapter.error` line, `reason` `ANOTHER_PROCESS`, for a run
-of such meetings: again only after `CONFLICT_QUIET_S` without one.
+PTB's traceback per retry; a 409 `Conflict` (another process polls with this
+token) is one line for a run of them (`AnotherProcess`,
+adapters/telegram_webhook.py).
 """
 
 from __future__ import annotations
@@ -109,12 +73,9 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import os
-import random
-import re
 import time
 from collections.abc import Awaitable, Callable, Sequence
 from contextlib import AbstractAsyncContextManager
-from dataclasses import dataclass, field
 from typing import Any, TypeVar
 
 import structlog
@@ -128,7 +89,7 @@ from adapters import texts
 from adapters.base import Deliver, repeating
 from adapters.retry import BACKOFF, Backoff, SendFailed, retried, send_chunks
 from adapters.split import split_message, utf16_len
-from adapters.stream import EVERY_S, EditedReply, Paced
+from adapters.stream import EVERY_S, EditedReply
 from adapters.telegram_format import to_html
 from adapters.telegram_media import (
     body,
@@ -138,7 +99,20 @@ from adapters.telegram_media import (
     sticker_text,
     strip_mentions,
 )
+from adapters.telegram_stream import Draft, Edits, Formatted
+from adapters.telegram_webhook import ANOTHER_PROCESS, AnotherProcess, Webhook, WebhookServer
 from bot.types import AdapterStartError, Attachment, Inbound, Outbound, ReplyStream
+
+# Webhook and ANOTHER_PROCESS are adapters/telegram_webhook.py's, named here with the adapter.
+__all__ = [
+    "ANOTHER_PROCESS",
+    "LIMIT",
+    "TelegramAdapter",
+    "Webhook",
+    "api_url",
+    "file_url",
+    "privacy_mode_on",
+]
 
 log = structlog.get_logger(__name__)
 
@@ -152,18 +126,7 @@ LIMIT = 4096
 TYPING_EVERY_S = 4.5
 DEFAULT_BASE_URL = "https://api.telegram.org/bot"
 ALLOWED_UPDATES = ("message",)
-WEBHOOK_CHECK_S = 60.0  # how often getWebhookInfo is asked, with a webhook
-CONFLICT_QUIET_S = 600.0  # a run of meetings with another process ends after this long without
-ANOTHER_PROCESS = (
-    "another process polls with this token or takes its updates by webhook (a second "
-    "soulbot, or another program using this bot): only one process may run the Telegram "
-    "adapter with a token, as Telegram gives each update to one of them; stop the other, "
-    "or give this bot a token of its own (BotFather's /token)"
-)
 PRIVACY_FIX = "BotFather: /setprivacy -> Disable, then remove and re-add the bot to each group"
-
-# A formatted send: called with the text and its parse mode (None: plain text).
-Formatted = Callable[[str, str | None], Awaitable[T]]
 
 
 def api_url(base_url: str | None) -> str:
@@ -216,26 +179,6 @@ class _Polls(HTTPXRequest):
         return status, payload
 
 
-@dataclass(frozen=True)
-class Webhook:
-    """Where Telegram posts the updates (`adapters.telegram.webhook`): `url` is
-    the public HTTPS URL given to Telegram, which a proxy forwards to `path` on
-    `host`:`port`, where this process listens; `secret_token` comes with every
-    post and is checked on each. `check_every_s` is how often getWebhookInfo is
-    asked. Raises ValueError without a secret: the server would take any post."""
-
-    url: str
-    host: str
-    port: int
-    path: str = "/telegram"
-    secret_token: str = field(default="", repr=False)
-    check_every_s: float = WEBHOOK_CHECK_S
-
-    def __post_init__(self) -> None:
-        if not self.secret_token:
-            raise ValueError("a Telegram webhook needs a secret_token")
-
-
 class TelegramAdapter:
     """A Telegram bot, polling or, given a `Webhook`, posted to."""
 
@@ -267,10 +210,13 @@ class TelegramAdapter:
         self._bot_id = 0
         self._privacy_mode = False
         self._receiving = False  # polling, or the webhook server serving
-        self._met_other: float | None = None  # when another process was last met (monotonic)
+        self._another = AnotherProcess(self.name)
         self._heard: float | None = None  # when Telegram was last heard from (last_seen)
-        self._watch: asyncio.Task[None] | None = None  # the webhook check
-        self._errors_after = 0.0  # webhook errors up to this time are not news (start, last)
+        self._served: WebhookServer | None = None  # the webhook, in place of polling; None: polling
+        if webhook is not None:
+            self._served = WebhookServer(webhook, allowed_updates=ALLOWED_UPDATES,
+                                         answered=self._answered, another=self._another,
+                                         adapter=self.name)  # fmt: skip
 
     async def start(self, deliver: Deliver) -> None:
         builder = (
@@ -310,40 +256,15 @@ class TelegramAdapter:
                 log.warning("adapter.error", adapter=self.name, stage="set_my_commands",
                             error=str(exc))  # fmt: skip
         assert app.updater is not None  # built by ApplicationBuilder
-        if self._webhook is None:
+        if self._served is None:
             await app.updater.start_polling(timeout=self._poll_timeout_s,
                                             allowed_updates=ALLOWED_UPDATES,
                                             error_callback=self._poll_failed)  # fmt: skip
         else:
-            await self._start_webhook(app, self._webhook)
+            await self._served.start(app)
         self._receiving = True
         log.info("telegram.ready", username=self._username,
                  mode="polling" if self._webhook is None else "webhook")  # fmt: skip
-
-    async def _start_webhook(self, app: Application[Any, Any, Any, Any, Any, Any],
-                             hook: Webhook) -> None:  # fmt: skip
-        """Set the webhook at Telegram, serve it, and start its check. Raises
-        AdapterStartError when Telegram refuses it or the address is taken."""
-        assert app.updater is not None
-        self._errors_after = int(time.time()) - 0.5  # Telegram's dates are whole seconds
-        try:
-            await app.updater.start_webhook(
-                listen=hook.host, port=hook.port, url_path=re.escape(hook.path),
-                webhook_url=hook.url, secret_token=hook.secret_token,
-                allowed_updates=ALLOWED_UPDATES, drop_pending_updates=False,
-            )  # fmt: skip
-        except TelegramError as exc:
-            raise AdapterStartError(
-                f"telegram: Telegram refused the webhook {hook.url} "
-                f"(adapters.telegram.webhook.url): {exc}"
-            ) from None
-        except OSError as exc:
-            raise AdapterStartError(
-                f"telegram: cannot listen for the webhook on {hook.host}:{hook.port} "
-                f"(adapters.telegram.webhook.listen): {exc.strerror or exc}"
-            ) from None
-        self._answered()  # setWebhook was answered
-        self._watch = asyncio.create_task(self._watch_webhook(hook), name="telegram.webhook")
 
     async def stop(self) -> None:
         """Take no more updates: stop polling, or delete the webhook at Telegram
@@ -352,16 +273,8 @@ class TelegramAdapter:
         if app is None or not self._receiving:
             return
         self._receiving = False
-        watch, self._watch = self._watch, None
-        if watch is not None:
-            watch.cancel()
-            await asyncio.gather(watch, return_exceptions=True)
-        if self._webhook is not None:
-            try:
-                await app.bot.delete_webhook(drop_pending_updates=False)
-            except TelegramError as exc:  # it stays set: Telegram keeps the updates all the same
-                log.warning("adapter.error", adapter=self.name, stage="delete_webhook",
-                            error=f"{type(exc).__name__}: {exc}")  # fmt: skip
+        if self._served is not None:
+            await self._served.stop(app.bot)
         if app.updater is not None and app.updater.running:
             await app.updater.stop()
 
@@ -402,58 +315,10 @@ class TelegramAdapter:
         again (after 1 s, growing to 30 s): one line per failure instead of its
         traceback, and one for a run of 409 Conflicts (another process)."""
         if isinstance(error, Conflict):
-            self._met_another("polling", str(error))
+            self._another.met("polling", str(error))
             return
         log.warning("adapter.error", adapter=self.name, stage="polling",
                     error=f"{type(error).__name__}: {error}")  # fmt: skip
-
-    def _met_another(self, stage: str, error: str) -> None:
-        """Another process takes this token's updates: one line for a run of
-        such meetings, again only after `CONFLICT_QUIET_S` without one."""
-        now = time.monotonic()
-        quiet = self._met_other is None or now - self._met_other > CONFLICT_QUIET_S
-        self._met_other = now
-        if quiet:
-            log.error("adapter.error", adapter=self.name, stage=stage, reason=ANOTHER_PROCESS,
-                      error=error)  # fmt: skip
-
-    # -- the webhook check --------------------------------------------------------------
-
-    async def _watch_webhook(self, hook: Webhook) -> None:
-        """Ask getWebhookInfo every `check_every_s` until cancelled (by `stop`);
-        a failed check is one line and the next goes on."""
-        while True:
-            await asyncio.sleep(hook.check_every_s)
-            try:
-                await self._check_webhook(hook)
-            except Exception as exc:  # one check never ends the watch
-                log.warning("adapter.error", adapter=self.name, stage="webhook_info",
-                            error=f"{type(exc).__name__}: {exc}")  # fmt: skip
-
-    async def _check_webhook(self, hook: Webhook) -> None:
-        """One getWebhookInfo: ours (heard; a new delivery error logged), deleted
-        (another process polls: set again), or another URL (left to it)."""
-        bot = self._bot()
-        info = await bot.get_webhook_info()
-        if info.url and info.url != hook.url:
-            self._met_another("webhook", f"getWebhookInfo: the webhook is set to {info.url}, "
-                                         f"not {hook.url}; left to it")  # fmt: skip
-            return
-        if not info.url:
-            self._met_another("webhook", "getWebhookInfo: the webhook was deleted (a poller's "
-                                         "start deletes it); set again")  # fmt: skip
-            await bot.set_webhook(hook.url, allowed_updates=ALLOWED_UPDATES,
-                                  secret_token=hook.secret_token,
-                                  drop_pending_updates=False)  # fmt: skip
-            self._answered()
-            return
-        self._answered()
-        when = info.last_error_date
-        if when is None or when.timestamp() <= self._errors_after:
-            return
-        self._errors_after = when.timestamp()
-        log.warning("telegram.webhook_error", url=hook.url, error=info.last_error_message,
-                    at=when.isoformat(), pending=info.pending_update_count)  # fmt: skip
 
     # -- inbound ------------------------------------------------------------------------
 
@@ -597,9 +462,11 @@ class TelegramAdapter:
             return None
         thread = int(message.thread_id) if message.thread_id else None
         if chat > 0:  # a private chat: its id is the person's, positive; groups' are negative
-            return _Draft(self, chat, thread)
-        return EditedReply(_Edits(self, chat, thread, message.reply_to), LIMIT, utf16_len,
-                           EVERY_S, self.name)  # fmt: skip
+            return Draft(self._bot, self._formatted, self.send, chat, thread, limit=LIMIT,
+                         adapter=self.name)  # fmt: skip
+        edits = Edits(self._bot, self._formatted, self._retried, chat, thread,
+                      _replying(message.reply_to))  # fmt: skip
+        return EditedReply(edits, LIMIT, utf16_len, EVERY_S, self.name)
 
     async def _formatted(self, call: Formatted[T], chunk: str) -> T:
         """`call` with the chunk as Telegram HTML, again as plain text when
@@ -614,70 +481,6 @@ class TelegramAdapter:
 
     async def _retried(self, call: Callable[[], Awaitable[T]]) -> T:
         return await retried(call, transient=_transient, backoff=self._backoff, adapter=self.name)
-
-
-class _Draft:
-    """A reply in a private chat: drafts while the model writes, then the
-    reply sent as `send` sends it."""
-
-    def __init__(self, adapter: TelegramAdapter, chat: int, thread: int | None) -> None:
-        self._adapter = adapter
-        self._chat = chat
-        self._thread = thread
-        self._draft_id = random.randint(1, 2**31 - 1)  # an id, not a secret
-        self._paced = Paced(self._show, EVERY_S, adapter.name)
-
-    async def update(self, text: str) -> None:
-        await self._paced.update(text)
-
-    async def _show(self, text: str) -> None:
-        chunks = split_message(text, LIMIT, utf16_len)
-        if not chunks:
-            return
-        bot = self._adapter._bot()
-        await self._adapter._formatted(lambda body, mode: bot.send_message_draft(
-            self._chat, self._draft_id, text=body, parse_mode=mode,
-            message_thread_id=self._thread,
-        ), chunks[-1])  # fmt: skip
-
-    async def finish(self, message: Outbound) -> list[str]:
-        await self._paced.settle()
-        return await self._adapter.send(message)
-
-
-class _Edits:
-    """What an `EditedReply` does in a Telegram group (an `Editable`)."""
-
-    def __init__(
-        self, adapter: TelegramAdapter, chat: int, thread: int | None, reply_to: str | None
-    ) -> None:
-        self._adapter = adapter
-        self._chat = chat
-        self._thread = thread
-        self._reply_to = reply_to
-
-    async def post(self, text: str, first: bool) -> str:
-        bot = self._adapter._bot()
-        replying = _replying(self._reply_to) if first else None
-        sent = await self._adapter._formatted(lambda body, mode: bot.send_message(
-            self._chat, body, parse_mode=mode, message_thread_id=self._thread,
-            reply_parameters=replying,
-        ), text)  # fmt: skip
-        return str(sent.message_id)
-
-    async def edit(self, message_id: str, text: str) -> None:
-        bot = self._adapter._bot()
-        try:
-            await self._adapter._formatted(lambda body, mode: bot.edit_message_text(
-                body, chat_id=self._chat, message_id=int(message_id), parse_mode=mode
-            ), text)  # fmt: skip
-        except BadRequest as exc:
-            if "not modified" not in str(exc).lower():
-                raise
-
-    async def delete(self, message_id: str) -> None:
-        bot = self._adapter._bot()
-        await self._adapter._retried(lambda: bot.delete_message(self._chat, int(message_id)))
 
 
 def _replying(reply_to: str | None) -> ReplyParameters | None:

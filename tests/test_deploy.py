@@ -405,3 +405,20 @@ def test_the_readme_walks_through_the_docker_tasks() -> None:
         assert body, f"the Docker part has a *{task}* task"
         numbers = re.findall(r"^(\d+)\. ", body.split("\n*", 1)[0], flags=re.MULTILINE)
         assert numbers and numbers == [str(n) for n in range(1, len(numbers) + 1)], task
+
+
+def test_the_postgres_override_gives_soulbot_a_healthy_database_first() -> None:
+    override = yaml.safe_load((DEPLOY / "compose.postgres.yaml").read_text())
+    postgres, soulbot = override["services"]["postgres"], override["services"]["soulbot"]
+    assert postgres["image"].startswith("postgres:")
+    assert "pg_isready" in " ".join(postgres["healthcheck"]["test"])
+    volume = postgres["volumes"][0].split(":")[0]
+    assert volume in override["volumes"]  # a named volume: the data outlives the container
+    assert soulbot["depends_on"] == {"postgres": {"condition": "service_healthy"}}
+    url = soulbot["environment"]["SOULBOT_STORE_URL"]
+    db = postgres["environment"]
+    assert url == f"postgresql://{db['POSTGRES_USER']}@postgres:5432/{db['POSTGRES_DB']}"
+    # The password reaches both through the environment, never in the URL.
+    assert "POSTGRES_PASSWORD" in soulbot["environment"]["PGPASSWORD"]
+    # The example config reads the store's URL from the variable the override sets.
+    assert "${SOULBOT_STORE_URL:-}" in (DEPLOY / "soulbot.example.yaml").read_text()
