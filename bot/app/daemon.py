@@ -139,9 +139,7 @@ class Daemon:
                 self._scheduler.start()
                 souls = [s.id for s in runtime.registry.all()]
                 log.info("daemon.started", souls=souls, adapters=list(runtime.adapters))
-                health = asyncio.create_task(
-                    keep_health(health_path(runtime.config), self._status)
-                )
+                health = asyncio.create_task(keep_health(health_path(runtime.config), self._status))
                 await self._stop.wait()
                 return await self._shutdown()
         finally:
