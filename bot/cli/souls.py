@@ -36,6 +36,8 @@ from bot.soul.prompt import estimate_tokens, system_blocks
 from bot.soul.registry import SoulRegistry
 from bot.soul.soulfile import new_epoch, rollback_soul
 from bot.soul.workspace import create_workspace
+from bot.storage.db import store_target
+from bot.storage.postgres import shown
 
 
 @click.command()
@@ -94,6 +96,9 @@ def _paths(config: Config) -> list[str]:
     if not config.data_dir.exists():
         data_dir += " (not there yet: `soulbot run` makes it)"
     lines = [f"workspaces: {absolute(config.workspaces)}", f"data_dir: {data_dir}"]
+    target = store_target(config.data_dir, config.store.url)
+    store = shown(target) if isinstance(target, str) else f"SQLite, {absolute(target)}"
+    lines.append(f"store: {store}" + (f" (instance {config.instance})" if config.instance else ""))
     if not (config.workspaces.is_absolute() and config.data_dir.is_absolute()):
         lines.append(f"(relative paths are taken from the folder soulbot starts in: {Path.cwd()})")
     return lines

@@ -315,6 +315,9 @@ class Database:
                     results.append((call, call.fn(conn), None))
                 except BaseException as exc:
                     results.append((call, None, exc))
+                    if conn is not None and conn.broken():
+                        conn.close()  # a server gone (a restart, a network cut): the next
+                        conn = None  # call connects again
             if results:
                 loop = results[0][0].loop
                 with contextlib.suppress(RuntimeError):  # the loop is gone

@@ -65,6 +65,8 @@ class Conn(Protocol):
 
     def close(self) -> None: ...
 
+    def broken(self) -> bool: ...
+
 
 class SqliteConn:
     """A sqlite3 connection in autocommit mode (`isolation_level=None`)."""
@@ -96,6 +98,10 @@ class SqliteConn:
 
     def close(self) -> None:
         self.raw.close()
+
+    def broken(self) -> bool:
+        """A file does not go away: never."""
+        return False
 
 
 @functools.lru_cache(maxsize=1024)
@@ -132,3 +138,7 @@ class PostgresConn:
 
     def close(self) -> None:
         self.raw.close()
+
+    def broken(self) -> bool:
+        """Whether the connection to the server is lost (psycopg's `broken`)."""
+        return bool(self.raw.broken)

@@ -83,6 +83,7 @@ def test_paths_are_shown_as_the_absolute_paths_they_are(example: Path) -> None:
     assert part(out, "paths") == [
         f"workspaces: {root / 'workspaces'}",
         f"data_dir: {root / 'data'} (not there yet: `soulbot run` makes it)",
+        f"store: SQLite, {root / 'data' / 'soulbot.db'}",
         f"(relative paths are taken from the folder soulbot starts in: {root})",
     ]
     (example / "data").mkdir(mode=0o700)
@@ -100,7 +101,21 @@ def test_paths_are_shown_as_the_absolute_paths_they_are(example: Path) -> None:
     assert part(out, "paths") == [
         f"workspaces: {elsewhere.resolve()}",
         f"data_dir: {root / 'data'}",
+        f"store: SQLite, {root / 'data' / 'soulbot.db'}",
     ]
+
+
+def test_a_postgresql_store_is_shown_without_its_password(example: Path) -> None:
+    code, out, err = check(
+        example,
+        SOULBOT_STORE_URL="postgresql://bot:hunter2@db.example:5433/souls",
+        SOULBOT_INSTANCE="shards-0-1",
+    )
+    assert code == 0, out + err
+    assert "store: postgresql://bot@db.example:5433/souls (instance shards-0-1)" in part(
+        out, "paths"
+    )
+    assert "hunter2" not in out + err
 
 
 def test_a_missing_workspaces_folder_is_named_by_its_absolute_path(example: Path) -> None:

@@ -15,6 +15,7 @@ import pytest
 from bot.errors import SoulbotError
 from bot.storage.db import SCHEMA_VERSION, Database, connect
 from bot.storage.sql import Conn
+from tests.engines import SERVER, postgres_schema
 
 
 async def test_many_calls_at_once_each_get_their_answer(db: Database) -> None:
@@ -119,3 +120,19 @@ def test_a_version_1_file_is_migrated(tmp_path: Path) -> None:
     assert {"history_live", "seen_messages_ts", "memory_folds_page", "sent_messages_ts"} <= indexes
     assert {"memory_folds", "sent_messages"} <= tables
     assert content == [("kept",)]
+
+
+async def test_a_lost_postgresql_connection_is_made_again() -> None:
+    with postgres_schema() as url:
+        database = Database(url)
+        await database.open()
+        try:
+            pid = await database.run(lambda c: c.execute("SELECT pg_backend_pid()").fetchone()[0])
+            with psycopg.connect(SERVER, autocommit=True) as admin:  # a server restart, say
+                admin.execute("SELECT pg_terminate_backend(%s)", (pid,))
+            with pytest.raises(psycopg.OperationalError):
+                await database.run(lambda c: c.execute("SELECT 1").fetchone())
+            again = await database.run(lambda c: c.execute("SELECT pg_backend_pid()").fetchone())
+        finally:
+            await database.close()
+    assert again[0] != pid
