@@ -50,6 +50,7 @@ bench: $(VENV)/.installed-dev
 	-$(BIN)/python bench/recall_scale.py
 	-$(BIN)/python bench/memory_months.py
 	-$(BIN)/python bench/soak.py
+	-$(BIN)/python bench/scale.py
 
 # The demo model on port 8765 (tests/fakes/demo.py: short "(demo) I heard: ..." answers,
 # the memory wiki compiled as a literal model would, valid heartbeat reflections; free as

@@ -3,9 +3,10 @@ bot, then two processes holding 2 shards each, both on one PostgreSQL store,
 against the fake gateway (in this process) and the fake model (a process of
 its own, `--latency` per call).
 
-Each run gets a burst of `--messages` guild messages spread over 100 channels
-(25 guilds on each shard, each its own session; a different author per message,
-so no rate limit applies) and measures, from the fake gateway's side:
+Each run gets a burst of `--messages` guild messages, each in a channel of its
+own (so each is a session's one turn: messages that come while a turn runs are
+answered together), over 100 guilds, 25 on each shard, from a different author
+each (no rate limit applies). It measures, from the fake gateway's side:
 - throughput: messages answered / (last reply - first message);
 - lost and doubled: messages with no reply, or more than one, after the
   processes have stopped (whatever they would send has been sent by then);
@@ -43,12 +44,14 @@ GUILDS_PER_SHARD = 25
 TARGET_SPEEDUP = 1.5
 
 
-def guilds() -> dict[int, int]:
-    """Guild id -> its one channel id, GUILDS_PER_SHARD on each shard."""
-    found = {}
-    for shard in range(COUNT):
-        for n in range(GUILDS_PER_SHARD):
-            found[guild_id_on_shard(shard, COUNT, n)] = 10_000 + shard * 100 + n
+def guilds(messages: int) -> dict[int, list[int]]:
+    """Guild id -> its channel ids, GUILDS_PER_SHARD guilds on each shard, a
+    channel for each of `messages`."""
+    ids = [guild_id_on_shard(shard, COUNT, n) for n in range(GUILDS_PER_SHARD)
+           for shard in range(COUNT)]  # fmt: skip
+    found: dict[int, list[int]] = {guild: [] for guild in ids}
+    for i in range(messages):
+        found[ids[i % len(ids)]].append(10_000 + i)
     return found
 
 
@@ -72,11 +75,11 @@ async def one_run(split: list[list[int]], args: argparse.Namespace, model: FakeP
                   folder: Path) -> dict[str, Any]:  # fmt: skip
     """Serve a burst with the processes holding the shards `split`."""
     example_souls(folder)
-    channels = guilds()
+    channels = guilds(args.messages)
     with scratch_schema(args.store) as store:
         async with FakeDiscord() as fake:
-            for guild, channel in channels.items():
-                fake.add_guild(guild, channels=[channel], members=[])
+            for guild, ids in channels.items():
+                fake.add_guild(guild, channels=ids, members=[])
             env = daemon_env(model.url, DISCORD_TOKEN="TEST.DISCORD.TOKEN")
             daemons = [
                 RunningDaemon(folder, config(folder, f"p{i}", shards, store, fake), env)
@@ -86,10 +89,9 @@ async def one_run(split: list[list[int]], args: argparse.Namespace, model: FakeP
                 await asyncio.gather(*(d.start(timeout=120) for d in daemons))
                 pushed: dict[int, float] = {}
                 answered: dict[int, float] = {}
-                pairs = list(channels.items())
+                pairs = [(guild, channel) for guild, ids in channels.items() for channel in ids]
                 started = time.monotonic()
-                for i in range(args.messages):
-                    guild, channel = pairs[i % len(pairs)]
+                for i, (guild, channel) in enumerate(pairs):
                     message = fake.push_message(channel, f"message {i}", author_id=100_000 + i,
                                                 author_name=f"u{i}", guild_id=guild)  # fmt: skip
                     pushed[message] = time.monotonic()
