@@ -8,9 +8,6 @@ from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
 from pathlib import Path
 
-import discord
-import pytest
-
 from adapters.discord_adapter import DiscordAdapter
 from adapters.retry import Backoff
 from adapters.telegram_adapter import TelegramAdapter
@@ -27,14 +24,6 @@ ADMIN = 11
 GUILD, CHANNEL, THREAD, PRIVATE = 500, 510, 520, 530
 BOT = 7000
 FAST = Backoff(first_s=0.01, max_s=0.02)  # tries again at once, in tests
-
-
-@pytest.fixture(autouse=True)
-def _restore_discord_urls(monkeypatch: pytest.MonkeyPatch) -> None:
-    """The adapter points discord.py's class attributes at the fake; undo it."""
-    monkeypatch.setattr(discord.http.Route, "BASE", discord.http.Route.BASE)
-    gateway = discord.gateway.DiscordWebSocket
-    monkeypatch.setattr(gateway, "DEFAULT_GATEWAY", gateway.DEFAULT_GATEWAY)
 
 
 def adapter_for(

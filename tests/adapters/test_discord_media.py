@@ -9,7 +9,6 @@ from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
 from typing import Any
 
-import discord
 import pytest
 
 from adapters.discord_adapter import LIMIT, DiscordAdapter
@@ -24,14 +23,6 @@ ANN, BOB, CAT = 11, 12, 13
 FAST = Backoff(first_s=0.01, max_s=0.02)
 PNG = b"\x89PNG\r\n\x1a\n" + bytes(range(256)) * 4
 PACE_S = 0.95  # one second between shows, less what the loopback's latency may shift
-
-
-@pytest.fixture(autouse=True)
-def _restore_discord_urls(monkeypatch: pytest.MonkeyPatch) -> None:
-    """The adapter points discord.py's class attributes at the fake; undo it."""
-    monkeypatch.setattr(discord.http.Route, "BASE", discord.http.Route.BASE)
-    gateway = discord.gateway.DiscordWebSocket
-    monkeypatch.setattr(gateway, "DEFAULT_GATEWAY", gateway.DEFAULT_GATEWAY)
 
 
 @asynccontextmanager

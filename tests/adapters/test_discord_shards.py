@@ -26,14 +26,6 @@ FAST = Backoff(first_s=0.01, max_s=0.02)
 pytestmark = pytest.mark.timeout(30)
 
 
-@pytest.fixture(autouse=True)
-def _restore_discord_urls(monkeypatch: pytest.MonkeyPatch) -> None:
-    """The adapter points discord.py's class attributes at the fake; undo it."""
-    monkeypatch.setattr(discord.http.Route, "BASE", discord.http.Route.BASE)
-    gateway = discord.gateway.DiscordWebSocket
-    monkeypatch.setattr(gateway, "DEFAULT_GATEWAY", gateway.DEFAULT_GATEWAY)
-
-
 def sharded(
     fake: FakeDiscord,
     shard_ids: Sequence[int] | None,
