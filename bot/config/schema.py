@@ -338,8 +338,14 @@ class WebhookConfig(_Section):
     -`); required with `url`."""
 
     _blank_url = field_validator("url", mode="before")(_empty_is_none)
-    _url = field_validator("url")(_check_url)
     _listen = field_validator("listen")(_check_listen)
+
+    @field_validator("url")
+    @classmethod
+    def _https(cls, value: str | None) -> str | None:
+        if value is not None and not re.match(r"^https://[^\s/]+", value):
+            raise ValueError("expected an https:// URL (Telegram posts to HTTPS only)")
+        return value
 
     @field_validator("path")
     @classmethod

@@ -627,3 +627,36 @@ def test_check_notes_say_what_per_user_and_shared_mean_where() -> None:
     assert notes[2].startswith("bindings[1] (console): memory shared: the terminal shares")
     assert len(notes) == 3
     assert scope_notes(parse_config("", "t", {})) == []
+
+
+@pytest.mark.parametrize(
+    ("text", "wanted"),
+    [
+        ("adapters: {telegram: {webhook: {url: 'http://bot.example.org/t', secret_token: s}}}",
+         "adapters.telegram.webhook.url: expected an https:// URL"),
+        ("adapters: {telegram: {webhook: {url: 'https://bot.example.org/t'}}}",
+         "secret_token: required with url"),
+        ("adapters: {discord: {shard_ids: [0]}}", "shard_ids: set shard_count too"),
+        ("adapters: {discord: {shard_count: 2, shard_ids: [1, 2]}}",
+         "shard_ids: each must be from 0 to 1"),
+        ("instance: shards-0-1", "instance: needs a PostgreSQL store.url"),
+        ("store: {url: 'mysql://db/x'}", "store.url: expected sqlite:///"),
+    ],
+)  # fmt: skip
+def test_what_more_than_one_process_needs_is_checked(text: str, wanted: str) -> None:
+    with pytest.raises(ConfigError) as refused:
+        parse_config(text, "t.yaml", {})
+    assert wanted in str(refused.value)
+
+
+def test_the_settings_of_a_process_among_several_are_read() -> None:
+    config = parse_config(
+        "instance: shards-2-3\nstore: {url: 'postgresql://bot@db/souls'}\n"
+        "adapters: {discord: {shard_count: 4, shard_ids: [2, 3]},"
+        " telegram: {webhook: {url: 'https://bot.example.org/t', secret_token: s3cr-et_}}}",
+        "t.yaml",
+        {},
+    )
+    assert (config.instance, config.store.url) == ("shards-2-3", "postgresql://bot@db/souls")
+    assert config.adapters.discord.shard_ids == (2, 3)
+    assert "s3cr-et_" in config.secrets()  # the redactor knows the webhook's secret
