@@ -283,7 +283,7 @@ def finish(result: dict[str, Any], target: dict[str, float], ok: dict[str, bool]
 
 
 @contextlib.contextmanager
-def store_target(store: str | None, folder: Path, name: str) -> Iterator[Path | str]:
+def fresh_store(store: str | None, folder: Path, name: str) -> Iterator[Path | str]:
     """Where a benchmark keeps a fresh store: `folder/<name>.db` (SQLite) when
     `store` is None, else a new schema on the PostgreSQL server `store`,
     dropped afterwards."""

@@ -53,7 +53,7 @@ from typing import Any
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
-from bench.common import emit, store_target
+from bench.common import emit, fresh_store
 from bot.app.logs import configure_logging
 from bot.memory.recall import one_line, recall_block, render
 from bot.memory.store import NewTrace, Row, TraceStore
@@ -187,7 +187,7 @@ async def run_conversation(
 ) -> tuple[list[Result], list[Result]]:
     """Import `conv` into a fresh store (SQLite in `folder`, or a new schema
     on the PostgreSQL server `store`); (recall, bm25) figures."""
-    with store_target(store, folder, conv.name) as target:
+    with fresh_store(store, folder, conv.name) as target:
         return await _run_conversation(conv, budget, target)
 
 

@@ -31,7 +31,7 @@ from typing import Any
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
-from bench.common import finish, store_target
+from bench.common import finish, fresh_store
 from bot.app.logs import configure_logging
 from bot.memory.recall import recall_block
 from bot.memory.store import NewTrace, TraceStore
@@ -163,7 +163,7 @@ def main() -> int:
     target_ms = TARGET_P99_MS if args.store is None else TARGET_P99_MS_POSTGRES
     with (
         tempfile.TemporaryDirectory(prefix="soulbot-recall-scale-") as tmp,
-        store_target(args.store, Path(tmp), "soulbot") as target,
+        fresh_store(args.store, Path(tmp), "soulbot") as target,
     ):
         result = asyncio.run(measure(args, target))
         if args.store is None:

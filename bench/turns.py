@@ -46,9 +46,9 @@ from bench.common import (
     Event,
     SimulatedPlatform,
     emit,
+    fresh_store,
     make_config,
     message,
-    store_target,
     tap,
     write_soul,
 )
@@ -284,7 +284,7 @@ def main() -> int:
     with (
         tempfile.TemporaryDirectory(prefix="soulbot-bench-") as tmp,
         FakeProcess() as fake,
-        store_target(args.store, Path(tmp), "soulbot") as target,
+        fresh_store(args.store, Path(tmp), "soulbot") as target,
     ):
         store = {"store": {"url": target}} if isinstance(target, str) else {}
         config = make_config(Path(tmp), fake.url, args.concurrency, store)

@@ -13,6 +13,7 @@ from bot.cli.common import common_options, fail, setup
 from bot.config.schema import Config
 from bot.errors import SoulbotError
 from bot.storage.backup import Places, restore_backup, write_backup
+from bot.storage.postgres import is_postgres
 
 # Under data_dir, what is not data: the daemon's lock, pid and health files, the
 # compile locks (bot/memory/service.py) and the terminal chat's exports (copies of a
@@ -52,7 +53,7 @@ def backup(dest: Path, config_path: Path | None, log_format: str | None) -> None
         fail(f"backup failed: {exc}")
     for note in made.notes:
         click.echo(f"warning: {note}", err=True)
-    if config.store.url and config.store.url.startswith(("postgresql://", "postgres://")):
+    if config.store.url and is_postgres(config.store.url):
         click.echo("note: the database is PostgreSQL's: back it up with pg_dump", err=True)
     files, souls = made.manifest["files"], made.manifest["souls"]
     database = "the database, " if made.manifest["database"] else "no database, "

@@ -26,6 +26,7 @@ from pydantic import (
 from pydantic_core import PydanticCustomError
 
 from bot.prompts import DEFAULT_EMPTY_PHRASES
+from bot.storage.postgres import is_postgres
 
 DmPolicy = Literal["open", "allowlist", "pairing"]
 GroupRule = Literal["mention", "always"]
@@ -568,8 +569,7 @@ class Config(_Section):
 
     @model_validator(mode="after")
     def _shared_store(self) -> Config:
-        url = self.store.url or ""
-        if self.instance is not None and not url.startswith(("postgresql://", "postgres://")):
+        if self.instance is not None and not is_postgres(self.store.url or ""):
             raise ValueError(
                 "instance: needs a PostgreSQL store.url (processes cannot share a SQLite file)"
             )

@@ -247,27 +247,24 @@ class Ledger:
             "cost_usd": cost,
         }
 
-        charged = self._charged(ctx.soul, ctx.user, ctx.source)
+        keys = charged(ctx.soul, ctx.user, ctx.source, self._admins)
 
         def write(conn: Conn) -> None:
             if self._db.shared:
                 with conn.transaction():
                     conn.execute(_INSERT, (ts, day, *fields.values()))
-                    conn.executemany(_ADD, [(day, kind, who, usage.total) for kind, who in charged])
+                    conn.executemany(_ADD, [(day, kind, who, usage.total) for kind, who in keys])
                 return
             conn.execute(_INSERT, (ts, day, *fields.values()))
             today = self._today
             # Totals of another day are left alone: a later load reads the row.
             if today is not None and today.day == day:
-                for key in charged:
+                for key in keys:
                     today.totals[key] = today.totals.get(key, 0) + usage.total
 
         await self._db.run(write)
         log.info("llm.usage", **fields)
         return cost
-
-    def _charged(self, soul: str, user: str, source: str) -> list[tuple[BudgetKind, str]]:
-        return charged(soul, user, source, self._admins)
 
     @property
     def enforces_limits(self) -> bool:
@@ -285,18 +282,18 @@ class Ledger:
         `budget.refused`. A limit of None is never checked. Raises RuntimeError
         when the database is closed.
         """
-        charged = [
+        limited = [
             (kind, who, limit)
-            for kind, who in self._charged(ctx.soul, ctx.user, ctx.source)
+            for kind, who in charged(ctx.soul, ctx.user, ctx.source, self._admins)
             if (limit := self._limits[kind]) is not None
         ]
-        if not charged:
+        if not limited:
             return
         if self._db.shared:
-            totals = await self._shared_totals([(kind, who) for kind, who, _ in charged])
+            totals = await self._shared_totals([(kind, who) for kind, who, _ in limited])
         else:
             totals = (await self._totals()).totals
-        for kind, who, limit in charged:
+        for kind, who, limit in limited:
             used = totals.get((kind, who), 0)
             if used + estimated_tokens > limit:
                 log.warning(
