@@ -1,8 +1,9 @@
 """Replies shown while the model writes them (`ReplyStream`, bot/types.py).
 
 `Paced` shows a growing text through a `show` coroutine at most once every
-`every_s` seconds (one second: Discord's and Telegram's edit rates), the
-latest text winning; what came between two shows is never shown on its own.
+`every_s` seconds (one second: Discord's and Telegram's edit rates), counted
+from when the platform answered the last show, the latest text winning; what
+came between two shows is never shown on its own.
 The first show waits a pace too: an answer that is whole within a second is
 never previewed, only sent (no message that changes under the reader's eyes,
 and no wait for the pace at its end). `settle` ends the previews and, when one
@@ -78,7 +79,6 @@ class Paced:
             await asyncio.sleep(max(0.0, self._last + self._every_s - self._clock()))
             self._waiting = False
             text = self._latest
-            self._last = self._clock()
             try:
                 await self._show(text)
             except Exception as exc:  # a preview is a nicety: the final reply still comes
@@ -86,6 +86,11 @@ class Paced:
                             error=f"{type(exc).__name__}: {exc}")  # fmt: skip
                 self._failed = True
                 return
+            finally:
+                # The pace runs from when the platform answered: the next show leaves a
+                # pace after the platform had this one, so it arrives a pace later there
+                # too, however long the request took on its way.
+                self._last = self._clock()
             self._shown = text
 
     async def settle(self) -> None:
