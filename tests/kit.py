@@ -4,19 +4,12 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
-import functools
-import io
 import json
-import os
-import shutil
-import subprocess
-import tarfile
 from collections.abc import AsyncIterator, Callable, MutableMapping
 from contextlib import AbstractAsyncContextManager, AbstractContextManager, asynccontextmanager
 from pathlib import Path
 from typing import Any
 
-import pytest
 import structlog
 import structlog.testing
 
@@ -25,6 +18,7 @@ from bot.app.runtime import Runtime
 from bot.config.load import parse_config
 from bot.config.schema import Config
 from bot.soul.registry import SoulRegistry
+from bot.soul.seeding import seed_examples
 from bot.types import Inbound, Outbound
 from tests.fakes.anthropic_fake import FakeAnthropic
 
@@ -159,48 +153,13 @@ async def delivering(adapter: Adapter) -> AsyncIterator[Inbox]:
         await adapter.close()
 
 
-REPO = Path(__file__).resolve().parents[1]
-# Outside a git checkout: a clean copy of the example souls (a packaged workspaces/).
-PACKAGED_SOULS = "SOULBOT_TEST_EXAMPLE_SOULS"
-
-
 def example_souls(dest: Path) -> Path:
-    """The example souls as committed (`git archive HEAD workspaces`) written to
-    dest/workspaces, which is returned: never the live folder, where a person's
-    `soulbot init` souls, SOUL.md backups and heartbeat edits live.
-
-    Outside a git checkout the folder named by $SOULBOT_TEST_EXAMPLE_SOULS (a
-    packaged copy) is copied instead; with neither, the test is skipped."""
+    """The example souls as the package ships them (bot/soul/examples/), copied
+    to dest/workspaces, which is returned: never the live ./workspaces, where a
+    person's `soulbot init` souls, SOUL.md backups and heartbeat edits live."""
     target = dest / "workspaces"
-    committed = _committed_souls()
-    if committed is not None:
-        with tarfile.open(fileobj=io.BytesIO(committed)) as tar:
-            tar.extractall(dest, filter="data")
-        return target
-    packaged = os.environ.get(PACKAGED_SOULS)
-    if not packaged:
-        pytest.skip(
-            f"{REPO} is not a git checkout (or git is missing): set {PACKAGED_SOULS} "
-            "to a clean copy of the example workspaces/ (the live folder is never copied)"
-        )
-    shutil.copytree(packaged, target)
+    assert seed_examples(target), f"{target} held a soul already"
     return target
-
-
-@functools.cache
-def _committed_souls() -> bytes | None:
-    """A tar of workspaces/ at HEAD; None when REPO is not a git checkout (no .git,
-    or git not installed). A checkout git cannot read is an error, not a skip."""
-    if not (REPO / ".git").exists() or shutil.which("git") is None:
-        return None
-    result = subprocess.run(
-        ["git", "-C", str(REPO), "archive", "--format=tar", "HEAD", "workspaces"],
-        capture_output=True,
-        check=False,
-    )
-    if result.returncode != 0:
-        raise RuntimeError(f"git archive HEAD workspaces in {REPO}: {result.stderr.decode()}")
-    return result.stdout
 
 
 def make_config(tmp_path: Path, url: str, extra: str = "") -> Config:

@@ -16,8 +16,6 @@ from pathlib import Path, PurePosixPath
 import pytest
 import yaml
 
-from tests.kit import example_souls
-
 ROOT = Path(__file__).resolve().parents[1]
 DEPLOY = ROOT / "deploy"
 SECRETS = ("ANTHROPIC_API_KEY", "ANTHROPIC_BASE_URL", "TELEGRAM_TOKEN", "DISCORD_TOKEN")
@@ -54,6 +52,17 @@ def copies() -> list[tuple[list[str], str]]:
     return pairs
 
 
+def made_folders() -> list[str]:
+    """The folders the Dockerfile's `RUN install -d` lines make (flags dropped)."""
+    found = []
+    for args in instructions("RUN"):
+        words = argv(args)
+        if words[:2] == ["install", "-d"]:
+            values = {"-o", "-g", "-m"}
+            found += [w for i, w in enumerate(words[2:], 2) if words[i - 1] not in values]
+    return [word for word in found if not word.startswith("-")]
+
+
 WORKDIR = PurePosixPath(instructions("WORKDIR")[-1])
 VOLUMES = {WORKDIR / "workspaces", WORKDIR / "data"}
 ENV = dict(word.split("=", 1) for args in instructions("ENV") for word in shlex.split(args))
@@ -84,14 +93,13 @@ def test_every_copy_source_exists_and_is_in_the_build_context() -> None:
 
 
 def test_the_image_layout_passes_soulbot_check(tmp_path: Path) -> None:
-    """Replays the COPYs under tmp_path; `soulbot check` from the WORKDIR with the
-    image's SOULBOT_CONFIG, as in the container."""
+    """Replays the COPYs and the folders made under tmp_path; `soulbot check` from
+    the WORKDIR with the image's SOULBOT_CONFIG, as in the container: the empty
+    workspaces volume gets the example souls the package ships."""
     image = tmp_path / "image"
     for sources, dest in copies():
         target = image / (WORKDIR / dest).relative_to("/")
         for source in map(ROOT.joinpath, sources):
-            if source == ROOT / "workspaces":  # as committed, not a local run's souls
-                source = example_souls(tmp_path / "committed")
             if source.is_dir():
                 skip = shutil.ignore_patterns("__pycache__", "soul.lock", "backups")
                 shutil.copytree(source, target, ignore=skip)
@@ -99,11 +107,16 @@ def test_the_image_layout_passes_soulbot_check(tmp_path: Path) -> None:
                 into = target / source.name if dest.endswith("/") else target
                 into.parent.mkdir(parents=True, exist_ok=True)
                 shutil.copy(source, into)
+    cwd = image / WORKDIR.relative_to("/")
+    assert {WORKDIR / name for name in made_folders()} == VOLUMES
+    for name in made_folders():
+        (cwd / name).mkdir(parents=True)
     env = {k: v for k, v in os.environ.items() if k not in SECRETS}
     env["SOULBOT_CONFIG"] = str(image / PurePosixPath(ENV["SOULBOT_CONFIG"]).relative_to("/"))
-    check, cwd = [sys.executable, "-m", "bot", "check"], image / WORKDIR.relative_to("/")
+    check = [sys.executable, "-m", "bot", "check"]
     result = subprocess.run(check, cwd=cwd, env=env, capture_output=True, text=True, timeout=30)
     assert result.returncode == 0, result.stdout + result.stderr
+    assert "copied the example souls twinkle, wren there" in result.stderr
 
 
 MOUNTED = VOLUMES | {PurePosixPath(ENV["SOULBOT_CONFIG"])}
@@ -204,10 +217,9 @@ def compose_steps() -> list[str]:
 
 
 def replay_compose_steps(checkout: Path) -> None:
-    """A copy of what a clone holds (deploy/, the committed souls), then the README's
-    set-up commands run in it."""
+    """A copy of what a clone holds (deploy/; no workspaces/, which git ignores),
+    then the README's set-up commands run in it."""
     shutil.copytree(DEPLOY, checkout / "deploy")
-    example_souls(checkout)
     steps = compose_steps()
     assert steps, "the README shows the commands that make ./soulbot.yaml and ./data"
     for command in steps:
@@ -303,8 +315,11 @@ USER_FILES = (
     "workspaces.before-restore-20260504-030201/wren/SOUL.md",
     "workspaces/wren/memory/.meta/backups/SOUL.md",
     "workspaces/wren/memory/.meta/soul.lock",
+    "workspaces/wren/SOUL.md",
+    "workspaces/wren/memory/index.md",
+    "workspaces/juniper/SOUL.md",
 )
-SHIPPED = ("deploy/soulbot.example.yaml", "workspaces/wren/SOUL.md", "bot/__init__.py")
+SHIPPED = ("deploy/soulbot.example.yaml", "bot/soul/examples/wren/SOUL.md", "bot/__init__.py")
 
 
 def dockerignored(path: str, rules: list[str]) -> bool:

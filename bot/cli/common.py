@@ -18,6 +18,7 @@ from bot.config.load import load_config
 from bot.config.schema import Config
 from bot.errors import SoulbotError
 from bot.soul.registry import ReloadReport, SoulRegistry
+from bot.soul.seeding import seed_examples
 
 log = structlog.get_logger(__name__)
 
@@ -110,16 +111,34 @@ def _person_reads() -> bool:
     return context is not None and context.command.name in PERSON_READS
 
 
-def load_registry(config: Config) -> tuple[SoulRegistry, ReloadReport]:
-    """The souls of `config.workspaces`, loaded. Exits 1 with the error when the
-    folder cannot be read (one that does not exist, or is no folder, shown by
-    its absolute path: `folder_problem`)."""
+def load_registry(config: Config, make: bool = False) -> tuple[SoulRegistry, ReloadReport]:
+    """The souls of `config.workspaces` (the example souls copied in first when
+    it holds none, made when missing with `make`: `seed_workspaces`), loaded.
+    Exits 1 with the error when the folder cannot be read (one that does not
+    exist, or is no folder, shown by its absolute path: `folder_problem`)."""
+    seed_workspaces(config, make)
     registry = SoulRegistry(config.workspaces, config.souls.max_prompt_tokens)
     try:
         report = registry.reload_all()
     except SoulbotError as exc:
         fail(folder_problem("workspaces", config.workspaces) or str(exc))
     return registry, report
+
+
+def seed_workspaces(config: Config, make: bool) -> None:
+    """Copy the example souls into `config.workspaces` when it holds no soul (a
+    first run: bot/soul/seeding.py; a missing folder is made only with `make`),
+    saying so in one line on stderr. Exits 1 when the folder cannot be written."""
+    try:
+        copied = seed_examples(config.workspaces, make)
+    except OSError as exc:
+        fail(f"workspaces: cannot copy the example souls into {absolute(config.workspaces)}: {exc}")
+    if copied:
+        click.echo(
+            f"workspaces: {absolute(config.workspaces)} held no soul: copied the example "
+            f"souls {', '.join(copied)} there (yours to edit; git ignores ./workspaces)",
+            err=True,
+        )
 
 
 def absolute(path: Path) -> Path:
@@ -138,6 +157,8 @@ def folder_problem(key: str, path: Path) -> str | None:
     line = f"{key}: {absolute(path)} {what}"
     if not path.is_absolute():
         line += f" (relative paths are taken from the folder soulbot starts in: {Path.cwd()})"
+    if key == "workspaces" and not path.exists():
+        line += "; `soulbot run`, `chat` or `init` make it, with the example souls"
     return line
 
 

@@ -116,7 +116,7 @@ def _start(config: Config, registry: SoulRegistry) -> None:
 def run(config_path: Path | None, log_format: str | None) -> None:
     """Run the daemon until SIGTERM or Ctrl-C (a terminal chat when no platform is set)."""
     config = setup(config_path, log_format, lambda c: sys.stdin.isatty() and console_enabled(c))
-    registry, _ = load_registry(config)
+    registry, _ = load_registry(config, make=True)
     _start(config, registry)
 
 
@@ -126,7 +126,7 @@ def run(config_path: Path | None, log_format: str | None) -> None:
 def chat(soul: str | None, config_path: Path | None, log_format: str | None) -> None:
     """Chat with SOUL (default: default_soul) in the terminal; /reset, /quit."""
     config = setup(config_path, log_format, lambda c: True)
-    registry, _ = load_registry(config)
+    registry, _ = load_registry(config, make=True)
     if soul is not None and registry.get(soul) is None:
         known = ", ".join(s.id for s in registry.all()) or "none"
         click.echo(f"error: no soul with id '{soul}' is loaded (loaded: {known})", err=True)

@@ -23,6 +23,7 @@ from bot.cli.common import (
     fail,
     load_registry,
     reference_errors,
+    seed_workspaces,
     setup,
 )
 from bot.cli.serve import console_enabled
@@ -347,6 +348,7 @@ def init(name: str, legacy: Path | None, config_path: Path | None, log_format: s
             if not isinstance(data, dict):
                 raise SoulbotError(f"{legacy}: a JSON persona must be an object")
             persona = persona_from_legacy(data, str(legacy))
+        seed_workspaces(config, make=True)
         folder = create_workspace(config.workspaces, name, persona)
     except SoulbotError as exc:
         click.echo(f"error: {exc}", err=True)

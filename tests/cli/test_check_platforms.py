@@ -125,8 +125,10 @@ def test_a_missing_workspaces_folder_is_named_by_its_absolute_path(example: Path
     root = example.resolve()
     assert err.strip() == (
         f"error: workspaces: {root / 'workspaces'} does not exist (relative paths are taken "
-        f"from the folder soulbot starts in: {root})"
+        f"from the folder soulbot starts in: {root}); `soulbot run`, `chat` or `init` make "
+        "it, with the example souls"
     )
+    assert not (example / "workspaces").exists(), "check made the folder"
     (example / "workspaces").write_text("a file")
     code, _, err = check(example)
     assert code == 1 and f"workspaces: {root / 'workspaces'} is not a folder (" in err
@@ -134,7 +136,10 @@ def test_a_missing_workspaces_folder_is_named_by_its_absolute_path(example: Path
     gone = example / "gone"
     config.write_text(config.read_text().replace("workspaces: ./workspaces", f"workspaces: {gone}"))
     code, _, err = check(example)
-    assert code == 1 and err.strip() == f"error: workspaces: {gone.resolve()} does not exist"
+    assert code == 1 and err.strip() == (
+        f"error: workspaces: {gone.resolve()} does not exist; `soulbot run`, `chat` or "
+        "`init` make it, with the example souls"
+    )
 
 
 # --- which adapters start ------------------------------------------------------------

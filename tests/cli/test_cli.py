@@ -50,8 +50,8 @@ def test_check_the_example_config(example: Path) -> None:
 
 
 def test_check_in_the_repo_as_the_readme_says(tmp_path: Path) -> None:
-    """The README's command from a repo root laid out as committed (the live
-    workspaces/ may hold a person's own souls)."""
+    """The README's command from a repo root after the first run (the example
+    souls copied into workspaces/; the live one may hold a person's own souls)."""
     example_souls(tmp_path)
     (tmp_path / "deploy").mkdir()
     shutil.copy(EXAMPLE, tmp_path / "deploy" / "soulbot.example.yaml")

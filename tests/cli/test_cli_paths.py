@@ -178,12 +178,15 @@ def test_init_takes_any_name_with_a_slug(tmp_path: Path) -> None:
     (tmp_path / "workspaces").mkdir()
     made = soulbot("init", "Zoë Ünal", cwd=tmp_path)
     assert made.returncode == 0, made.stderr
+    # A first run: the empty folder got the example souls, then the new one.
+    assert "held no soul: copied the example souls twinkle, wren there" in made.stderr
     soul_md = (tmp_path / "workspaces" / "zoe-unal" / "SOUL.md").read_text(encoding="utf-8")
     fields = yaml.safe_load(soul_md.split("---\n")[1])
     assert (fields["name"], fields["agentId"]) == ("Zoë Ünal", "zoe-unal")
     check = soulbot("check", cwd=tmp_path)
     assert check.returncode == 0, check.stdout + check.stderr
-    assert check.stdout.splitlines()[1].split()[:3] == ["zoe-unal", "Zoë", "Ünal"]
+    rows = [line.split()[:3] for line in check.stdout.splitlines()]
+    assert ["zoe-unal", "Zoë", "Ünal"] in rows and ["wren", "Wren", "SOUL.md"] in rows
     outside = soulbot("init", "../up", cwd=tmp_path)  # a name, never a path
     assert outside.returncode == 0, outside.stderr
     assert (tmp_path / "workspaces" / "up" / "SOUL.md").is_file()

@@ -16,10 +16,14 @@ REPO = Path(__file__).resolve().parents[2]
 class FakeProcess:
     """`python -m tests.fakes.anthropic_fake` on a free port. Use as a context manager."""
 
-    def __init__(self, latency_s: float = 0.0, min_cache_tokens: int = 1024) -> None:
+    def __init__(
+        self, latency_s: float = 0.0, min_cache_tokens: int = 1024, demo: bool = False
+    ) -> None:
+        """`demo`: the demo model of `make fake` (tests/fakes/demo.py)."""
         self._args = [
             sys.executable, "-m", "tests.fakes.anthropic_fake", "--port", "0",
             "--latency", str(latency_s), "--min-cache-tokens", str(min_cache_tokens),
+            *(["--demo"] if demo else []),
         ]  # fmt: skip
         self._proc: subprocess.Popen[str] | None = None
         self.url = ""
