@@ -136,7 +136,7 @@ def seed_workspaces(config: Config, make: bool) -> None:
     if copied:
         click.echo(
             f"workspaces: {absolute(config.workspaces)} held no soul: copied the example "
-            f"souls {', '.join(copied)} there (yours to edit; git ignores ./workspaces)",
+            f"souls {', '.join(copied)} there, yours to edit",
             err=True,
         )
 
