@@ -31,6 +31,7 @@ PRUNE_EVERY = 1000
 # The condition of the partial index history_live (bot/storage/db.py): a query
 # that names it reads only live rows, never the compacted ones behind them.
 LIVE = "kind IN ('message', 'summary')"
+_COLUMNS = "id, role, kind, content, tokens, reply_to, ts"  # what a load reads of a row
 
 
 @dataclass(frozen=True)
@@ -78,6 +79,45 @@ def _mark_seen(conn: Conn, session: str, message_id: str, ts: float, prune: bool
     return cursor.rowcount == 1
 
 
+def _append_in_one(
+    conn: Conn,
+    session: str,
+    generation: int,
+    text: str,
+    tokens: int,
+    ts: float,
+    message_id: str,
+    address: str,
+) -> int | None:
+    """`HistoryStore.append_message`'s writes as one PostgreSQL statement
+    (atomic, one round trip where a transaction takes five): the delivered id,
+    then the row and the reply address only when the id is new. The row's id,
+    or None for an id delivered before."""
+    parts: list[str] = []
+    params: list[object] = []
+    source = "VALUES (?, ?, 'user', 'message', ?, ?, NULL, ?)"
+    if message_id:
+        parts.append(
+            "seen AS (INSERT INTO seen_messages (session, message_id, ts) VALUES (?, ?, ?) "
+            "ON CONFLICT DO NOTHING RETURNING 1)"
+        )
+        params += [session, message_id, ts]
+        source = "SELECT ?, ?, 'user', 'message', ?, ?, NULL, ? FROM seen"
+    parts.append(
+        "entry AS (INSERT INTO history (session, generation, role, kind, content, tokens, "
+        f"reply_to, ts) {source} RETURNING id)"
+    )
+    params += [session, generation, text, tokens, ts]
+    if address:
+        parts.append(
+            "address AS (INSERT INTO reply_addresses (session, inbound) SELECT ?, ? FROM entry "
+            "ON CONFLICT (session) DO UPDATE SET inbound = excluded.inbound)"
+        )
+        params += [session, address]
+    row = conn.execute(f"WITH {', '.join(parts)} SELECT id FROM entry", params).fetchone()
+    return None if row is None else int(row[0])
+
+
 class HistoryStore:
     """History rows and delivered message ids (kept for `SEEN_WINDOW_S`), on
     the shared database."""
@@ -97,19 +137,20 @@ class HistoryStore:
 
     async def load(self, session: str) -> Snapshot:
         def query(conn: Conn) -> Snapshot:
-            row = conn.execute(
-                "SELECT generation FROM sessions WHERE session = ?", (session,)
-            ).fetchone()
-            generation = row[0] if row else 0
-            rows = conn.execute(
-                "SELECT id, role, kind, content, tokens, reply_to, ts FROM history "
-                f"WHERE session = ? AND generation = ? AND {LIVE} ORDER BY id",
-                (session, generation),
+            # One statement: the generation (0 for a session never reset) joined
+            # with its live rows; a session with none gives one row of NULLs.
+            found = conn.execute(
+                f"SELECT s.generation, {_COLUMNS} FROM (SELECT COALESCE(MAX(generation), 0) "
+                "AS generation FROM sessions WHERE session = ?) AS s LEFT JOIN (SELECT "
+                f"{_COLUMNS}, generation FROM history WHERE session = ? AND {LIVE}) AS h "
+                "ON h.generation = s.generation ORDER BY id",
+                (session, session),
             ).fetchall()
+            rows = [r[1:] for r in found if r[1] is not None]
             summary = next((r[3] for r in reversed(rows) if r[2] == "summary"), None)
             entries = [Entry(r[0], r[1], r[3], r[4], r[5], r[6]) for r in rows if r[2] == "message"]
             entries.sort(key=lambda e: e.order)
-            return Snapshot(generation, summary, entries)
+            return Snapshot(int(found[0][0]), summary, entries)
 
         return await self._db.run(query)
 
@@ -141,6 +182,10 @@ class HistoryStore:
         prune = bool(message_id) and self._prune_due()
 
         def insert(conn: Conn) -> int | None:
+            if conn.engine == "postgresql" and not prune:  # a prune goes in a transaction
+                return _append_in_one(
+                    conn, session, generation, text, tokens, ts, message_id, address
+                )
             with conn.transaction():
                 if message_id and not _mark_seen(conn, session, message_id, ts, prune):
                     return None
@@ -251,15 +296,16 @@ class HistoryStore:
         if not message_ids:
             return
         ts, cut = self._clock(), text[:SENT_TEXT_CHARS]
+        ids = list(dict.fromkeys(message_ids))  # one statement may not upsert a row twice
 
         def insert(conn: Conn) -> None:
-            with conn.transaction():
-                conn.executemany(
-                    "INSERT INTO sent_messages (session, message_id, text, ts) VALUES (?, ?, ?, ?) "
-                    "ON CONFLICT (session, message_id) DO UPDATE SET text = excluded.text, "
-                    "ts = excluded.ts",
-                    [(session, message_id, cut, ts) for message_id in message_ids],
-                )
+            conn.execute(  # one statement: atomic without a transaction
+                "INSERT INTO sent_messages (session, message_id, text, ts) VALUES "
+                + ", ".join(["(?, ?, ?, ?)"] * len(ids))
+                + " ON CONFLICT (session, message_id) DO UPDATE SET text = excluded.text, "
+                "ts = excluded.ts",
+                [value for message_id in ids for value in (session, message_id, cut, ts)],
+            )
 
         await self._db.run(insert)
 

@@ -147,30 +147,46 @@ def _span(conn: Conn, soul: str, scope: str) -> tuple[int, int] | None:
 
 def _numbers(conn: Conn, soul: str, scopes: Iterable[str]) -> dict[str, int]:
     """The numbers of those of the soul's `scopes` that have one."""
+    return {scope: number for scope, number, _, _ in _scope_rows(conn, soul, scopes)}
+
+
+def _scope_rows(conn: Conn, soul: str, scopes: Iterable[str]) -> list[tuple[str, int, int, int]]:
+    """(scope, number, rows, words) of those of the soul's `scopes` that have a
+    number, sorted by scope."""
     wanted = list(dict.fromkeys(scopes))
     if not wanted:
-        return {}
+        return []
     rows = conn.execute(
-        "SELECT scope, id FROM memory_scopes WHERE soul = ? "
+        "SELECT scope, id, rows, words FROM memory_scopes WHERE soul = ? "
         f"AND scope IN ({','.join('?' * len(wanted))}) ORDER BY scope",
         (soul, *wanted),
     )
-    return {scope: int(number) for scope, number in rows}
+    return [(scope, int(number), int(n), int(words)) for scope, number, n, words in rows]
 
 
-def _fresh_ids(conn: Conn, soul: str, scope: str, n: int) -> tuple[int, list[int]]:
-    """The number of (soul, scope), made on first use, and `n` new ids of it."""
-    bump = (
-        "UPDATE memory_scopes SET next_seq = next_seq + ? WHERE soul = ? AND scope = ? "
-        "RETURNING id, next_seq"
-    )
-    row = conn.execute(bump, (n, soul, scope)).fetchone()
+def _fresh_ids(
+    conn: Conn, soul: str, scope: str, n: int, words: int | None = None
+) -> tuple[int, list[int]]:
+    """The number of (soul, scope), made on first use, and `n` new ids of it.
+    With `words` (new traces), the same statement counts the `n` rows and their
+    words in the scope and makes the last new id its newest trace."""
+    bump = "UPDATE memory_scopes SET next_seq = next_seq + ?"
+    params: tuple[object, ...] = (n,)
+    if words is not None:  # the last new id: the old next_seq, plus n
+        bump += (
+            ", rows = rows + ?, words = words + ?, "
+            f"last_trace = (id << {SCOPE_BITS}) + next_seq + ?"
+        )
+        params += (n, words, n)
+    bump += " WHERE soul = ? AND scope = ? RETURNING id, next_seq"
+    params += (soul, scope)
+    row = conn.execute(bump, params).fetchone()
     if row is None:  # its first use (inserted only then: PostgreSQL spends an id on a conflict)
         conn.execute(
             "INSERT INTO memory_scopes (soul, scope) VALUES (?, ?) ON CONFLICT DO NOTHING",
             (soul, scope),
         )
-        row = conn.execute(bump, (n, soul, scope)).fetchone()
+        row = conn.execute(bump, params).fetchone()
     number, seq = int(row[0]), int(row[1])
     first = (number << SCOPE_BITS) + seq - n + 1
     return number, list(range(first, first + n))
@@ -266,15 +282,10 @@ class TraceStore:
             ids = [0] * len(traces)
             with conn.transaction():
                 for (soul, scope), members in groups.items():
-                    number, fresh = _fresh_ids(conn, soul, scope, len(members))
+                    words = sum(count_words(traces[n].text) for n in members)
+                    _, fresh = _fresh_ids(conn, soul, scope, len(members), words)
                     for n, row_id in zip(members, fresh, strict=True):
                         ids[n] = row_id
-                    words = sum(count_words(traces[n].text) for n in members)
-                    conn.execute(
-                        "UPDATE memory_scopes SET rows = rows + ?, words = words + ?, "
-                        "last_trace = ? WHERE id = ?",
-                        (len(members), words, fresh[-1], number),
-                    )
                 rows = [
                     Row(
                         i,
@@ -431,13 +442,10 @@ class TraceStore:
         `skip_after` are left out of the ids (not out of the counts)."""
 
         def query(conn: Conn) -> Postings:
-            numbers = list(_numbers(conn, soul, scopes).values())
-            listed, param = conn.id_set(numbers)
-            rows, words = conn.execute(
-                "SELECT COALESCE(SUM(rows), 0), COALESCE(SUM(words), 0) FROM memory_scopes "
-                f"WHERE id IN ({listed})",
-                (param,),
-            ).fetchone()
+            found_scopes = _scope_rows(conn, soul, scopes)
+            numbers = [number for _, number, _, _ in found_scopes]
+            rows = sum(r for _, _, r, _ in found_scopes)
+            words = sum(w for _, _, _, w in found_scopes)
             ids: dict[str, list[int]] = {}
             df: dict[str, float] = {}
             if skip_after is not None and not _recallable(conn, numbers, skip_after):

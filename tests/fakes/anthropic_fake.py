@@ -83,7 +83,6 @@ import argparse
 import asyncio
 import base64
 import binascii
-import contextlib
 import dataclasses
 import hashlib
 import itertools
@@ -268,7 +267,8 @@ def _prompt_blocks(body: JSON) -> list[_Block]:
         cc = block.get("cache_control")
         ttl = TTL_S.get(cc.get("ttl", "5m"), TTL_S["5m"]) if isinstance(cc, dict) else None
         rest = {k: v for k, v in block.items() if k != "cache_control"}
-        blocks.append(_Block(section, canonical(rest), _block_tokens(rest), ttl))
+        text = canonical(rest)
+        blocks.append(_Block(section, text, _block_tokens(rest, text), ttl))
     top = body.get("cache_control")  # the API marks the last block itself
     if isinstance(top, dict) and blocks and blocks[-1].ttl_s is None:
         ttl = TTL_S.get(top.get("ttl", "5m"), TTL_S["5m"])
@@ -276,11 +276,12 @@ def _prompt_blocks(body: JSON) -> list[_Block]:
     return blocks
 
 
-def _block_tokens(block: JSON) -> int:
+def _block_tokens(block: JSON, text: str) -> int:
+    """The tokens of `block`, whose canonical JSON is `text`."""
     source = block.get("source")
     if block.get("type") == "image" and isinstance(source, dict):
         return image_tokens(str(source.get("data", "")))
-    return tokens(canonical(block))
+    return tokens(text)
 
 
 def _validate(body: JSON, blocks: list[_Block]) -> str | None:
@@ -369,6 +370,11 @@ def _chunks(text: str, n: int) -> Iterator[str]:
     return (text[i : i + n] for i in range(0, len(text), n))
 
 
+def _wake(waiter: asyncio.Future[None]) -> None:
+    if not waiter.done():
+        waiter.set_result(None)
+
+
 def _json_response(status: int, obj: Any, headers: dict[str, str] | None = None) -> web.Response:
     return web.Response(
         status=status,
@@ -402,7 +408,8 @@ class FakeAnthropic(LoopbackServer):
         self._outage_until = -math.inf
         self._outage_status = 529
         self._ids = itertools.count(1)
-        self._closing = asyncio.Event()
+        self._closing = False  # stopped: a wait ends at once
+        self._sleepers: set[asyncio.Future[None]] = set()  # the waits in progress
 
     # -- lifecycle -------------------------------------------------------------
     async def start(self, port: int = 0) -> None:
@@ -412,11 +419,13 @@ class FakeAnthropic(LoopbackServer):
         app.router.add_post("/_fake/config", self._ctl_config)
         app.router.add_get("/_fake/requests", self._ctl_requests)
         app.router.add_post("/_fake/reset", self._ctl_reset)
-        self._closing = asyncio.Event()
+        self._closing = False
         await self._listen(app, port)
 
     async def stop(self) -> None:
-        self._closing.set()  # wakes hangs and latency waits
+        self._closing = True  # wakes hangs and latency waits
+        for waiter in self._sleepers:
+            _wake(waiter)
         if self._runner is not None:
             await self._runner.cleanup()
             self._runner = None
@@ -518,9 +527,18 @@ class FakeAnthropic(LoopbackServer):
         return _json_response(status, body, headers)
 
     async def _sleep(self, seconds: float) -> None:
-        if seconds > 0:
-            with contextlib.suppress(TimeoutError):
-                await asyncio.wait_for(self._closing.wait(), seconds)
+        """Wait `seconds` of real time, or until `stop`: one timer, no task of its own."""
+        if seconds <= 0 or self._closing:
+            return
+        loop = asyncio.get_running_loop()
+        waiter: asyncio.Future[None] = loop.create_future()
+        timer = loop.call_later(seconds, _wake, waiter)
+        self._sleepers.add(waiter)
+        try:
+            await waiter
+        finally:
+            timer.cancel()
+            self._sleepers.discard(waiter)
 
     async def _messages(self, request: web.Request) -> web.StreamResponse:
         try:

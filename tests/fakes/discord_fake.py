@@ -146,19 +146,17 @@ class FakeDiscord(Events, InteractionRoutes):
 
         Raises TimeoutError naming ``what`` (or the predicate) after ``timeout`` seconds.
         """
-        loop = asyncio.get_running_loop()
-        deadline = loop.time() + timeout
-        while not predicate(self):
-            changed = self._changed
-            try:
-                await asyncio.wait_for(changed.wait(), max(0.0, deadline - loop.time()))
-            except TimeoutError:
-                name = what or getattr(predicate, "__name__", repr(predicate))
-                raise TimeoutError(
-                    f"FakeDiscord: gave up waiting for {name} after {timeout}s "
-                    f"({len(self.requests)} requests, {len(self._sent)} sent, "
-                    f"connected={self.connected})"
-                ) from None
+        try:
+            async with asyncio.timeout(timeout):  # one deadline, no task per change
+                while not predicate(self):
+                    await self._changed.wait()
+        except TimeoutError:
+            name = what or getattr(predicate, "__name__", repr(predicate))
+            raise TimeoutError(
+                f"FakeDiscord: gave up waiting for {name} after {timeout}s "
+                f"({len(self.requests)} requests, {len(self._sent)} sent, "
+                f"connected={self.connected})"
+            ) from None
 
     async def wait_sent(self, count: int, timeout: float = 10.0) -> list[Sent]:  # noqa: ASYNC109
         """Wait until ``count`` messages were sent; return all sent so far."""

@@ -109,6 +109,19 @@ async def test_dm_message_and_reply_in_the_dm(fake: FakeDiscord, bot: Bot) -> No
     assert (sent.channel_id, sent.content, sent.message_id) == (DM, "hi bea", reply.id)
 
 
+async def test_a_wait_sees_every_change_until_its_deadline(fake: FakeDiscord, bot: Bot) -> None:
+    fake.push_message(DM, "one", author_id=BEA, author_name="bea")
+    fake.push_message(DM, "two", author_id=BEA, author_name="bea")
+    channel = (await bot.next_message()).channel
+    waiting = asyncio.create_task(fake.wait_sent(2, timeout=5))
+    await channel.send("first")
+    assert not waiting.done()  # one change is not the one it waits for
+    await channel.send("second")
+    assert [s.content for s in await waiting] == ["first", "second"]
+    with pytest.raises(TimeoutError, match=r"gave up waiting for 3 sent messages after 0\.1s"):
+        await fake.wait_sent(3, timeout=0.1)
+
+
 async def test_user_send_finds_the_same_dm_channel(fake: FakeDiscord, bot: Bot) -> None:
     fake.push_message(DM, "hello", author_id=BEA, author_name="bea")
     message = await bot.next_message()

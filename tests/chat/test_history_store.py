@@ -1,0 +1,71 @@
+"""The history store's contract on both engines: PostgreSQL writes a message,
+its delivered id and its reply address as one statement (SQLite and a prune
+as a transaction), loads a session as one, and keeps a reply's ids as one."""
+
+from __future__ import annotations
+
+from bot.chat.history import HistoryStore
+from bot.storage.db import Database
+
+
+async def addresses(db: Database) -> dict[str, str]:
+    rows = await db.run(
+        lambda c: c.execute("SELECT session, inbound FROM reply_addresses").fetchall()
+    )
+    return {session: inbound for session, inbound in rows}
+
+
+async def history_texts(db: Database, session: str) -> list[str]:
+    rows = await db.run(
+        lambda c: c.execute(
+            "SELECT content FROM history WHERE session = ? ORDER BY id", (session,)
+        ).fetchall()
+    )
+    return [text for (text,) in rows]
+
+
+async def test_a_delivered_id_is_stored_once_with_its_address(db: Database) -> None:
+    store = HistoryStore(db)
+    first = await store.append_message("s", 0, "one", "m1", '{"chat": 1}')  # prunes first
+    second = await store.append_message("s", 0, "two", "m2", '{"chat": 2}')
+    assert first is not None and second is not None and second.id > first.id
+    assert (second.role, second.text, second.reply_to) == ("user", "two", None)
+    # Delivered again: nothing stored, the address left as it was.
+    assert await store.append_message("s", 0, "two again", "m2", '{"chat": 3}') is None
+    assert await store.append_message("s", 0, "one again", "m1", '{"chat": 4}') is None
+    assert await history_texts(db, "s") == ["one", "two"]
+    assert await addresses(db) == {"s": '{"chat": 2}'}
+
+
+async def test_a_message_without_an_id_or_an_address(db: Database) -> None:
+    store = HistoryStore(db)
+    assert await store.append_message("s", 0, "first", "m1") is not None
+    assert await store.append_message("s", 0, "no id", "") is not None
+    assert await store.append_message("s", 0, "no id", "") is not None  # never a duplicate
+    assert await store.append_message("t", 0, "addressed", "", '{"chat": 5}') is not None
+    assert await history_texts(db, "s") == ["first", "no id", "no id"]
+    assert await addresses(db) == {"t": '{"chat": 5}'}
+
+
+async def test_a_load_reads_the_current_generation_only(db: Database) -> None:
+    store = HistoryStore(db)
+    empty = await store.load("new")
+    assert (empty.generation, empty.summary, empty.entries) == (0, None, [])
+    old = await store.append_message("s", 0, "before the reset", "m1")
+    assert old is not None
+    assert await store.reset("s") == 1
+    reset = await store.load("s")
+    assert (reset.generation, reset.summary, reset.entries) == (1, None, [])
+    asked = await store.append_message("s", 1, "after the reset", "m2")
+    assert asked is not None
+    answer = await store.append("s", 1, "assistant", "an answer", reply_to=asked.id)
+    await store.compact("s", 1, [asked.id], "what was said")
+    later = await store.load("s")
+    assert (later.generation, later.summary, later.entries) == (1, "what was said", [answer])
+
+
+async def test_a_reply_sent_as_repeated_ids_is_kept_once_each(db: Database) -> None:
+    store = HistoryStore(db)
+    await store.record_sent("s", ["a", "b", "a"], "the reply")
+    await store.record_sent("s", ["b"], "edited")
+    assert [await store.sent_text("s", i) for i in ("a", "b", "c")] == ["the reply", "edited", None]
