@@ -24,8 +24,11 @@ getWebhookInfo asked every `WEBHOOK_CHECK_S` (60 s) that shows our URL; one that
 shows no webhook or another URL is no sign of life, since the updates go
 elsewhere (sends are not counted: they succeed for a bot that hears nothing).
 When getWebhookInfo reports an error newer than the start and than the last one
-logged (Telegram could not reach the URL, the proxy answered 502), one
-`telegram.webhook_error` line gives Telegram's `last_error_message`.
+seen (Telegram could not reach the URL, the proxy answered 502), one
+`telegram.webhook_error` line gives Telegram's `last_error_message`. Telegram
+retries a failed post and dates each failure, so an outage shows a new error at
+most checks: the same message is logged again only `ERROR_QUIET_S` (10 min) after
+its last line; another message at once.
 
 One process per token: Telegram gives each update to one taker. Two pollers end
 each other's long polls with 409 `Conflict`; PTB's polling start deletes any
@@ -49,7 +52,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 import structlog
-from telegram import Bot
+from telegram import Bot, WebhookInfo
 from telegram.error import TelegramError
 from telegram.ext import Application
 
@@ -59,6 +62,7 @@ log = structlog.get_logger(__name__)
 
 WEBHOOK_CHECK_S = 60.0  # how often getWebhookInfo is asked, with a webhook
 CONFLICT_QUIET_S = 600.0  # a run of meetings with another process ends after this long without
+ERROR_QUIET_S = 600.0  # the same delivery error is logged again after this long
 ANOTHER_PROCESS = (
     "another process polls with this token or takes its updates by webhook (a second "
     "soulbot, or another program using this bot): only one process may run the Telegram "
@@ -104,6 +108,29 @@ class AnotherProcess:
                       error=error)  # fmt: skip
 
 
+class DeliveryErrors:
+    """Telegram's errors posting to the webhook, as getWebhookInfo dates them:
+    news when newer than `after` (the start) and the last one seen; one line for
+    a run of the same error, again `ERROR_QUIET_S` after its last line."""
+
+    def __init__(self) -> None:
+        self.after = 0.0  # errors dated up to this (Unix time) are not news
+        self._logged: tuple[str, float] | None = None  # the last line: error, when (monotonic)
+
+    def seen(self, url: str, info: WebhookInfo) -> None:
+        when = info.last_error_date
+        if when is None or when.timestamp() <= self.after:
+            return
+        self.after = when.timestamp()
+        error, now = info.last_error_message or "", time.monotonic()
+        last = self._logged
+        if last is not None and last[0] == error and now - last[1] <= ERROR_QUIET_S:
+            return
+        self._logged = (error, now)
+        log.warning("telegram.webhook_error", url=url, error=error, at=when.isoformat(),
+                    pending=info.pending_update_count)  # fmt: skip
+
+
 class WebhookServer:
     """A started adapter's webhook: set at Telegram and served by PTB's updater
     (`start`), checked with getWebhookInfo every `check_every_s` until `stop`
@@ -124,14 +151,14 @@ class WebhookServer:
         self._another = another
         self._adapter = adapter
         self._watch: asyncio.Task[None] | None = None  # the webhook check
-        self._errors_after = 0.0  # webhook errors up to this time are not news (start, last)
+        self._errors = DeliveryErrors()
 
     async def start(self, app: Application[Any, Any, Any, Any, Any, Any]) -> None:
         """Set the webhook at Telegram, serve it, and start its check. Raises
         AdapterStartError when Telegram refuses it or the address is taken."""
         hook = self._hook
         assert app.updater is not None
-        self._errors_after = int(time.time()) - 0.5  # Telegram's dates are whole seconds
+        self._errors.after = int(time.time()) - 0.5  # Telegram's dates are whole seconds
         try:
             await app.updater.start_webhook(
                 listen=hook.host, port=hook.port, url_path=re.escape(hook.path),
@@ -193,9 +220,4 @@ class WebhookServer:
             self._answered()
             return
         self._answered()
-        when = info.last_error_date
-        if when is None or when.timestamp() <= self._errors_after:
-            return
-        self._errors_after = when.timestamp()
-        log.warning("telegram.webhook_error", url=hook.url, error=info.last_error_message,
-                    at=when.isoformat(), pending=info.pending_update_count)  # fmt: skip
+        self._errors.seen(hook.url, info)

@@ -7,19 +7,22 @@ import asyncio
 import socket
 from collections.abc import AsyncIterator, Iterator, MutableMapping
 from contextlib import asynccontextmanager, contextmanager
+from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
 import pytest
 import structlog
+from telegram import WebhookInfo
 
+from adapters import telegram_webhook
 from adapters.telegram_adapter import ANOTHER_PROCESS, TelegramAdapter, Webhook
 from bot.chat.commands import MENU
 from bot.cli.serve import _adapters
 from bot.types import AdapterStartError
 from tests.fakes.anthropic_fake import FakeAnthropic
 from tests.fakes.telegram_fake import FakeTelegram, free_port
-from tests.kit import Inbox, capture_logs, delivering, make_config, serving, user_texts, wait_until
+from tests.kit import Inbox, capture_logs, delivering, make_config, serving, user_texts
 
 pytestmark = pytest.mark.timeout(30)
 
@@ -183,17 +186,47 @@ async def test_telegram_failing_to_reach_the_url_is_one_line() -> None:
     closed = f"http://127.0.0.1:{free_port()}/telegram"  # a proxy that forwards nowhere
     with capture_logs() as logs:
         async with FakeTelegram() as tg:
+            tg.push_retry_s = 1.1  # each failed post dated a second apart, as in an outage
             adapter = webhook_adapter(tg, hook(url=closed))
             async with delivering(adapter):
                 tg.push_message(ADMIN, "lost in the proxy", user_id=ADMIN)
-                await wait_until(lambda: any(e["event"] == "telegram.webhook_error" for e in logs))
+                await tg.wait_for(lambda f: len(f.pushes) == f.push_tries, what="every post")
                 checks = len(tg.calls_of("getWebhookInfo"))
                 await tg.wait_for(lambda f: len(f.calls_of("getWebhookInfo")) >= checks + 2,
                                   what="two more checks")  # fmt: skip
                 assert adapter.connected()
+    assert tg.pushes[-1].t - tg.pushes[0].t >= 2  # the error's date (whole seconds) moved on
     [line] = [e for e in logs if e["event"] == "telegram.webhook_error"]
     assert line["error"] == "Connection refused" and line["url"] == closed
     assert line["pending"] == 1 and line["log_level"] == "warning"
+
+
+def test_a_delivery_error_is_logged_again_when_it_changes_or_after_a_quiet_while(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    clock = [1000.0]
+    monkeypatch.setattr(telegram_webhook.time, "monotonic", lambda: clock[0])
+    errors = telegram_webhook.DeliveryErrors()
+    errors.after = 100.0
+
+    def info(date: int, error: str) -> WebhookInfo:
+        when = datetime.fromtimestamp(date, UTC)
+        return WebhookInfo("https://bot.example.org/t", False, 1, last_error_date=when,
+                           last_error_message=error)  # fmt: skip
+
+    with capture_logs() as logs:
+        errors.seen("u", info(100, "Connection refused"))  # before the start
+        errors.seen("u", info(101, "Connection refused"))
+        errors.seen("u", info(101, "Connection refused"))  # the same error, asked again
+        errors.seen("u", info(160, "Connection refused"))  # Telegram's retry, a minute on
+        errors.seen("u", info(220, "Wrong response from the webhook: 502 Bad Gateway"))
+        clock[0] += telegram_webhook.ERROR_QUIET_S
+        errors.seen("u", info(280, "Wrong response from the webhook: 502 Bad Gateway"))  # quiet
+        clock[0] += 1
+        errors.seen("u", info(340, "Wrong response from the webhook: 502 Bad Gateway"))
+    lines = [(e["error"][:10], e["at"][11:19]) for e in logs]
+    assert lines == [("Connection", "00:01:41"), ("Wrong resp", "00:03:40"),
+                     ("Wrong resp", "00:05:40")]  # fmt: skip
 
 
 async def test_a_poller_meets_the_webhook_process_once_and_takes_over_when_it_stops() -> None:
