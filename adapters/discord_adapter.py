@@ -49,6 +49,13 @@ by discord.py. Messages and slash commands that come after the gateway's READY
 but before the start is done (the wait for the guilds) are held and delivered in
 order when it is, not dropped.
 
+HTTP connections: discord.py's own connector has no limit, so a burst of
+replies in many channels opened a connection for each (a TLS handshake each at
+Discord, and a file descriptor each against the process's limit); the client
+keeps at most `HTTP_CONNECTIONS` open to one host and reuses them, and a
+request beyond them waits for one to be free. The gateway's host is another, so
+the shards' websockets never wait for REST.
+
 Shards (`shard_count`, `shard_ids`; adapters/discord_shards.py): one gateway
 connection per shard held, the process holding shard 0 answering DMs and syncing
 the slash commands. Start is done when every shard held is ready.
@@ -103,6 +110,9 @@ T = TypeVar("T")
 LIMIT = 2000
 TYPING_EVERY_S = 8.0  # Discord shows typing for 10 s
 READY_TIMEOUT_S = 30.0  # and IDENTIFY_PAUSE_S more for each shard after the first
+# Connections open at once to one host (the REST API, the CDN): Discord takes 50 requests a
+# second from a bot, so more would only wait; beyond them a request waits for a free one.
+HTTP_CONNECTIONS = 50
 _SAFE_MENTIONS = discord.AllowedMentions(everyone=False, roles=False, users=False,
                                          replied_user=True)  # fmt: skip
 _MESSAGE_TYPES = (discord.MessageType.default, discord.MessageType.reply)
@@ -200,20 +210,21 @@ class DiscordAdapter:
             log.warning("adapter.error", adapter=self.name, stage="sync_commands", error=str(exc))
 
     def _new_client(self) -> discord.Client:
-        """An unsharded client, or a sharded one holding this process's shards."""
+        """An unsharded client, or a sharded one holding this process's shards; its
+        HTTP connections at most `HTTP_CONNECTIONS` to a host (discord.py's own
+        connector has no limit: a burst of replies opened one connection each)."""
         intents = discord.Intents.default()
         intents.message_content = True
+        connector = aiohttp.TCPConnector(limit=0, limit_per_host=HTTP_CONNECTIONS)
+        options: dict[str, Any] = {
+            "intents": intents, "allowed_mentions": _SAFE_MENTIONS, "connector": connector,
+            "guild_ready_timeout": self._guild_ready_timeout,
+        }  # fmt: skip
         if self._shards is None:
-            return discord.Client(intents=intents, allowed_mentions=_SAFE_MENTIONS,
-                                  guild_ready_timeout=self._guild_ready_timeout)  # fmt: skip
-        return ShardedClient(
-            identify_pause_s=self._identify_pause_s,
-            shard_count=self._shard_count,
-            shard_ids=list(self._shards),
-            intents=intents,
-            allowed_mentions=_SAFE_MENTIONS,
-            guild_ready_timeout=self._guild_ready_timeout,
-        )
+            return discord.Client(**options)
+        return ShardedClient(identify_pause_s=self._identify_pause_s,
+                             shard_count=self._shard_count, shard_ids=list(self._shards),
+                             **options)  # fmt: skip
 
     async def _wait_ready(self, client: discord.Client) -> None:
         """Until the client is ready: every shard it holds has had its READY and its

@@ -3,13 +3,14 @@ two adapters splitting four shards as two processes would."""
 
 from __future__ import annotations
 
+import asyncio
 import time
 from collections.abc import Sequence
 
 import discord
 import pytest
 
-from adapters.discord_adapter import DiscordAdapter
+from adapters.discord_adapter import HTTP_CONNECTIONS, DiscordAdapter
 from adapters.retry import Backoff
 from bot.chat.commands import MENU
 from bot.types import Inbound, Outbound
@@ -168,3 +169,19 @@ def test_shard_ids_need_a_count_they_are_below() -> None:
             DiscordAdapter(TOKEN, shard_count=4, shard_ids=ids)
     with pytest.raises(ValueError, match="1 or more"):
         DiscordAdapter(TOKEN, shard_count=0)
+
+
+@pytest.mark.parametrize("shard_ids", [None, [0, 1, 2, 3]], ids=["unsharded", "sharded"])
+async def test_a_burst_of_replies_shares_a_few_connections(shard_ids: list[int] | None) -> None:
+    channels = [700 + n for n in range(2 * HTTP_CONNECTIONS)]
+    async with FakeDiscord() as fake:
+        fake.add_guild(GUILDS[0], "busy", channels=channels, members=[(ANN, "ann")])
+        adapter = sharded(fake, shard_ids, count=COUNT if shard_ids else None)
+        async with delivering(adapter):
+            fake.slow_answers(0.3)  # every reply in flight at once
+            burst = [adapter.send(Outbound(platform="discord", chat_id=str(c), text=f"to {c}"))
+                     for c in channels]  # fmt: skip
+            await asyncio.gather(*burst)
+    sends = [r for r in fake.requests if r.method == "POST" and r.path.endswith("/messages")]
+    assert len(sends) == len(channels)
+    assert len({r.port for r in sends}) <= HTTP_CONNECTIONS

@@ -46,14 +46,13 @@ Driving: ``add_guild``, ``add_thread``, ``push_message``, ``push_interaction``,
 ``drop_connection`` (abort the TCP connection without a close frame: discord.py sees
 1006 and RESUMEs at once, without backoff), ``invalidate_session`` (both for the
 unsharded session, or the ``shard`` given), ``answer_heartbeats``, ``fail_next``,
-``drop_next``, ``hang_downloads``. Watching: ``requests``, ``dropped`` (the requests
-hung up on), ``sent`` (as sent: edits and deletions do not change a ``Sent``),
-``edits``, ``deleted``, ``message_text`` (a message's content now, after edits; a
-deleted one raises), ``downloads``, ``typing``, ``commands``, ``interaction_replies``,
-``gateway_received``, ``identified``, ``identify_count``, ``resume_count``,
-``heartbeats``, ``shards``, and the ``wait_*`` coroutines, woken on every recorded
-request, download and gateway frame.
-"""
+``drop_next``, ``hang_downloads``, ``slow_answers``. Watching: ``requests`` (each with
+the client port it came on), ``dropped`` (the requests hung up on), ``sent`` (as sent:
+edits and deletions do not change a ``Sent``), ``edits``, ``deleted``, ``message_text``
+(a message's content now, after edits; a deleted one raises), ``downloads``, ``typing``,
+``commands``, ``interaction_replies``, ``gateway_received``, ``identified``,
+``identify_count``, ``resume_count``, ``heartbeats``, ``shards``, and the ``wait_*``
+coroutines, woken on every recorded request, download and gateway frame."""
 
 from __future__ import annotations
 
@@ -199,6 +198,11 @@ class FakeDiscord(Events, InteractionRoutes):
         has then recorded the download and answers no one."""
         self._download_delay = seconds
 
+    def slow_answers(self, seconds: float) -> None:
+        """Answer every later REST request ``seconds`` after its route ran, as a far
+        server does (0: at once again): requests sent together are in flight together."""
+        self._answer_delay = seconds
+
     def _scripted_drop(self, method: str, path: str) -> Drop | None:
         for drop in self._drops:
             if drop.method in ("*", method) and drop.path.search(path):
@@ -291,9 +295,9 @@ class FakeDiscord(Events, InteractionRoutes):
         path = request.path.removeprefix(API_PREFIX)
         body, files = await self._read_body(request)
         names = tuple(f.filename for f in files)
-        recorded = Request(
-            request.method, path, body, time.monotonic(), dict(request.query), names, files
-        )
+        peer = request.transport.get_extra_info("peername") if request.transport else None
+        recorded = Request(request.method, path, body, time.monotonic(), dict(request.query),
+                           names, files, peer[1] if peer else 0)  # fmt: skip
         self.requests.append(recorded)
         self._notify()
         try:
@@ -301,6 +305,8 @@ class FakeDiscord(Events, InteractionRoutes):
             if drop is not None and not drop.after:
                 return self._hang_up(request, recorded)
             response = await self._route(request, path, body, files, scripted=drop is None)
+            if self._answer_delay:
+                await asyncio.sleep(self._answer_delay)
             return response if drop is None else self._hang_up(request, recorded)
         finally:
             self._notify()

@@ -22,7 +22,8 @@ class Request:
 
     ``json`` is the JSON body (for multipart, the parsed ``payload_json``) or None;
     ``files`` the uploaded file names, ``uploads`` the files themselves; ``t`` is
-    ``time.monotonic()``.
+    ``time.monotonic()``; ``port`` the client's port of the connection it came on
+    (requests with one port came one after another on one kept-alive connection).
     """
 
     method: str
@@ -32,6 +33,7 @@ class Request:
     query: Mapping[str, str] = field(default_factory=dict)
     files: tuple[str, ...] = ()
     uploads: tuple[Upload, ...] = ()
+    port: int = 0
 
 
 @dataclass(frozen=True)

@@ -128,6 +128,7 @@ class DiscordState(LoopbackServer):
         self._messages: dict[int, JSON] = {}
         self._files: dict[tuple[int, int], FakeFile] = {}  # (channel, attachment id) -> file
         self._download_delay = 0.0
+        self._answer_delay = 0.0  # REST answers wait this long (`slow_answers`)
         self._interactions: dict[str, Interaction] = {}
         self._failures: list[Failure] = []
         self._drops: list[Drop] = []

@@ -122,6 +122,25 @@ async def test_a_wait_sees_every_change_until_its_deadline(fake: FakeDiscord, bo
         await fake.wait_sent(3, timeout=0.1)
 
 
+async def test_slow_answers_keep_requests_in_flight_each_on_its_connection(
+    fake: FakeDiscord, bot: Bot
+) -> None:
+    channel, thread = bot.get_channel(CHANNEL), bot.get_channel(THREAD)
+    assert isinstance(channel, discord.TextChannel) and isinstance(thread, discord.Thread)
+    fake.slow_answers(0.5)
+    together = [asyncio.create_task(channel.send("one")), asyncio.create_task(thread.send("two"))]
+    await fake.wait_for(lambda f: len(f.sent) == 2, what="both sends")
+    assert not any(t.done() for t in together)  # both arrived, neither answered yet
+    await asyncio.gather(*together)
+    fake.slow_answers(0)
+    await channel.send("three")
+    await channel.send("four")
+    ports = [r.port for r in fake.requests if r.path.endswith("/messages")]
+    assert len(ports) == 4 and all(ports)
+    assert ports[0] != ports[1]  # in flight together: two connections
+    assert set(ports[2:]) <= set(ports[:2])  # one after the other: connections kept alive
+
+
 async def test_user_send_finds_the_same_dm_channel(fake: FakeDiscord, bot: Bot) -> None:
     fake.push_message(DM, "hello", author_id=BEA, author_name="bea")
     message = await bot.next_message()
