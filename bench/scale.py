@@ -12,10 +12,20 @@ each (no rate limit applies). It measures, from the fake gateway's side:
   processes have stopped (whatever they would send has been sent by then);
 - p99 overhead: each message's time to its reply, minus the model's latency.
 
-The targets: two processes at least 1.5x the throughput of one, 0 lost, 0
-doubled. Prints one JSON line; exit status 1 when a target is missed.
+The daemons, the database and the fakes share the machine, whose speed drifts
+by a fifth from one minute to the next (a shared VM), so one run says little:
+the two configurations take turns for `--rounds` rounds, a round's speedup is
+its two-process throughput over its one-process throughput (measured one
+after the other), and the speedup is the median of the rounds'. Each configuration
+is reported by its run of median throughput, and every run's throughput is
+listed. The stop's memory compile (a wiki for each of the burst's channels) is
+not measured: `shutdown.deadline_s` cuts it short, so a round takes about a
+minute.
 
-    .venv/bin/python bench/scale.py [--messages 2000] [--latency 0.05]
+The targets: a speedup of at least 1.5, 0 lost, 0 doubled in any run. Prints
+one JSON line; exit status 1 when a target is missed.
+
+    .venv/bin/python bench/scale.py [--messages 2000] [--latency 0.05] [--rounds 5]
         [--store postgresql://postgres@127.0.0.1:5432/test]
 """
 
@@ -24,6 +34,7 @@ from __future__ import annotations
 import argparse
 import asyncio
 import json
+import statistics
 import sys
 import tempfile
 import time
@@ -42,6 +53,8 @@ from tests.kit import example_souls
 COUNT = 4  # shards
 GUILDS_PER_SHARD = 25
 TARGET_SPEEDUP = 1.5
+STOP_S = 10.0  # a daemon's whole stop: the burst's replies are all sent before it begins
+SPLITS = {"one_process": [[0, 1, 2, 3]], "two_processes": [[0, 1], [2, 3]]}
 
 
 def guilds(messages: int) -> dict[int, list[int]]:
@@ -66,6 +79,7 @@ def config(folder: Path, name: str, shards: list[int], store: str, fake: FakeDis
         "default_soul": "wren", "instance": name, "store": {"url": store}, "log_level": "info",
         "model": {"max_retries": 0, "max_concurrency": 512},
         "limits": {"messages_per_minute": None}, "adapters": {"discord": discord},
+        "shutdown": {"deadline_s": STOP_S},
     }  # fmt: skip
     path.write_text(json.dumps(body))
     return path
@@ -120,35 +134,50 @@ async def one_run(split: list[list[int]], args: argparse.Namespace, model: FakeP
 
 
 async def measure(args: argparse.Namespace) -> dict[str, Any]:
+    runs: dict[str, list[dict[str, Any]]] = {name: [] for name in SPLITS}
     with FakeProcess(latency_s=args.latency) as model:
-        with tempfile.TemporaryDirectory(prefix="soulbot-scale-") as tmp:
-            one = await one_run([[0, 1, 2, 3]], args, model, Path(tmp) / "one")
-        with tempfile.TemporaryDirectory(prefix="soulbot-scale-") as tmp:
-            two = await one_run([[0, 1], [2, 3]], args, model, Path(tmp) / "two")
+        for _ in range(args.rounds):
+            for name, split in SPLITS.items():
+                with tempfile.TemporaryDirectory(prefix="soulbot-scale-") as tmp:
+                    runs[name].append(await one_run(split, args, model, Path(tmp) / name))
+    medians = {name: median_run(found) for name, found in runs.items()}
+    speedups = [
+        round(two["turns_per_s"] / one["turns_per_s"], 2)
+        for one, two in zip(runs["one_process"], runs["two_processes"], strict=True)
+    ]
     return {
         "bench": "scale",
         "messages": args.messages,
         "model_latency_s": args.latency,
-        "one_process": one,
-        "two_processes": two,
-        "speedup": round(two["turns_per_s"] / one["turns_per_s"], 2),
+        "rounds": args.rounds,
+        **medians,
+        "runs_turns_per_s": {
+            name: [r["turns_per_s"] for r in found] for name, found in runs.items()
+        },
+        "round_speedups": speedups,
+        "lost_or_doubled": sum(r["lost"] + r["doubled"] for found in runs.values() for r in found),
+        "speedup": statistics.median(speedups),
     }
+
+
+def median_run(runs: list[dict[str, Any]]) -> dict[str, Any]:
+    """The run of median throughput (the lower middle one of an even count)."""
+    return sorted(runs, key=lambda r: r["turns_per_s"])[(len(runs) - 1) // 2]
 
 
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--messages", type=int, default=2000)
     parser.add_argument("--latency", type=float, default=0.05)
+    parser.add_argument("--rounds", type=int, default=5, help="runs of each configuration")
     parser.add_argument("--store", default=SERVER, help="the PostgreSQL server (a new schema)")
     args = parser.parse_args()
     result = asyncio.run(measure(args))
-    runs = (result["one_process"], result["two_processes"])
     ok = {
         "speedup": result["speedup"] >= TARGET_SPEEDUP,
-        "lost": all(r["lost"] == 0 for r in runs),
-        "doubled": all(r["doubled"] == 0 for r in runs),
+        "lost_or_doubled": not result["lost_or_doubled"],
     }
-    return finish(result, {"speedup_min": TARGET_SPEEDUP, "lost": 0, "doubled": 0}, ok)
+    return finish(result, {"speedup_min": TARGET_SPEEDUP, "lost_or_doubled": 0}, ok)
 
 
 if __name__ == "__main__":
