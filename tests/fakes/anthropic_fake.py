@@ -83,6 +83,7 @@ import argparse
 import asyncio
 import base64
 import binascii
+import contextlib
 import dataclasses
 import hashlib
 import itertools
@@ -370,11 +371,6 @@ def _chunks(text: str, n: int) -> Iterator[str]:
     return (text[i : i + n] for i in range(0, len(text), n))
 
 
-def _wake(waiter: asyncio.Future[None]) -> None:
-    if not waiter.done():
-        waiter.set_result(None)
-
-
 def _json_response(status: int, obj: Any, headers: dict[str, str] | None = None) -> web.Response:
     return web.Response(
         status=status,
@@ -408,8 +404,7 @@ class FakeAnthropic(LoopbackServer):
         self._outage_until = -math.inf
         self._outage_status = 529
         self._ids = itertools.count(1)
-        self._closing = False  # stopped: a wait ends at once
-        self._sleepers: set[asyncio.Future[None]] = set()  # the waits in progress
+        self._closing = asyncio.Event()  # set by `stop`: a wait ends at once
 
     # -- lifecycle -------------------------------------------------------------
     async def start(self, port: int = 0) -> None:
@@ -419,13 +414,11 @@ class FakeAnthropic(LoopbackServer):
         app.router.add_post("/_fake/config", self._ctl_config)
         app.router.add_get("/_fake/requests", self._ctl_requests)
         app.router.add_post("/_fake/reset", self._ctl_reset)
-        self._closing = False
+        self._closing = asyncio.Event()
         await self._listen(app, port)
 
     async def stop(self) -> None:
-        self._closing = True  # wakes hangs and latency waits
-        for waiter in self._sleepers:
-            _wake(waiter)
+        self._closing.set()  # wakes hangs and latency waits
         if self._runner is not None:
             await self._runner.cleanup()
             self._runner = None
@@ -527,18 +520,11 @@ class FakeAnthropic(LoopbackServer):
         return _json_response(status, body, headers)
 
     async def _sleep(self, seconds: float) -> None:
-        """Wait `seconds` of real time, or until `stop`: one timer, no task of its own."""
-        if seconds <= 0 or self._closing:
-            return
-        loop = asyncio.get_running_loop()
-        waiter: asyncio.Future[None] = loop.create_future()
-        timer = loop.call_later(seconds, _wake, waiter)
-        self._sleepers.add(waiter)
-        try:
-            await waiter
-        finally:
-            timer.cancel()
-            self._sleepers.discard(waiter)
+        """Wait `seconds` of real time, or until `stop`: one deadline, no task of its own."""
+        if seconds > 0:
+            with contextlib.suppress(TimeoutError):
+                async with asyncio.timeout(seconds):
+                    await self._closing.wait()
 
     async def _messages(self, request: web.Request) -> web.StreamResponse:
         try:
