@@ -10,7 +10,11 @@ each (no rate limit applies). It measures, from the fake gateway's side:
 - throughput: messages answered / (last reply - first message);
 - lost and doubled: messages with no reply, or more than one, after the
   processes have stopped (whatever they would send has been sent by then);
-- p99 overhead: each message's time to its reply, minus the model's latency.
+- p99 overhead: each message's time to its reply, minus the model's latency;
+- CPU a turn, from the burst's first message to its last reply (Linux's /proc):
+  the daemons', the fake model's, this process's (the fake gateway and REST
+  API), and the rest of the machine's (PostgreSQL, the kernel, anything else);
+- the connections the fake Discord was asked on (their client ports).
 
 The daemons, the database and the fakes share the machine, whose speed drifts
 by a fifth from one minute to the next (a shared VM), so one run says little:
@@ -34,6 +38,7 @@ from __future__ import annotations
 import argparse
 import asyncio
 import json
+import os
 import statistics
 import sys
 import tempfile
@@ -54,6 +59,7 @@ COUNT = 4  # shards
 GUILDS_PER_SHARD = 25
 TARGET_SPEEDUP = 1.5
 STOP_S = 10.0  # a daemon's whole stop: the burst's replies are all sent before it begins
+TICKS = os.sysconf("SC_CLK_TCK")  # /proc's CPU times are in these
 SPLITS = {"one_process": [[0, 1, 2, 3]], "two_processes": [[0, 1], [2, 3]]}
 
 
@@ -85,6 +91,23 @@ def config(folder: Path, name: str, shards: list[int], store: str, fake: FakeDis
     return path
 
 
+def cpu_s(pid: int | None = None) -> float:
+    """The CPU seconds (user and system) process `pid` has used, or with None
+    the whole machine's, on all its cores."""
+    if pid is None:
+        times = [int(t) for t in Path("/proc/stat").read_text().split("\n", 1)[0].split()[1:]]
+        return (sum(times) - times[3] - times[4]) / TICKS  # not idle, not waiting on the disk
+    fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
+    return (int(fields[11]) + int(fields[12])) / TICKS
+
+
+def cpu_now(daemons: list[RunningDaemon], model: FakeProcess) -> dict[str, float]:
+    """The CPU seconds used so far, by who uses them."""
+    used = {"daemons": sum(cpu_s(d.pid) for d in daemons), "model": cpu_s(model.pid),
+            "harness": cpu_s(os.getpid())}  # fmt: skip
+    return used | {"rest": cpu_s() - sum(used.values())}
+
+
 async def one_run(split: list[list[int]], args: argparse.Namespace, model: FakeProcess,
                   folder: Path) -> dict[str, Any]:  # fmt: skip
     """Serve a burst with the processes holding the shards `split`."""
@@ -104,7 +127,7 @@ async def one_run(split: list[list[int]], args: argparse.Namespace, model: FakeP
                 pushed: dict[int, float] = {}
                 answered: dict[int, float] = {}
                 pairs = [(guild, channel) for guild, ids in channels.items() for channel in ids]
-                started = time.monotonic()
+                started, cpu_before = time.monotonic(), cpu_now(daemons, model)
                 for i, (guild, channel) in enumerate(pairs):
                     message = fake.push_message(channel, f"message {i}", author_id=100_000 + i,
                                                 author_name=f"u{i}", guild_id=guild)  # fmt: skip
@@ -118,10 +141,12 @@ async def one_run(split: list[list[int]], args: argparse.Namespace, model: FakeP
                             answered.setdefault(reply.reply_to, now)
                     seen = len(sent)
                 wall = max(answered.values()) - started
+                cpu = {k: v - cpu_before[k] for k, v in cpu_now(daemons, model).items()}
             finally:
                 for daemon in daemons:
                     await daemon.stop(timeout=300)
             replies = [s.reply_to for s in fake.sent]
+            connections = len({r.port for r in fake.requests})
     latencies = sorted((answered[m] - pushed[m] - args.latency) * 1000 for m in answered)
     return {
         "processes": len(split),
@@ -130,6 +155,8 @@ async def one_run(split: list[list[int]], args: argparse.Namespace, model: FakeP
         "doubled": sum(1 for m in pushed if replies.count(m) > 1),
         "p50_overhead_ms": round(latencies[len(latencies) // 2], 1),
         "p99_overhead_ms": round(latencies[int(0.99 * (len(latencies) - 1))], 1),
+        "cpu_ms_per_turn": {k: round(v * 1000 / len(answered), 2) for k, v in cpu.items()},
+        "discord_connections": connections,
     }
 
 

@@ -42,6 +42,13 @@ class RunningDaemon:
         self._reader = asyncio.create_task(self._read())
         await self.wait_for("daemon.started", timeout=timeout)
 
+    @property
+    def pid(self) -> int:
+        """Its process id. Raises RuntimeError before `start`."""
+        if self._proc is None:
+            raise RuntimeError("the daemon is not started")
+        return self._proc.pid
+
     async def _read(self) -> None:
         assert self._proc is not None and self._proc.stderr is not None
         while line := await self._proc.stderr.readline():

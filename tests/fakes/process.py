@@ -40,6 +40,13 @@ class FakeProcess:
         self.url = f"http://127.0.0.1:{int(line.split()[1])}"
         return self
 
+    @property
+    def pid(self) -> int:
+        """The server's process id. Raises RuntimeError outside `with`."""
+        if self._proc is None:
+            raise RuntimeError("the fake server is not started")
+        return self._proc.pid
+
     def __exit__(self, *exc: object) -> None:
         if self._proc is not None:
             self._proc.terminate()
