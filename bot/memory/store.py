@@ -152,14 +152,21 @@ def _numbers(conn: Conn, soul: str, scopes: Iterable[str]) -> dict[str, int]:
 
 def _scope_rows(conn: Conn, soul: str, scopes: Iterable[str]) -> list[tuple[str, int, int, int]]:
     """(scope, number, rows, words) of those of the soul's `scopes` that have a
-    number, sorted by scope."""
+    number, sorted by scope.
+
+    Each scope is asked for by its whole key, (soul, scope), so every plan
+    reads one index entry a scope. With `soul = ? AND scope IN (...)`,
+    PostgreSQL's plan for the prepared statement, made while the table was
+    small, read the index by soul alone and filtered every scope of the soul
+    (0.3 ms a turn with 2,000 channels, until an ANALYZE replanned it)."""
     wanted = list(dict.fromkeys(scopes))
     if not wanted:
         return []
     rows = conn.execute(
-        "SELECT scope, id, rows, words FROM memory_scopes WHERE soul = ? "
-        f"AND scope IN ({','.join('?' * len(wanted))}) ORDER BY scope",
-        (soul, *wanted),
+        "SELECT scope, id, rows, words FROM memory_scopes WHERE "
+        + " OR ".join(["(soul = ? AND scope = ?)"] * len(wanted))
+        + " ORDER BY scope",
+        [value for scope in wanted for value in (soul, scope)],
     )
     return [(scope, int(number), int(n), int(words)) for scope, number, n, words in rows]
 

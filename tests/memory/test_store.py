@@ -9,6 +9,8 @@ import pytest
 
 from bot.memory.store import SCOPE_BITS, NewTrace, TraceStore, chunk_page
 from bot.storage.db import Database
+from bot.storage.sql import Conn, PostgresConn
+from tests.engines import postgres_schema
 
 T0 = datetime(2026, 10, 14, 9, 30, tzinfo=UTC).timestamp()
 ALICE = "user:telegram:1"
@@ -264,3 +266,40 @@ def test_chunk_page_drops_front_matter_and_keeps_to_the_limit() -> None:
     assert "summary" not in " ".join(chunks)
     assert chunk_page("x" * 130, limit=60) == ["x" * 60, "x" * 60, "x" * 10]
     assert chunk_page("") == []
+
+
+async def test_a_plan_made_on_a_small_table_still_reads_only_the_scopes_asked_for() -> None:
+    """PostgreSQL keeps the plan of a prepared statement until an ANALYZE,
+    which autovacuum makes a minute or more after a table has grown. The plan
+    of a search's scope lookup, made while `memory_scopes` held a row, must
+    read the scopes it names when the table holds hundreds (before the fix:
+    every scope of the soul, filtered one by one)."""
+    with postgres_schema() as url:
+        db = Database(url)
+        await db.open()
+        try:
+            store = TraceStore(db)
+
+            def plan_now(conn: Conn) -> None:  # a generic plan, from the first call
+                assert isinstance(conn, PostgresConn)
+                conn.raw.prepare_threshold = 0
+                conn.execute("SET plan_cache_mode = force_generic_plan")
+
+            def fetched(conn: Conn) -> int:  # rows read through an index so far
+                conn.execute("SELECT pg_stat_force_next_flush()")
+                return int(
+                    conn.execute(
+                        "SELECT idx_tup_fetch FROM pg_stat_user_tables "
+                        "WHERE relid = 'memory_scopes'::regclass"
+                    ).fetchone()[0]
+                )
+
+            await db.run(plan_now)
+            await store.add([trace("hello there", ALICE)])
+            assert await found(store, [ALICE, BOB], "hello") == ["hello there"]
+            await store.add([trace(f"note {n}", f"user:telegram:{100 + n}") for n in range(300)])
+            before = await db.run(fetched)
+            assert await found(store, [ALICE, BOB], "hello") == ["hello there"]
+            assert await db.run(fetched) - before <= 4
+        finally:
+            await db.close()
