@@ -14,6 +14,8 @@ each (no rate limit applies). It measures, from the fake gateway's side:
 - CPU a turn, from the burst's first message to its last reply (Linux's /proc):
   the daemons', the fake model's, this process's (the fake gateway and REST
   API), and the rest of the machine's (PostgreSQL, the kernel, anything else);
+  and the cores each daemon kept busy on average (a Python process tops out
+  near 1.0; less means it waited, mostly on its database thread);
 - the connections the fake Discord was asked on (their client ports).
 
 The daemons, the database and the fakes share the machine, whose speed drifts
@@ -156,6 +158,7 @@ async def one_run(split: list[list[int]], args: argparse.Namespace, model: FakeP
         "p50_overhead_ms": round(latencies[len(latencies) // 2], 1),
         "p99_overhead_ms": round(latencies[int(0.99 * (len(latencies) - 1))], 1),
         "cpu_ms_per_turn": {k: round(v * 1000 / len(answered), 2) for k, v in cpu.items()},
+        "cores_per_daemon": round(cpu["daemons"] / wall / len(split), 2),
         "discord_connections": connections,
     }
 
