@@ -105,9 +105,8 @@ class Runtime:
             db = Database(store_target(config.data_dir, config.store.url))
             await db.open()
             stack.push_async_callback(db.close)
-            ledger = Ledger(
-                db, prices=config.model.prices, budget=config.budget, admins=config.admins
-            )
+            ledger = Ledger(db, prices=config.model.prices, budget=config.budget,
+                            admins=config.admins, instance=config.instance or "")  # fmt: skip
             model = ModelClient(config.model, ledger)
             stack.push_async_callback(model.close)
             store = TraceStore(db)

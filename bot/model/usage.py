@@ -170,13 +170,14 @@ VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)
 
 
 def _add_totals(budgets: int) -> str:
-    """A usage row and what it adds to the day's totals of `budgets` budgets
-    (`budget_totals`, a shared store's: bot/storage/postgres.py) as one
-    PostgreSQL statement: atomic, one round trip where a transaction takes four."""
-    values = ", ".join(["(?, ?, ?, ?)"] * budgets)
+    """A usage row and what it adds to this process's rows of the day's totals of
+    `budgets` budgets (`budget_totals`, a shared store's: bot/storage/postgres.py)
+    as one PostgreSQL statement: atomic, one round trip where a transaction takes four."""
+    values = ", ".join(["(?, ?, ?, ?, ?)"] * budgets)
     return (
-        f"WITH written AS ({_INSERT}) INSERT INTO budget_totals (day, kind, who, tokens) "
-        f"VALUES {values} ON CONFLICT (day, kind, who) "
+        f"WITH written AS ({_INSERT}) "
+        f"INSERT INTO budget_totals (day, kind, who, instance, tokens) "
+        f"VALUES {values} ON CONFLICT (day, kind, who, instance) "
         "DO UPDATE SET tokens = budget_totals.tokens + excluded.tokens"
     )
 
@@ -198,9 +199,10 @@ class Ledger:
     loaded from the table on the first check of a UTC day (so they survive a
     restart), then kept up to date by `record`. On a store processes share
     (PostgreSQL), `record` adds each call to its budgets' rows of
-    `budget_totals` in the transaction that records it, and `check` reads those
-    rows: every process counts against one total. `admins` (the config's
-    `admins:`) say whose DM turns count against an admin's budget.
+    `budget_totals` in the transaction that records it, rows of this process's
+    own (`instance`, the config's), and `check` sums every process's rows:
+    every process counts against one total. `admins` (the config's `admins:`)
+    say whose DM turns count against an admin's budget.
     """
 
     def __init__(
@@ -210,9 +212,11 @@ class Ledger:
         prices: Mapping[str, Price] = {},
         budget: BudgetConfig,
         admins: AdminsConfig | None = None,
+        instance: str = "",
         clock: Callable[[], float] = time.time,
     ) -> None:
         self._db = db
+        self._instance = instance
         self._prices = dict(prices)
         self._admins = admin_users(admins) if admins is not None else frozenset()
         self._limits: dict[BudgetKind, int | None] = {
@@ -260,7 +264,11 @@ class Ledger:
 
         def write(conn: Conn) -> None:
             if self._db.shared:
-                added = [value for kind, who in keys for value in (day, kind, who, usage.total)]
+                added = [
+                    value
+                    for kind, who in keys
+                    for value in (day, kind, who, self._instance, usage.total)
+                ]
                 conn.execute(_add_totals(len(keys)), (ts, day, *fields.values(), *added))
                 return
             conn.execute(_INSERT, (ts, day, *fields.values()))
@@ -325,9 +333,9 @@ class Ledger:
 
         def query(conn: Conn) -> dict[tuple[BudgetKind, str], int]:
             rows = conn.execute(
-                "SELECT kind, who, tokens FROM budget_totals WHERE day = ? AND ("
+                "SELECT kind, who, SUM(tokens) FROM budget_totals WHERE day = ? AND ("
                 + " OR ".join(["(kind = ? AND who = ?)"] * len(keys))
-                + ")",
+                + ") GROUP BY kind, who",
                 (day, *(value for key in keys for value in key)),
             )
             found = {(kind, who): int(tokens) for kind, who, tokens in rows}

@@ -43,7 +43,9 @@ DB_NAME = "soulbot.db"
 #    `/memory drop` can take a page back with the traces it was made of.
 # 4: the table sent_messages (the platform ids of the bot's replies, with their text), so
 #    a reply to one of them is known, and quoted, after a restart too.
-SCHEMA_VERSION = 4
+# 5: PostgreSQL's budget_totals keeps a row for each process (`instance`), so one
+#    process's call never waits on another's uncommitted total (SQLite: no change).
+SCHEMA_VERSION = 5
 
 SCHEMA = """
 CREATE TABLE IF NOT EXISTS usage (

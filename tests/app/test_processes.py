@@ -9,6 +9,8 @@ import asyncio
 import json
 from pathlib import Path
 
+import psycopg
+
 from tests.daemons import RunningDaemon, daemon_env
 from tests.engines import postgres_schema
 from tests.fakes.anthropic_fake import FakeAnthropic
@@ -60,7 +62,10 @@ async def test_two_processes_share_the_shards_of_one_bot(tmp_path: Path) -> None
             finally:
                 codes = [await d.stop() for d in daemons.values()]
             sent = list(fake.sent)
+        with psycopg.connect(store) as conn:  # each process adds to budget rows of its own
+            counted = {name for (name,) in conn.execute("SELECT instance FROM budget_totals")}
     assert codes == [0, 0]
+    assert counted == set(HALVES)
     # Both stopped: whatever they were going to send has been sent.
     assert sorted(s.content.splitlines()[-1].removeprefix("ann: ") for s in sent) == sorted(
         [f"hello shard {shard}" for shard in range(COUNT)] + ["hello in a dm"]

@@ -3,8 +3,10 @@ objects on one schema stand for two processes (two connections)."""
 
 from __future__ import annotations
 
+import asyncio
 from collections.abc import AsyncIterator
 
+import psycopg
 import pytest
 
 from bot.chat.access import Access
@@ -12,7 +14,7 @@ from bot.config.load import parse_config
 from bot.errors import BudgetExceeded
 from bot.model.client import Usage
 from bot.model.usage import Ledger
-from bot.storage.db import Database
+from bot.storage.db import SCHEMA_VERSION, Database
 from tests.chat.test_access import code_of, dm
 from tests.engines import postgres_schema
 from tests.model.test_usage import SONNET, Clock, budget, ctx
@@ -42,6 +44,28 @@ async def test_one_daily_budget_for_every_process(two: tuple[Database, Database]
     await here.check(ctx(user="telegram:43"), 100)  # another user's budget is untouched
 
 
+async def test_a_call_never_waits_on_the_total_another_process_has_not_committed(
+    two: tuple[Database, Database],
+) -> None:
+    """Each process adds to budget rows of its own, and a budget's total is
+    their sum: a call recorded while another process's transaction holds its
+    total uncommitted goes through at once. (With one row a budget it waited
+    for the other's commit and disk flush, its whole database thread stopped.)"""
+    first, second = two
+    clock = Clock()
+    here = Ledger(first, budget=budget(user=1_000), instance="a", clock=clock)
+    there = Ledger(second, budget=budget(user=1_000), instance="b", clock=clock)
+    await first.run(lambda conn: conn.execute("BEGIN"))
+    try:
+        await here.record(ctx(), SONNET, Usage(input_tokens=300))  # held until COMMIT
+        await asyncio.wait_for(there.record(ctx(), SONNET, Usage(input_tokens=200)), timeout=5)
+    finally:
+        await first.run(lambda conn: conn.execute("COMMIT"))
+    with pytest.raises(BudgetExceeded) as refused:
+        await there.check(ctx(), 600)  # 300 here + 200 there + 600 > 1,000
+    assert refused.value.used == 500
+
+
 async def test_an_approval_or_a_revocation_holds_in_every_process(
     two: tuple[Database, Database],
 ) -> None:
@@ -63,3 +87,36 @@ async def test_a_lock_is_held_by_one_process_at_a_time(two: tuple[Database, Data
     assert await there.try_lock("wiki\0lark\0user:test:bob")  # another wiki's is free
     await here.unlock("wiki\0lark\0user:test:ann")
     assert await there.try_lock("wiki\0lark\0user:test:ann")
+
+
+async def test_a_schema_4_store_keeps_the_totals_it_counted() -> None:
+    """Schema 4 kept one row a budget; opened by this soulbot, that row is the
+    total of a process named '' and still counts."""
+    with postgres_schema() as url:
+        database = Database(url)
+        await database.open()
+        await database.close()
+        with psycopg.connect(url, autocommit=True) as raw:  # back to schema 4's table
+            raw.execute("DROP TABLE budget_totals")
+            raw.execute(
+                "CREATE TABLE budget_totals (day TEXT NOT NULL, kind TEXT NOT NULL, "
+                "who TEXT NOT NULL, tokens BIGINT NOT NULL, PRIMARY KEY (day, kind, who))"
+            )
+            raw.execute(
+                "INSERT INTO budget_totals VALUES ('2025-03-10', 'user', 'telegram:42', 700)"
+            )
+            raw.execute("UPDATE soulbot_schema SET version = 4")
+        database = Database(url)
+        await database.open()
+        try:
+            ledger = Ledger(database, budget=budget(user=1_000), instance="a", clock=Clock())
+            await ledger.record(ctx(), SONNET, Usage(input_tokens=100))
+            with pytest.raises(BudgetExceeded) as refused:
+                await ledger.check(ctx(), 300)  # 700 + 100 + 300 > 1,000
+            assert refused.value.used == 800
+            version = await database.run(
+                lambda conn: conn.execute("SELECT version FROM soulbot_schema").fetchone()[0]
+            )
+            assert version == SCHEMA_VERSION
+        finally:
+            await database.close()
