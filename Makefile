@@ -9,7 +9,14 @@ VENV   := .venv
 BIN    := $(VENV)/bin
 CONFIG := $(if $(wildcard soulbot.yaml),soulbot.yaml,deploy/soulbot.example.yaml)
 
-.PHONY: run test lint bench fake clean
+# The lock: the exact versions, with their hashes, that the suite passed on, for every
+# Python from 3.11 to 3.13 (a universal resolution). run.txt holds what `make run` needs,
+# dev.txt that and the test tools. `make upgrade` refreshes them; nothing else does.
+LOCK_RUN := requirements/run.txt
+LOCK_DEV := requirements/dev.txt
+COMPILE   = $(BIN)/uv pip compile pyproject.toml --quiet --universal --python-version 3.11 --generate-hashes
+
+.PHONY: run test lint bench fake upgrade clean
 
 $(BIN)/python:
 	$(if $(PYTHON),,$(error soulbot needs Python 3.11, 3.12 or 3.13: install one, or set PYTHON=...))
@@ -17,13 +24,17 @@ $(BIN)/python:
 	@$(PYTHON) -m venv $(VENV)
 	$(BIN)/python -m pip install --quiet --upgrade pip
 
-# Stamps record which install is in the venv; they are redone when pyproject.toml changes.
-$(VENV)/.installed: pyproject.toml | $(BIN)/python
-	$(BIN)/python -m pip install --quiet -e .
+# Stamps record which install is in the venv; they are redone when the lock changes.
+# The locked versions come first, each checked against its hash, then soulbot itself
+# with nothing more: a dependency missing from the lock fails here, not later.
+$(VENV)/.installed: $(LOCK_RUN) pyproject.toml | $(BIN)/python
+	$(BIN)/python -m pip install --quiet --require-hashes --no-deps -r $(LOCK_RUN)
+	$(BIN)/python -m pip install --quiet --no-deps -e .
 	touch $@
 
-$(VENV)/.installed-dev: pyproject.toml | $(BIN)/python
-	$(BIN)/python -m pip install --quiet -e '.[dev]'
+$(VENV)/.installed-dev: $(LOCK_DEV) pyproject.toml | $(BIN)/python
+	$(BIN)/python -m pip install --quiet --require-hashes --no-deps -r $(LOCK_DEV)
+	$(BIN)/python -m pip install --quiet --no-deps -e .
 	touch $@ $(VENV)/.installed
 
 run: $(VENV)/.installed
@@ -58,6 +69,13 @@ bench: $(VENV)/.installed-dev
 # ANTHROPIC_BASE_URL=http://127.0.0.1:8765 ANTHROPIC_API_KEY=any make run
 fake: $(VENV)/.installed-dev
 	$(BIN)/python -m tests.fakes.anthropic_fake --port 8765 --demo
+
+# Refreshes the lock to the newest versions pyproject.toml allows, installs them and runs
+# the whole suite on them: commit requirements/ only when it passes.
+upgrade: $(VENV)/.installed-dev
+	$(COMPILE) --upgrade --extra dev -o $(LOCK_DEV)
+	$(COMPILE) --constraint $(LOCK_DEV) -o $(LOCK_RUN)
+	$(MAKE) test
 
 clean:
 	rm -rf $(VENV) .pytest_cache .mypy_cache .ruff_cache

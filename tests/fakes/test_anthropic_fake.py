@@ -360,7 +360,7 @@ async def test_five_breakpoints_is_a_400(fake: FakeAnthropic) -> None:
     fake.script_text("not consumed")
     with pytest.raises(anthropic.BadRequestError) as info:
         await ask(client(fake), system=system)
-    assert "maximum of 4" in info.value.message
+    assert "maximum of 4" in info.value.body["error"]["message"]  # type: ignore[index]
     ok = await ask(client(fake), system=system[:4])
     assert ok.content[0].text == "not consumed"  # type: ignore[union-attr]
 
@@ -819,7 +819,10 @@ async def test_more_than_100_images_is_a_400(fake: FakeAnthropic) -> None:
     ]
     with pytest.raises(anthropic.BadRequestError) as info:
         await ask(c, messages=many)
-    assert info.value.message.endswith("A maximum of 100 images may be provided. Found 101.'}}")
+    # The fake's own error body, as the SDK hands it over (not the SDK's wording of it).
+    assert info.value.status_code == 400
+    assert info.value.body["error"]["type"] == "invalid_request_error"  # type: ignore[index]
+    assert info.value.body["error"]["message"].endswith("Found 101.")  # type: ignore[index]
     msg = await ask(c, [image()] * 100)
     assert msg.content[0].text == "echo: [100 images]"  # type: ignore[union-attr]
 
