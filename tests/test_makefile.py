@@ -128,6 +128,7 @@ def test_make_run_passes_soulbot_yaml_else_the_example(tmp_path: Path) -> None:
     path = fake_path(tmp_path, ALL)
     (tmp_path / "work").mkdir()
     shutil.copy(REPO / "pyproject.toml", tmp_path / "work")
+    shutil.copytree(REPO / "requirements", tmp_path / "work" / "requirements")
 
     def run_line() -> str:
         result = make(tmp_path, path, "-n", "run")
