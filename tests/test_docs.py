@@ -136,9 +136,8 @@ def broken_links(page: Path, root: Path = REPO) -> list[str]:
             continue
         path, _, anchor = target.partition("#")
         file = (page.parent / path).resolve() if path else page
-        if not file.exists() or not file.is_relative_to(root):
-            broken.append(target)
-        elif anchor and file.suffix == ".md" and anchor not in anchors(file):
+        there = file.exists() and file.is_relative_to(root)
+        if not there or (anchor and file.suffix == ".md" and anchor not in anchors(file)):
             broken.append(target)
     return broken
 
@@ -154,10 +153,10 @@ def test_the_link_check_sees_a_missing_file_and_a_missing_heading(tmp_path: Path
     page = tmp_path / "page.md"
     page.write_text(
         "[ok](there.md) [ok](there.md#the-soulbot-command-at-last) [ok](#here)\n"
-        "[gone](DESIGN.md) [no heading](there.md#nowhere) [web](https://example.org/x)\n"
+        "[gone](DESIGN.md#s2) [no heading](there.md#nowhere) [web](https://example.org/x)\n"
         "`[code](not-a-link.md)`\n\n```\n[code](not-a-link.md)\n```\n\n## Here\n"
     )
-    assert broken_links(page, tmp_path) == ["DESIGN.md", "there.md#nowhere"]
+    assert broken_links(page, tmp_path) == ["DESIGN.md#s2", "there.md#nowhere"]
 
 
 def test_no_page_points_at_a_design_file_outside_the_repository() -> None:
