@@ -1,6 +1,6 @@
-"""The benchmarks that read a data set run on a fresh clone, which has none:
-a missing set is one line on stderr, and the sets that are there still print
-their JSON line."""
+"""The benchmarks that need a data set or a server run on a fresh clone, which
+has neither: what is missing is one line on stderr, and the data sets that are
+there still print their JSON line."""
 
 from __future__ import annotations
 
@@ -75,3 +75,12 @@ def test_the_months_bench_skips_a_missing_conversation(tmp_path: Path) -> None:
     assert done.stdout == ""
     [line] = done.stderr.splitlines()
     assert line.startswith(f"memory_months: skipped: no conversation at {tmp_path / '26.json'}")
+
+
+def test_the_scale_bench_skips_without_a_postgresql_server() -> None:
+    done = bench("bench/scale.py", "--store", "postgresql://nobody@127.0.0.1:1/none")
+
+    assert done.returncode == 0, done.stderr
+    assert done.stdout == ""
+    [line] = done.stderr.splitlines()
+    assert line.startswith("scale: skipped: no PostgreSQL to run on (")
