@@ -16,6 +16,9 @@ night's input depends on that day's talk), no page over its cap (daily logs are 
 lines each and not capped), the catalog under 1,000 tokens.
 
     python bench/memory_months.py [--data ../shared/data/locomo/26.json] [--days 90]
+
+Without the conversation file (the data sets are not shipped with soulbot) it
+prints one line saying so on stderr and exits 0.
 """
 
 from __future__ import annotations
@@ -143,6 +146,13 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--data", type=Path, default=DEFAULT_DATA)
     parser.add_argument("--days", type=int, default=90)
     args = parser.parse_args(argv)
+    if not args.data.is_file():
+        print(
+            f"memory_months: skipped: no conversation at {args.data} "
+            "(docs/performance.md says where to get the data sets; --data FILE for another)",
+            file=sys.stderr,
+        )
+        return 0
     conversation = turns(args.data)
     configure_logging("json", "warning")
     started = time.perf_counter()

@@ -187,25 +187,22 @@ def test_the_unit_passes_systemd_analyze_verify(tmp_path: Path) -> None:
     assert result.returncode == 0 and not ours, result.stderr
 
 
-# The README's walk-through, checked against the files it drives.
+# The deploying guide's walk-through (docs/deploying.md), checked against the files it drives.
 
 COMPOSE = yaml.safe_load((DEPLOY / "compose.yaml").read_text())
 SERVICE = COMPOSE["services"]["soulbot"]
 
 
 def deploying() -> str:
-    """The README's "## Deploying" section, up to the next heading."""
-    text = (ROOT / "README.md").read_text()
-    section = text.partition("\n## Deploying\n")[2]
-    assert section, 'README.md has no "## Deploying" section'
-    return re.split(r"^## ", section, flags=re.MULTILINE)[0]
+    """The deploying guide, docs/deploying.md."""
+    return (ROOT / "docs" / "deploying.md").read_text()
 
 
 def compose_steps() -> list[str]:
     """The set-up commands of the README's Docker Compose part that make files in the
     checkout (cp, mkdir, install), in order: inline `code` and code-block lines."""
-    part = deploying().partition("**Docker Compose**")[2].partition("**Anything else**")[0]
-    assert part, "the Deploying section has a **Docker Compose** part"
+    part = deploying().partition("\n## Docker Compose\n")[2].partition("\n## Anything else\n")[0]
+    assert part, "docs/deploying.md has a Docker Compose section"
     found = []
     for match in re.finditer(r"```[a-z]*\n(.*?)```|`([^`]+)`", part, flags=re.DOTALL):
         lines = match[1].splitlines() if match[1] is not None else [" ".join(match[2].split())]
@@ -413,12 +410,13 @@ def test_the_readme_walks_through_the_docker_tasks() -> None:
         "git pull",
     ):
         assert command in words, command
-    assert "## Backups and upgrades" in (ROOT / "README.md").read_text()
+    assert "## Backups and upgrades" in (ROOT / "docs" / "operations.md").read_text()
     # Numbered steps, in order, for each task.
     for task in ("My own soul", "My config", "See the logs", "Upgrade"):
         body = section.partition(f"*{task}")[2]
         assert body, f"the Docker part has a *{task}* task"
-        numbers = re.findall(r"^(\d+)\. ", body.split("\n*", 1)[0], flags=re.MULTILINE)
+        steps = re.split(r"\n[*#]", body, maxsplit=1)[0]  # to the next task or heading
+        numbers = re.findall(r"^(\d+)\. ", steps, flags=re.MULTILINE)
         assert numbers and numbers == [str(n) for n in range(1, len(numbers) + 1)], task
 
 

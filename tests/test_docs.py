@@ -1,8 +1,10 @@
 """The docs cannot drift: the configuration reference is the schema's, the
-example config has every key, and what the README names exists."""
+example config has every key, what the README and the pages of docs/ name
+exists, and every link between them leads somewhere."""
 
 from __future__ import annotations
 
+import importlib
 import re
 from pathlib import Path
 from typing import Any
@@ -16,7 +18,10 @@ from bot.config.reference import render_reference
 from bot.config.schema import Config
 
 REPO = Path(__file__).resolve().parents[1]
-README = (REPO / "README.md").read_text()
+# The README and the pages of docs/; configuration.md is the schema's own words.
+PAGES = [REPO / "README.md", *sorted((REPO / "docs").glob("*.md"))]
+NAMING = [page for page in PAGES if page.name != "configuration.md"]
+TEXT = "\n".join(page.read_text() for page in NAMING)
 
 
 def key_paths(model: type[BaseModel], prefix: str = "") -> set[str]:
@@ -60,21 +65,99 @@ def log_events() -> set[str]:
     }
 
 
-def test_every_config_key_and_log_event_the_readme_names_exists() -> None:
+def test_every_config_key_and_log_event_the_docs_name_exists() -> None:
     keys = key_paths(Config) | {p.rsplit(".", 1)[0] for p in key_paths(Config)}
     events = log_events()
-    named = set(re.findall(r"`([a-z_]+(?:\.[a-z_]+)+)`", README))
+    named = set(re.findall(r"`([a-z_]+(?:\.[a-z_]+)+)`", TEXT))
     assert len(named & keys) > 20 and len(named & events) > 20
-    files = (".md", ".py", ".json", ".db", ".yaml", ".toml", ".lock", ".pid")
+    files = (".md", ".py", ".json", ".db", ".yaml", ".toml", ".lock", ".pid", ".txt")
     others = {"applications.commands"}  # Discord's invite scope
-    assert sorted(n for n in named - keys - events - others if not n.endswith(files)) == []
+    unknown = (n for n in named - keys - events - others if not n.endswith(files))
+    assert sorted(n for n in unknown if not python_name(n)) == []
 
 
-def test_every_command_the_readme_names_exists() -> None:
-    named = set(re.findall(r"(?:`|bin/)soulbot ([a-z][a-z-]+)(?: ([a-z][a-z-]+))?", README))
+def python_name(name: str) -> bool:
+    """Whether `name` is a module, or an attribute of one: ours (`bot.types`; in
+    adapters/, `telegram_format.to_html`) or Python's (`asyncio.to_thread`)."""
+    for dotted in (name, f"adapters.{name}"):
+        parts = dotted.split(".")
+        for cut in range(len(parts), 0, -1):
+            try:
+                found: Any = importlib.import_module(".".join(parts[:cut]))
+            except ImportError:
+                continue
+            try:
+                for attribute in parts[cut:]:
+                    found = getattr(found, attribute)
+            except AttributeError:
+                break
+            return True
+    return False
+
+
+def test_every_command_the_docs_name_exists() -> None:
+    named = set(re.findall(r"(?:`|bin/)soulbot ([a-z][a-z-]+)(?: ([a-z][a-z-]+))?", TEXT))
     assert len(named) > 10
     for command, sub in named:
         found = main.commands.get(command)
-        assert found is not None, f"README names `soulbot {command}`"
+        assert found is not None, f"the docs name `soulbot {command}`"
         if isinstance(found, click.Group) and sub and not sub.startswith("--"):
-            assert sub in found.commands, f"README names `soulbot {command} {sub}`"
+            assert sub in found.commands, f"the docs name `soulbot {command} {sub}`"
+
+
+def unfenced(text: str) -> str:
+    """`text` without its fenced code blocks, where a `#` line is no heading."""
+    return re.sub(r"(?ms)^```.*?^```[^\n]*$", "", text)
+
+
+def prose(text: str) -> str:
+    """`text` without its code, fenced or inline, where a `[x](y)` is no link."""
+    return re.sub(r"`[^`\n]*`", "", unfenced(text))
+
+
+def anchors(page: Path) -> set[str]:
+    """The anchors GitHub gives the headings of `page`: lower case, punctuation
+    dropped, spaces as hyphens, `-1`, `-2` ... after a repeated one."""
+    seen: dict[str, int] = {}
+    out = set()
+    for heading in re.findall(r"(?m)^#{1,6} +(.+?) *#* *$", unfenced(page.read_text())):
+        slug = re.sub(r"[^\w\- ]", "", heading.replace("`", "").lower()).replace(" ", "-")
+        count = seen.get(slug, 0)
+        seen[slug] = count + 1
+        out.add(slug if count == 0 else f"{slug}-{count}")
+    return out
+
+
+def broken_links(page: Path, root: Path = REPO) -> list[str]:
+    """The relative links of `page` whose file (in `root`), or heading, is not there."""
+    broken = []
+    for target in re.findall(r"\]\(([^)\s]+)\)", prose(page.read_text())):
+        if re.match(r"[a-z]+:", target):  # https:, mailto:
+            continue
+        path, _, anchor = target.partition("#")
+        file = (page.parent / path).resolve() if path else page
+        there = file.exists() and file.is_relative_to(root)
+        if not there or (anchor and file.suffix == ".md" and anchor not in anchors(file)):
+            broken.append(target)
+    return broken
+
+
+def test_every_relative_link_in_the_docs_leads_somewhere() -> None:
+    assert len(PAGES) > 10
+    broken = {page.name: links for page in PAGES if (links := broken_links(page))}
+    assert broken == {}
+
+
+def test_the_link_check_sees_a_missing_file_and_a_missing_heading(tmp_path: Path) -> None:
+    (tmp_path / "there.md").write_text("# A page\n\n## The `soulbot` command: at last\n")
+    page = tmp_path / "page.md"
+    page.write_text(
+        "[ok](there.md) [ok](there.md#the-soulbot-command-at-last) [ok](#here)\n"
+        "[gone](DESIGN.md#s2) [no heading](there.md#nowhere) [web](https://example.org/x)\n"
+        "`[code](not-a-link.md)`\n\n```\n[code](not-a-link.md)\n```\n\n## Here\n"
+    )
+    assert broken_links(page, tmp_path) == ["DESIGN.md#s2", "there.md#nowhere"]
+
+
+def test_no_page_points_at_a_design_file_outside_the_repository() -> None:
+    assert [page.name for page in PAGES if "DESIGN" in page.read_text()] == []
