@@ -23,9 +23,10 @@ indicator: what reads it wants the replies, and a line drawn and erased there
 would be noise left in the file.
 
 A reply that says a turn failed carries why (`Outbound.cause`): the terminal's
-user is the operator (an admin), so the cause follows the reply in one line
-(`why: model unreachable: connection refused at http://...`), where a platform's
-chat shows the apology alone.
+user is the operator (an admin), so on a terminal the cause follows the reply in
+one line (`why: model unreachable: connection refused at http://...`), where a
+platform's chat shows the apology alone. Output that is no terminal gets the
+reply alone too (a program reads it; the log says why, `turn.failed`).
 
 While the daemon stops, a terminal shows one short line per step (it is a
 `ShutdownWatcher`): a stop that saves memory takes a while, and a silent one
@@ -398,7 +399,7 @@ class ConsoleAdapter:
         if message.attachment is not None:
             saved = await asyncio.to_thread(self._save, message.attachment)
             body = "\n".join([*([body] if body else []), f"(file saved: {saved})"])
-        if message.cause:
+        if message.cause and self._tty:
             body = "\n".join([*([body] if body else []), "why: " + " ".join(message.cause.split())])
         # The prompt (or the indicator) is on screen: write over it, then again.
         self._write(prefix + body.replace("\n", "\n" + " " * len(prefix)) + "\n")
