@@ -14,6 +14,20 @@ A reply's attachment (`/memory export`) is written to a new file in
 name never reused) and its path printed: a terminal cannot take a file, and
 data_dir is where soulbot keeps what is private.
 
+While a reply is pending, a terminal shows "Wren is thinking…" (the soul's
+name) on the prompt's line (`typing`): written whole, cut to the terminal's
+width so it never wraps, and erased when the reply or the failure comes, when
+the turn is cancelled (Ctrl-C, the end of input) and at close, so the terminal
+is left as it was found. Output that is no terminal (a pipe, a file) gets no
+indicator: what reads it wants the replies, and a line drawn and erased there
+would be noise left in the file.
+
+A reply that says a turn failed carries why (`Outbound.cause`): the terminal's
+user is the operator (an admin), so on a terminal the cause follows the reply in
+one line (`why: model unreachable: connection refused at http://...`), where a
+platform's chat shows the apology alone. Output that is no terminal gets the
+reply alone too (a program reads it; the log says why, `turn.failed`).
+
 While the daemon stops, a terminal shows one short line per step (it is a
 `ShutdownWatcher`): a stop that saves memory takes a while, and a silent one
 looks hung. Output that is no terminal (a pipe) gets replies only.
@@ -44,7 +58,7 @@ import re
 import sys
 import threading
 import uuid
-from collections.abc import Callable
+from collections.abc import AsyncIterator, Callable
 from contextlib import AbstractAsyncContextManager
 from pathlib import Path
 from typing import Any, TextIO
@@ -143,6 +157,27 @@ def _ansi(stream: TextIO) -> bool:
     return stream.isatty() and not os.environ.get("NO_COLOR") and os.environ.get("TERM") != "dumb"
 
 
+THINKING = "{name} is thinking{dots}"
+ERASE_LINE = "\x1b[2K\r"  # erase the whole line, then to its start
+
+
+def _dots(stream: TextIO) -> str:
+    """An ellipsis, or three dots where the stream's encoding has none."""
+    try:
+        "…".encode(getattr(stream, "encoding", None) or "utf-8")
+    except (LookupError, UnicodeEncodeError):
+        return "..."
+    return "…"
+
+
+def _width(stream: TextIO) -> int:
+    """The terminal's width in columns (80 when it cannot say)."""
+    try:
+        return os.get_terminal_size(stream.fileno()).columns or 80
+    except (OSError, ValueError):
+        return 80
+
+
 # What the terminal shows of the daemon's stop, by step (bot.types.ShutdownStep).
 STOPPING = "Stopping. Ctrl-C {keys} quits at once (your messages are kept)."
 FORCED = "Quitting now: your messages are kept, the rest waits for the next start."
@@ -201,8 +236,12 @@ class ConsoleAdapter:
         self._queue: asyncio.Queue[Inbound | None] = asyncio.Queue()
         self._pump_task: asyncio.Task[None] | None = None
         self._interactive = self._stdin.isatty() and self._stdout.isatty()
+        self._tty = self._stdout.isatty()
         self._ansi = _ansi(self._stdout)
         self._terminal: _Terminal | None = None
+        self._pending = 0  # turns whose reply is pending (`typing`)
+        self._drawn = ""  # the line drawn last without its newline (prompt, indicator)
+        self._closed = False
 
     def _prompt(self) -> str:
         return "you> " if self._interactive else ""
@@ -294,7 +333,53 @@ class ConsoleAdapter:
         return None
 
     def typing(self, chat: Inbound) -> AbstractAsyncContextManager[None]:
-        return contextlib.nullcontext()  # the reply follows the prompt line at once
+        """Show `THINKING` on a terminal while the context is open (see the
+        module docstring); nothing elsewhere. Never raises."""
+        return self._thinking()
+
+    @contextlib.asynccontextmanager
+    async def _thinking(self) -> AsyncIterator[None]:
+        self._pending += 1
+        with contextlib.suppress(OSError, ValueError):  # the terminal went away
+            self._write("")
+        try:
+            yield
+        finally:
+            self._pending -= 1
+            with contextlib.suppress(OSError, ValueError):
+                self._write("")
+
+    def _bottom(self) -> str:
+        """The last line, with no newline: the indicator while a reply is pending
+        (on a terminal), else the prompt while the reader waits for a line."""
+        if self._closed:
+            return ""
+        if self._tty and self._pending:
+            dots = _dots(self._stdout)
+            line = THINKING.format(name=self._soul_name, dots=dots)
+            width = _width(self._stdout) - 1  # the cursor stays on the line: no wrap
+            return line if len(line) <= width else line[: max(0, width - len(dots))] + dots
+        return self._prompt() if not self._stopped.is_set() else ""
+
+    def _erase(self) -> str:
+        """What takes the last drawn line off the screen (spaces over it where
+        the terminal takes no ANSI, `TERM=dumb`)."""
+        if not (self._drawn or self._interactive):  # the reader's prompt may be there
+            return ""
+        if os.environ.get("TERM") == "dumb":
+            return "\r" + " " * len(self._drawn) + "\r"
+        return ERASE_LINE
+
+    def _write(self, text: str) -> None:
+        """Write `text` (whole lines) above the last line, which is drawn again
+        (`_bottom`); on a terminal only, with no text, the last line alone.
+        Raises OSError when the terminal is gone."""
+        bottom = self._bottom() if self._tty else ""
+        if not text and bottom == self._drawn:
+            return
+        self._stdout.write(self._erase() + text + bottom)
+        self._stdout.flush()
+        self._drawn = bottom
 
     def notes(self) -> list[str]:
         return []
@@ -314,11 +399,10 @@ class ConsoleAdapter:
         if message.attachment is not None:
             saved = await asyncio.to_thread(self._save, message.attachment)
             body = "\n".join([*([body] if body else []), f"(file saved: {saved})"])
-        text = prefix + body.replace("\n", "\n" + " " * len(prefix)) + "\n"
-        if self._interactive:  # the reader's prompt is on screen: write over it, then again
-            text = "\r" + text + self._prompt()
-        self._stdout.write(text)
-        self._stdout.flush()
+        if message.cause and self._tty:
+            body = "\n".join([*([body] if body else []), "why: " + " ".join(message.cause.split())])
+        # The prompt (or the indicator) is on screen: write over it, then again.
+        self._write(prefix + body.replace("\n", "\n" + " " * len(prefix)) + "\n")
         return []
 
     def _save(self, file: Attachment) -> Path:
@@ -350,10 +434,14 @@ class ConsoleAdapter:
         if not self._interactive:
             return
         with contextlib.suppress(OSError, ValueError):  # the terminal went away
-            self._stdout.write("\r" + shutdown_line(step) + "\n")
-            self._stdout.flush()
+            self._write(shutdown_line(step) + "\n")
 
     async def close(self) -> None:
+        """Stop reading; the indicator, when drawn, is erased; the terminal is
+        given back as it was. Idempotent."""
         self._stopped.set()
+        self._closed = True
+        with contextlib.suppress(OSError, ValueError):  # the terminal went away
+            self._write("")
         if self._terminal is not None:
             self._terminal.restore()

@@ -78,11 +78,14 @@ class BudgetExceeded(SoulbotError):
 class ModelError(SoulbotError):
     """A model call failed after the SDK's own retries. `error_class` names
     the SDK error. Raised as one of its two subclasses, which say whether
-    another try can help."""
+    another try can help. `cause` is the failure in one line for an operator
+    (`model unreachable: connection refused at http://...`), never a secret;
+    by default the message."""
 
-    def __init__(self, error_class: str, message: str) -> None:
+    def __init__(self, error_class: str, message: str, cause: str = "") -> None:
         super().__init__(f"{error_class}: {message}")
         self.error_class = error_class
+        self.cause = cause or f"model error: {error_class}: {message}"
 
 
 class ModelUnavailable(ModelError):

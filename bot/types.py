@@ -146,7 +146,11 @@ class Outbound:
     """One reply for a chat; `reply_to` is the platform message id it answers.
     With an `attachment` the text may be empty: the file goes after the text
     (Telegram: a document; Discord: on the last chunk; the terminal: a file
-    saved under data_dir, its path printed)."""
+    saved under data_dir, its path printed). When the text says a turn failed
+    (an apology), `cause` says why in one line for an operator, never a secret
+    (`model unreachable: connection refused at http://...`): only an adapter
+    whose reader is the operator shows it (the terminal chat); the platforms'
+    chats show the text alone."""
 
     platform: str
     chat_id: str
@@ -154,6 +158,7 @@ class Outbound:
     thread_id: str | None = None
     reply_to: str | None = None
     attachment: Attachment | None = None
+    cause: str | None = None
 
 
 @dataclass(frozen=True)

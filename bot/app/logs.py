@@ -18,6 +18,13 @@ The same lines of another platform's chats stay, and so does every other line,
 with an exception in one field (`error='CompileFailed: ...'`), not a traceback;
 `soulbot chat 2>chat.log` (or `--log-format json`) keeps them all, whole.
 
+While the terminal chat runs on a terminal the log lines would go to too,
+they go to a file instead (`away_from_the_chat`: data_dir/logs/soulbot.log,
+JSON lines at the configured level, none dropped), and one line on the terminal
+says where: a log line printed between the prompt and the replies is read as
+part of the conversation, and one printed at the quit looks like a crash. A log
+that goes elsewhere already (`2>chat.log`, a pipe, journald) stays there.
+
 `observing(processor)` has a processor see every event while it is open (the
 daemon's metrics, bot/app/metrics.py): at every level, before the level filter,
 before the bound context is merged (`_observe`, at the head of the chain).
@@ -33,11 +40,13 @@ from __future__ import annotations
 
 import contextlib
 import logging
+import os
 import re
 import string
 import sys
 from collections.abc import Callable, Iterable, Iterator, MutableMapping
-from typing import Any, Literal, TextIO
+from pathlib import Path
+from typing import Any, Literal, TextIO, cast
 
 import structlog
 
@@ -231,6 +240,66 @@ def configure_logging(
         wrapper_class=structlog.stdlib.BoundLogger,
         cache_logger_on_first_use=False,
     )
+
+
+LOG_FILE_NOTE = "The log goes to {path} while the chat runs (tail -f it to follow)."
+
+
+def _terminal_stream() -> TextIO | None:
+    """The terminal the root logger's lines go to, if any."""
+    for handler in logging.getLogger().handlers:
+        stream = getattr(handler, "stream", None)
+        with contextlib.suppress(OSError, ValueError):  # a closed stream
+            if stream is not None and stream.isatty():
+                return cast(TextIO, stream)
+    return None
+
+
+def _open_log(path: Path) -> TextIO:
+    """`path` opened to append, line by line: a new file is 0600 in a 0700
+    folder (log lines name people and chats). Raises OSError."""
+    path.parent.mkdir(mode=0o700, parents=True, exist_ok=True)
+    flags = os.O_WRONLY | os.O_CREAT | os.O_APPEND | os.O_NOFOLLOW | os.O_CLOEXEC
+    fd = os.open(path, flags, 0o600)
+    return os.fdopen(fd, "a", encoding="utf-8", buffering=1)
+
+
+@contextlib.contextmanager
+def away_from_the_chat(path: Path, level: str, secrets: Iterable[str]) -> Iterator[Path | None]:
+    """While the context is open (the terminal chat runs), log lines that go to a
+    terminal go to `path` instead: appended JSON lines at `level`, every line kept
+    (a failed turn's too), secrets redacted as everywhere; one line on the
+    terminal says where (LOG_FILE_NOTE). Yields the file's absolute path, or None
+    when the lines go to no terminal (they are left where they go) or the file
+    cannot be opened (one warning says why; they stay on the terminal). The
+    set-up before is put back at exit. Does not touch the chat's own output."""
+    root = logging.getLogger()
+    terminal = _terminal_stream()
+    if terminal is None:
+        yield None
+        return
+    try:
+        stream = _open_log(path)
+    except OSError as exc:
+        structlog.get_logger(__name__).warning("logs.file_failed", path=str(path), error=str(exc))
+        yield None
+        return
+    handlers, root_level, saved = list(root.handlers), root.level, structlog.get_config()
+    chatty = {name: logging.getLogger(name).level for name in _CHATTY}
+    where = path.absolute()
+    try:
+        with contextlib.suppress(OSError, ValueError):  # the terminal went away
+            terminal.write(LOG_FILE_NOTE.format(path=where) + "\n")
+            terminal.flush()
+        configure_logging("json", level, secrets, stream)
+        yield where
+    finally:
+        root.handlers[:] = handlers
+        root.setLevel(root_level)
+        for name, old in chatty.items():
+            logging.getLogger(name).setLevel(old)
+        structlog.configure(**saved)
+        stream.close()
 
 
 @contextlib.contextmanager

@@ -14,13 +14,14 @@ from dataclasses import dataclass, field
 import structlog
 
 from adapters.base import Adapter
+from bot.app.logs import away_from_the_chat
 from bot.chat.access import Access
 from bot.chat.commands import Commands
 from bot.chat.context import ChannelContext
 from bot.chat.history import HistoryStore
 from bot.chat.limits import RateLimit
 from bot.chat.reflect import Reflector
-from bot.chat.router import Router
+from bot.chat.router import CONSOLE, Router
 from bot.chat.sessions import SessionManager, SessionParts
 from bot.chat.turn import Agent
 from bot.config.schema import Config
@@ -38,6 +39,7 @@ log = structlog.get_logger(__name__)
 
 FULL_GC_THRESHOLD = 100  # CPython's default is 10
 MEDIA_FOLDER = "media"  # under data_dir: the images `media.keep` keeps
+LOG_FILE = "logs/soulbot.log"  # under data_dir: the log while the terminal chat runs
 
 
 def pick_default_soul(config: Config, registry: SoulRegistry) -> str:
@@ -102,6 +104,9 @@ class Runtime:
         failure is closed again. Raises SoulbotError."""
         default_soul = pick_default_soul(config, registry)
         async with AsyncExitStack() as stack:
+            if any(adapter.name == CONSOLE for adapter in adapters):  # the chat owns the terminal
+                stack.enter_context(away_from_the_chat(config.data_dir / LOG_FILE, config.log_level,
+                                                       config.secrets()))  # fmt: skip
             db = Database(store_target(config.data_dir, config.store.url))
             await db.open()
             stack.push_async_callback(db.close)

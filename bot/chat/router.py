@@ -43,7 +43,7 @@ from bot import prompts
 from bot.chat.access import Access
 from bot.chat.commands import Commands
 from bot.chat.media import Pictured, download, placeholder, refusal
-from bot.chat.sessions import Send, SessionManager, reply_to, send_safely
+from bot.chat.sessions import Send, SessionManager, internal_cause, reply_to, send_safely
 from bot.config.schema import Binding, Config, GroupRule
 from bot.errors import InvalidKeyError
 from bot.types import Inbound, Quote, Route, Scope, SessionKey
@@ -270,7 +270,8 @@ class Router:
         except Exception as exc:  # the dispatch boundary: one line, the loop lives on
             log.exception("router.failed", platform=inbound.platform, error=str(exc))
             if inbound.is_dm or inbound.mentions_bot or inbound.reply_to_bot:
-                await send_safely(self._send, reply_to(inbound, prompts.APOLOGY))
+                cause = internal_cause(exc, "the router")
+                await send_safely(self._send, reply_to(inbound, prompts.APOLOGY, cause))
 
     async def _resolve_reply(self, inbound: Inbound) -> Inbound:
         """`inbound`, with the quote of the bot's own message it replies to when

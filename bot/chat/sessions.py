@@ -58,10 +58,17 @@ Typing = Callable[[Inbound], AbstractAsyncContextManager[None]]
 Stream = Callable[[Outbound], ReplyStream | None]
 
 
-def reply_to(inbound: Inbound, text: str) -> Outbound:
-    """A reply in the chat (and thread) of `inbound`, quoting it."""
+def reply_to(inbound: Inbound, text: str, cause: str | None = None) -> Outbound:
+    """A reply in the chat (and thread) of `inbound`, quoting it; `cause`: why
+    the turn failed, when `text` is the apology for it (`Outbound.cause`)."""
     return Outbound(inbound.platform, inbound.chat_id, text, inbound.thread_id,
-                    inbound.message_id or None)  # fmt: skip
+                    inbound.message_id or None, cause=cause)  # fmt: skip
+
+
+def internal_cause(exc: BaseException, where: str) -> str:
+    """The cause of a failure of our own (a bug) for an operator: its class
+    only (its text may quote anything); the log has the traceback."""
+    return f"internal error in {where}: {type(exc).__name__} (the log has the traceback)"
 
 
 async def send_safely(send: Send, message: Outbound) -> list[str]:
@@ -108,7 +115,8 @@ async def _finish_safely(stream: ReplyStream, message: Outbound) -> list[str]:
 class _Turn:
     """One turn's messages and what goes with them: the message it replies
     to, when it started, the group's unaddressed lines, the images by entry
-    (emptied once their rows have their lasting text), the reply's stream."""
+    (emptied once their rows have their lasting text), the reply's stream,
+    and the cause of its failure."""
 
     new: list[Entry]
     target: Inbound
@@ -116,6 +124,8 @@ class _Turn:
     context: list[str]
     pictured: dict[int, Pictured]
     stream: ReplyStream | None
+    cause: str | None = None
+    """Why the turn failed, when it did (`Outbound.cause`)."""
 
     def on_text(self) -> Callable[[str], Awaitable[None]] | None:
         """What the model's stream is told: the answer so far, shown without
@@ -267,9 +277,10 @@ class Session:
             with bound_contextvars(soul=self.route.soul, session=self.route.session):
                 try:
                     await self._turn(new, target)
-                except Exception:  # the dispatch boundary: log, answer, never kill the loop
+                except Exception as exc:  # the dispatch boundary: log, answer, never kill the loop
                     log.exception("session.error")
-                    await send_safely(self._parts.send, reply_to(target, prompts.APOLOGY))
+                    cause = internal_cause(exc, "the session")
+                    await send_safely(self._parts.send, reply_to(target, prompts.APOLOGY, cause))
                 try:
                     await self._compact()
                 except Exception as exc:  # the answer is out; the history waits for the next try
@@ -299,10 +310,11 @@ class Session:
             text, stored = await self._answer(route, generation, history, turn)
         for entry in new:
             self._received.pop(entry.id, None)
+        reply = reply_to(target, text, turn.cause)
         if turn.stream is None:
-            ids = await send_safely(self._parts.send, reply_to(target, text))
+            ids = await send_safely(self._parts.send, reply)
         else:
-            ids = await _finish_safely(turn.stream, reply_to(target, text))
+            ids = await _finish_safely(turn.stream, reply)
         if ids and stored:
             try:
                 await self._parts.store.record_sent(route.session, ids, stored)
@@ -364,18 +376,18 @@ class Session:
                     turn.context, images,
                 )  # fmt: skip
                 reply = await self._parts.agent.turn(route, prompt, turn.on_text())
-        except BudgetExceeded:
-            text = prompts.DAILY_LIMIT
+        except BudgetExceeded as exc:
+            text, turn.cause = prompts.DAILY_LIMIT, str(exc)
         except ModelRejected as exc:
             # Our request is at fault, not the service: an operator must look.
             log.error("turn.failed", error_class=exc.error_class, error=str(exc))
-            text = prompts.MODEL_REJECTED
+            text, turn.cause = prompts.MODEL_REJECTED, exc.cause
         except ModelError as exc:
             log.warning("turn.failed", error_class=exc.error_class, error=str(exc))
-            text = prompts.APOLOGY
+            text, turn.cause = prompts.APOLOGY, exc.cause
         except Exception as exc:
             log.exception("turn.failed", error_class=type(exc).__name__)
-            text = prompts.APOLOGY
+            text, turn.cause = prompts.APOLOGY, internal_cause(exc, "the turn")
         else:
             self._breakpoint, self._soul = prompt.breakpoint_id, prompt.soul
             seen, text = split_seen(reply.text) if turn.pictured else (None, reply.text)

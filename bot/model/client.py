@@ -29,6 +29,7 @@ import structlog
 
 from bot.config.schema import ModelConfig
 from bot.errors import ModelError, ModelRejected, ModelUnavailable
+from bot.model.cause import failure_cause
 from bot.model.usage import CallContext, Ledger, Usage
 from bot.types import Tool
 
@@ -199,11 +200,17 @@ class ModelClient:
                 else:
                     message = await _streamed(client, request, on_text)
             except anthropic.APIError as exc:
-                raise _translate(exc) from exc
+                raise _translate(exc, self._cause(exc, client)) from exc
             finally:
                 timing[0] += started - queued
                 timing[1] += time.perf_counter() - started
         return message
+
+    def _cause(self, exc: anthropic.APIError, client: anthropic.AsyncAnthropic) -> str:
+        """`exc` in one line for an operator (`failure_cause`), the API key never in it."""
+        cause = failure_cause(exc, str(client.base_url), self._config.timeout_s)
+        key = self._config.api_key.get_secret_value().strip()
+        return cause.replace(key, "[redacted]") if len(key) >= 8 else cause
 
     async def use_tool(
         self,
@@ -338,14 +345,14 @@ async def _run_tool(tools: dict[str, Tool], call: Any) -> dict[str, Any]:
         return {**result, "content": f"{type(exc).__name__}: {exc}", "is_error": True}
 
 
-def _translate(exc: anthropic.APIError) -> ModelError:
+def _translate(exc: anthropic.APIError, cause: str) -> ModelError:
     """The SDK's error as ours: ModelRejected for a 4xx our request caused
     (another try gets the same answer), ModelUnavailable for the rest
-    (timeouts, lost connections, 429, 5xx, 529)."""
+    (timeouts, lost connections, 429, 5xx, 529); `cause` for the operator."""
     status = exc.status_code if isinstance(exc, anthropic.APIStatusError) else None
     rejected = status is not None and 400 <= status < 500 and status != 429
     kind = ModelRejected if rejected else ModelUnavailable
-    return kind(type(exc).__name__, _describe(exc))
+    return kind(type(exc).__name__, _describe(exc), cause)
 
 
 def _describe(exc: anthropic.APIError) -> str:

@@ -3,14 +3,19 @@ a pty (its controlling terminal, so Ctrl-C is the terminal's own SIGINT), agains
 the fake model process. Line editing (readline) turns echo off while it reads;
 however the chat ends, the terminal must be as it was before. While it stops, the
 terminal shows one line per step, and a Ctrl-C then quits at once. A failed turn
-shows once, as its reply. Replies' Markdown is rendered for the terminal (`render`,
-and the adapter on a stream that is or is not a terminal)."""
+shows once, as its reply, with its cause in one line (the terminal's user is the
+operator); no log line is printed into the chat (the log goes to a file while it
+runs). While a reply is pending, "Wren is thinking…" shows, and however the wait
+ends it is erased. Replies' Markdown is rendered for the terminal (`render`, and the
+adapter on a stream that is or is not a terminal)."""
 
 from __future__ import annotations
 
 import fcntl
 import io
+import json
 import os
+import re
 import select
 import socket
 import subprocess
@@ -22,13 +27,14 @@ from pathlib import Path
 
 import pytest
 
-from adapters.console_adapter import BOLD, NORMAL, ConsoleAdapter, render
+from adapters.console_adapter import BOLD, ERASE_LINE, NORMAL, ConsoleAdapter, render
 from bot.prompts import APOLOGY
-from bot.types import Outbound
+from bot.types import Inbound, Outbound
 from tests.fakes.process import FakeProcess
 from tests.kit import example_souls
 
 pytestmark = pytest.mark.skipif(sys.platform == "win32", reason="a POSIX terminal")
+WHERE = "(model.base_url / ANTHROPIC_BASE_URL)"
 
 
 @pytest.fixture(scope="module")
@@ -41,9 +47,9 @@ class Terminal:
     """A pty whose slave end is `soulbot chat`'s stdin, stdout, stderr and
     controlling terminal; the test types on the master end."""
 
-    def __init__(self, cwd: Path, fake_url: str) -> None:
+    def __init__(self, cwd: Path, fake_url: str, config: str = "") -> None:
         example_souls(cwd)
-        (cwd / "soulbot.yaml").write_text("default_soul: wren\nmodel: {max_retries: 0}\n")
+        (cwd / "soulbot.yaml").write_text("default_soul: wren\nmodel: {max_retries: 0}\n" + config)
         self.master, self.slave = os.openpty()
         self.before = termios.tcgetattr(self.slave)
         env = {k: v for k, v in os.environ.items()
@@ -90,6 +96,33 @@ class Terminal:
             self.proc.wait()
         os.close(self.master)
         os.close(self.slave)
+
+
+def final_lines(screen: bytes) -> list[str]:
+    """The terminal's lines as `screen` leaves them: a carriage return goes back
+    to the line's start, an erase blanks the line (or its end); other escapes
+    (bold, readline's modes) change no text."""
+    lines = []
+    for raw in screen.decode(errors="replace").split("\n"):
+        line, col = "", 0
+        for token in re.split(r"(\x1b\[[0-9;?]*[A-Za-z]|\r)", raw):
+            if token == "\r":
+                col = 0
+            elif token == "\x1b[2K":
+                line = " " * col
+            elif token == "\x1b[K":
+                line = line[:col]
+            elif not token.startswith("\x1b"):
+                line = line[:col].ljust(col) + token + line[col + len(token) :]
+                col += len(token)
+        lines.append(line.rstrip())
+    return lines
+
+
+def log_lines(screen: bytes) -> list[str]:
+    """The lines of `screen` that are log lines (console or JSON format)."""
+    log_line = re.compile(r'\d{4}-\d\d-\d\dT\d\d:\d\d|\[(debug|info|warning|error)\s*\]|"event"')
+    return [line for line in final_lines(screen) if log_line.search(line)]
 
 
 def chat_once(terminal: Terminal) -> None:
@@ -165,25 +198,80 @@ def test_a_second_ctrl_c_during_the_stop_quits_at_once(tmp_path: Path, fake: Fak
 
 
 @pytest.mark.timeout(40)
-def test_a_failed_turn_shows_once_as_its_reply(tmp_path: Path) -> None:
-    """The model unreachable: the apology is the one line about it; the log line
-    of the failure is not printed into the chat too."""
+def test_a_failed_turn_shows_once_as_its_reply_with_its_cause(tmp_path: Path) -> None:
+    """The model unreachable: the apology, and the cause under it in one line for
+    the operator; no log line in the chat (not the failure's, not the failed
+    memory save's at the quit): they are in the log file, which one line names."""
     with socket.socket() as sock:  # a port nothing listens on
         sock.bind(("127.0.0.1", 0))
         closed = f"http://127.0.0.1:{sock.getsockname()[1]}"
     terminal = Terminal(tmp_path, closed)
+    log_file = tmp_path / "data" / "logs" / "soulbot.log"
     try:
+        terminal.read_until(f"The log goes to {log_file} while the chat runs".encode())
         terminal.read_until(b"you> ")
         terminal.type(b"hello\r")
-        terminal.read_until(f"Wren> {APOLOGY}".encode())
+        terminal.read_until(f"Wren> {APOLOGY}\r\n".encode())
+        cause = f"model unreachable: connection refused at {closed} {WHERE}"
+        terminal.read_until(f"      why: {cause}\r\n".encode())
         terminal.type(b"/quit\r")
         terminal.read_until(b"Stopped.")
         assert terminal.wait() == 0
     finally:
         terminal.close()
     assert terminal.screen.count(APOLOGY.encode()) == 1
+    assert terminal.screen.count(b"The log goes to") == 1
+    assert log_lines(terminal.screen) == []
     assert b"turn.failed" not in terminal.screen
-    assert b"Traceback" not in terminal.screen  # what the stop could not save: one line each
+    assert b"Traceback" not in terminal.screen
+    logged = [json.loads(line) for line in log_file.read_text().splitlines()]
+    assert {"turn.failed", "wiki.compile_failed"} <= {line["event"] for line in logged}
+
+
+THINKING = "Wren is thinking…".encode()
+
+
+@pytest.mark.timeout(40)
+def test_a_pending_reply_shows_who_is_thinking_until_it_comes(
+    tmp_path: Path, fake: FakeProcess
+) -> None:
+    terminal = Terminal(tmp_path, fake.url)
+    try:
+        terminal.read_until(b"you> ")
+        terminal.type(b"hello\r")
+        terminal.read_until(ERASE_LINE.encode() + THINKING)
+        terminal.read_until(ERASE_LINE.encode())  # erased before the reply is written
+        terminal.read_until(b"Wren> ")
+        terminal.read_until(b"you> ")
+        terminal.type(b"/quit\r")
+        assert terminal.wait() == 0
+    finally:
+        terminal.close()
+    assert not [line for line in final_lines(terminal.screen) if "thinking" in line]
+    assert log_lines(terminal.screen) == []
+
+
+@pytest.mark.timeout(40)
+@pytest.mark.parametrize("keys", [b"\x03", b"\x04"], ids=["ctrl-c", "ctrl-d"])
+def test_a_pending_reply_cut_short_leaves_no_indicator(
+    tmp_path: Path, fake: FakeProcess, keys: bytes
+) -> None:
+    """The stop cancels the turn that waits on a hung model: the indicator is
+    erased, and the terminal is as it was."""
+    terminal = Terminal(tmp_path, fake.url, "memory: {compile: {shutdown_wait_s: 0.2}}\n")
+    try:
+        terminal.read_until(b"you> ")
+        fake.script({"kind": "hang", "seconds": 30})
+        terminal.type(b"hello\r")
+        terminal.read_until(THINKING)
+        terminal.type(keys)
+        terminal.read_until(b"Stopped.")
+        assert terminal.wait() == 0
+        after = termios.tcgetattr(terminal.slave)
+    finally:
+        terminal.close()
+    assert after == terminal.before
+    assert not [line for line in final_lines(terminal.screen) if "thinking" in line]
 
 
 @pytest.mark.timeout(40)
@@ -238,6 +326,28 @@ def test_render(markdown: str, ansi: bool, shown: str) -> None:
 class _Tty(io.StringIO):
     def isatty(self) -> bool:
         return True
+
+
+@pytest.mark.parametrize("stdout", [_Tty, io.StringIO], ids=["terminal", "pipe"])
+async def test_the_indicator_is_drawn_and_erased_on_a_terminal_only(
+    monkeypatch: pytest.MonkeyPatch, stdout: type[io.StringIO]
+) -> None:
+    """On a pipe, the reply only: no line drawn and erased in a file, no cause
+    (a program reads it; the log has the failure)."""
+    monkeypatch.setenv("TERM", "xterm")
+    out = stdout()
+    console = ConsoleAdapter("Wren", stdin=io.StringIO(), stdout=out)
+    chat = Inbound("console", "me", "me", "me", "hello", is_dm=True)
+    async with console.typing(chat):
+        drawn = out.getvalue()
+    await console.send(Outbound("console", "me", APOLOGY, cause="model unreachable: x"))
+    reply = f"Wren> {APOLOGY}\n      why: model unreachable: x\n"
+    if stdout is _Tty:
+        assert drawn == "Wren is thinking…"  # nothing was on the line: no erase first
+        assert out.getvalue() == drawn + ERASE_LINE + reply
+    else:
+        assert drawn == ""
+        assert out.getvalue() == f"Wren> {APOLOGY}\n"
 
 
 @pytest.mark.parametrize(

@@ -8,6 +8,7 @@ import logging
 import warnings
 from collections.abc import Iterator
 from datetime import datetime, timedelta
+from pathlib import Path
 from typing import Any
 from urllib.parse import quote
 
@@ -15,7 +16,13 @@ import pytest
 import structlog
 from _pytest.logging import LogCaptureHandler
 
-from bot.app.logs import REDACTED, configure_logging, default_format
+from bot.app.logs import (
+    LOG_FILE_NOTE,
+    REDACTED,
+    away_from_the_chat,
+    configure_logging,
+    default_format,
+)
 from bot.config.load import parse_config
 
 SECRET = "123456789:AAH-telegram-SECRET-token-xyz"
@@ -342,3 +349,54 @@ def test_default_format_is_json_for_a_non_tty_stream() -> None:
 
 def test_default_format_is_console_for_a_terminal() -> None:
     assert default_format(_Terminal()) == "console"
+
+
+class _Terminal(io.StringIO):
+    def isatty(self) -> bool:
+        return True
+
+
+def test_while_the_chat_runs_the_log_goes_to_a_file(tmp_path: Path) -> None:
+    """Not into the terminal the chat is on: to the file, JSON lines at the level
+    given, every line (a failed turn's of the console too), redacted; one line on
+    the terminal says where; the set-up before comes back at the end."""
+    terminal = _Terminal()
+    configure_logging("console", "warning", (), terminal, chat=True)
+    path = tmp_path / "data" / "logs" / "soulbot.log"
+    log = structlog.get_logger("t")
+    with away_from_the_chat(path, "info", (API_KEY,)) as where:
+        log.info("turn.started", session="console:me")
+        log.warning("turn.failed", session="console:me", error=f"refused for {API_KEY}")
+        logging.getLogger("lib").error("a library's line")
+    log.error("after.chat")
+    assert where == path.absolute()
+    assert terminal.getvalue().splitlines()[0] == LOG_FILE_NOTE.format(path=where)
+    assert "after.chat" in terminal.getvalue()  # the terminal's again
+    assert "turn." not in terminal.getvalue()
+    lines = [json.loads(line) for line in path.read_text().splitlines()]
+    assert [line["event"] for line in lines] == ["turn.started", "turn.failed", "a library's line"]
+    assert lines[1]["error"] == f"refused for {REDACTED}"
+    assert path.stat().st_mode & 0o777 == 0o600
+    assert path.parent.stat().st_mode & 0o777 == 0o700
+
+
+def test_a_log_that_goes_to_no_terminal_stays_where_it_goes(tmp_path: Path) -> None:
+    """`2>chat.log`, a pipe, journald: the operator chose; no file, no note."""
+    stream = setup("json", "info")
+    path = tmp_path / "logs" / "soulbot.log"
+    with away_from_the_chat(path, "info", ()) as where:
+        structlog.get_logger("t").info("turn.started")
+    assert where is None
+    assert not path.exists()
+    assert [line["event"] for line in json_lines(stream)] == ["turn.started"]
+
+
+def test_a_log_file_that_cannot_be_opened_leaves_the_log_on_the_terminal(tmp_path: Path) -> None:
+    terminal = _Terminal()
+    configure_logging("console", "warning", (), terminal, chat=True)
+    (tmp_path / "logs").write_text("a file where the folder must be")
+    with away_from_the_chat(tmp_path / "logs" / "soulbot.log", "info", ()) as where:
+        structlog.get_logger("t").error("still.here")
+    assert where is None
+    assert "logs.file_failed" in terminal.getvalue()
+    assert "still.here" in terminal.getvalue()

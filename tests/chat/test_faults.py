@@ -92,6 +92,9 @@ async def test_the_router_answers_a_message_it_fails_on(tmp_path: Path) -> None:
             await platform.say("hello", user="bad:id")  # no session key can hold a ':'
             [reply] = await platform.replies(1)
     assert reply.text == prompts.APOLOGY
+    assert reply.cause == (
+        "internal error in the router: InvalidKeyError (the log has the traceback)"
+    )
     assert [e["event"] for e in logs if e["log_level"] == "error"] == ["router.failed"]
 
 

@@ -75,6 +75,9 @@ async def test_sessions_run_in_parallel_and_in_order(tmp_path: Path) -> None:
     assert len(fake.requests) == len(platform.sent) <= 15
 
 
+WHERE = "(model.base_url / ANTHROPIC_BASE_URL)"
+
+
 async def test_a_failed_call_keeps_the_message(tmp_path: Path) -> None:
     async with FakeAnthropic() as fake, running(make_config(tmp_path, fake.url)) as (_, platform):
         fake.script_error(529)
@@ -84,6 +87,9 @@ async def test_a_failed_call_keeps_the_message(tmp_path: Path) -> None:
         await platform.say("did you get that?")
         replies = await platform.replies(2)
     assert apology.text == prompts.APOLOGY
+    # Its cause travels with it, for the adapter whose reader is the operator.
+    assert apology.cause == f"model overloaded (HTTP 529) at {fake.url} {WHERE}"
+    assert replies[1].cause is None
     failed = [e for e in logs if e["event"] == "turn.failed"]
     assert len(failed) == 1 and failed[0]["error_class"] == "OverloadedError"
     assert user_texts(fake.requests[1])[0] == "remember the blue door"
@@ -97,6 +103,7 @@ async def test_a_refused_request_is_not_answered_try_again(tmp_path: Path) -> No
             await platform.say("a question the API refuses")
             [reply] = await platform.replies(1)
     assert reply.text == prompts.MODEL_REJECTED
+    assert reply.cause == "model refused the request (HTTP 400): prompt is too long"
     assert "try again" not in reply.text
     failed = [e for e in logs if e["event"] == "turn.failed"]
     assert len(failed) == 1 and failed[0]["error_class"] == "BadRequestError"
@@ -110,6 +117,7 @@ async def test_the_daily_limit_refuses_without_calling(tmp_path: Path) -> None:
             await platform.say("hi")
             [reply] = await platform.replies(1)
     assert reply.text == prompts.DAILY_LIMIT
+    assert reply.cause is not None and reply.cause.startswith("daily user token budget reached")
     assert [e["event"] for e in logs if e["event"].startswith("budget")] == ["budget.refused"]
 
 

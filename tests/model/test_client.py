@@ -5,6 +5,7 @@ from __future__ import annotations
 import dataclasses
 import json
 import re
+import socket
 import time
 from collections.abc import AsyncIterator
 from typing import Any
@@ -162,6 +163,59 @@ async def test_a_hang_is_a_timeout(fake: FakeAnthropic, db: Database) -> None:
         await model.complete(CTX, SYSTEM, HELLO)
     await model.close()
     assert info.value.error_class == "APITimeoutError"
+
+
+WHERE = "(model.base_url / ANTHROPIC_BASE_URL)"
+KEY = "sk-ant-api03-the-KEY-0123456789"
+
+
+@pytest.mark.parametrize(
+    ("status", "message", "cause"),
+    [
+        (401, "invalid x-api-key", "model refused the API key (HTTP 401) at {url} " + WHERE
+         + ": check model.api_key / ANTHROPIC_API_KEY"),
+        (529, "busy", "model overloaded (HTTP 529) at {url} " + WHERE),
+        (503, "down", "model server error (HTTP 503) at {url} " + WHERE),
+        (400, f"bad request\nwith {KEY}", "model refused the request (HTTP 400): "
+         "bad request with [redacted]"),
+    ],
+    ids=["key", "overloaded", "server", "rejected"],
+)  # fmt: skip
+async def test_a_failed_call_says_its_cause_in_one_line(
+    fake: FakeAnthropic, db: Database, status: int, message: str, cause: str
+) -> None:
+    """For the operator's chat (the terminal): what failed and where, never the key."""
+    fake.script_error(status, message=message)
+    model = client(db, fake.url, api_key=KEY)
+    with pytest.raises(ModelError) as info:
+        await model.complete(CTX, SYSTEM, HELLO)
+    await model.close()
+    assert info.value.cause == cause.format(url=fake.url)
+
+
+@pytest.mark.timeout(20)
+async def test_a_timeout_and_a_closed_port_say_their_cause(
+    fake: FakeAnthropic, db: Database
+) -> None:
+    fake.script_hang(5)
+    model = client(db, fake.url, timeout_s=0.3)
+    with pytest.raises(ModelUnavailable) as timed_out:
+        await model.complete(CTX, SYSTEM, HELLO)
+    await model.close()
+    with socket.socket() as sock:  # a port nothing listens on
+        sock.bind(("127.0.0.1", 0))
+        closed = f"http://127.0.0.1:{sock.getsockname()[1]}/v?key={KEY}"
+    model = client(db, closed)
+    with pytest.raises(ModelUnavailable) as refused:
+        await model.complete(CTX, SYSTEM, HELLO)
+    await model.close()
+    assert timed_out.value.cause == (
+        f"model timed out: no answer within 0.3s (model.timeout_s) at {fake.url} {WHERE}"
+    )
+    port = closed.split("/")[2]
+    assert (
+        refused.value.cause == f"model unreachable: connection refused at http://{port}/v {WHERE}"
+    )
 
 
 async def test_a_refused_call_is_not_made(fake: FakeAnthropic, db: Database) -> None:
