@@ -116,7 +116,7 @@ def test_a_version_1_file_is_migrated(tmp_path: Path) -> None:
     tables = {r[0] for r in conn.execute("SELECT name FROM sqlite_master WHERE type = 'table'")}
     content = conn.execute("SELECT content FROM history").fetchall()
     conn.close()
-    assert version == SCHEMA_VERSION == 5
+    assert version == SCHEMA_VERSION == 6
     assert {"history_live", "seen_messages_ts", "memory_folds_page", "sent_messages_ts"} <= indexes
     assert {"memory_folds", "sent_messages"} <= tables
     assert content == [("kept",)]
