@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import asyncio
 import base64
+import contextlib
 import json
 import os
 import sys
@@ -367,25 +368,30 @@ async def test_five_breakpoints_is_a_400(fake: FakeAnthropic) -> None:
 
 
 @pytest.mark.timeout(30)
-async def test_standalone_process() -> None:
+@contextlib.asynccontextmanager
+async def standalone(*args: str) -> AsyncIterator[str]:
+    """``python -m tests.fakes.anthropic_fake --port 0 *args`` as a process of its
+    own: its URL; at the end it must exit 0 on SIGTERM (killed if the test failed)."""
     env = {**os.environ, "NO_PROXY": "127.0.0.1,localhost", "no_proxy": "127.0.0.1,localhost"}
     proc = await asyncio.create_subprocess_exec(
-        sys.executable,
-        "-m",
-        "tests.fakes.anthropic_fake",
-        "--port",
-        "0",
-        "--latency",
-        "0.0",
-        cwd=REPO,
-        env=env,
-        stdout=asyncio.subprocess.PIPE,
-    )
+        sys.executable, "-m", "tests.fakes.anthropic_fake", "--port", "0", *args,
+        cwd=REPO, env=env, stdout=asyncio.subprocess.PIPE,
+    )  # fmt: skip
     try:
         assert proc.stdout is not None
         line = (await asyncio.wait_for(proc.stdout.readline(), 15)).decode()
         assert line.startswith("PORT ")
-        url = f"http://127.0.0.1:{int(line.split()[1])}"
+        yield f"http://127.0.0.1:{int(line.split()[1])}"
+        proc.terminate()
+        assert await asyncio.wait_for(proc.wait(), 10) == 0
+    finally:
+        if proc.returncode is None:
+            proc.kill()
+            await proc.wait()
+
+
+async def test_standalone_process() -> None:
+    async with standalone("--latency", "0.0") as url:
         c = AsyncAnthropic(api_key="test-key", base_url=url, max_retries=0)
         msg = await c.messages.create(
             model=MODEL, max_tokens=5, messages=[{"role": "user", "content": "ping"}]
@@ -434,12 +440,6 @@ async def test_standalone_process() -> None:
             async with c.messages.stream(model=MODEL, max_tokens=5, messages=hi) as stream:
                 assert [t async for t in stream.text_stream] == ["ec", "ho", ": ", "hi"]
         await c.close()
-        proc.terminate()
-        assert await asyncio.wait_for(proc.wait(), 10) == 0
-    finally:
-        if proc.returncode is None:
-            proc.kill()
-            await proc.wait()
 
 
 async def test_control_endpoints_in_process(fake: FakeAnthropic) -> None:
@@ -943,16 +943,7 @@ async def test_compat_is_configured_over_http(fake: FakeAnthropic) -> None:
 
 
 async def test_standalone_compat_process() -> None:
-    env = {**os.environ, "NO_PROXY": "127.0.0.1,localhost", "no_proxy": "127.0.0.1,localhost"}
-    proc = await asyncio.create_subprocess_exec(
-        sys.executable, "-m", "tests.fakes.anthropic_fake", "--port", "0",
-        "--compat", "ignore", "--compat-errors", "detail",
-        cwd=REPO, env=env, stdout=asyncio.subprocess.PIPE,
-    )  # fmt: skip
-    try:
-        assert proc.stdout is not None
-        line = (await asyncio.wait_for(proc.stdout.readline(), 15)).decode()
-        url = f"http://127.0.0.1:{int(line.split()[1])}"
+    async with standalone("--compat", "ignore", "--compat-errors", "detail") as url:
         c = AsyncAnthropic(api_key="test-key", base_url=url, max_retries=0)
         msg = await ask(c, "ping", **FORCED)
         assert msg.content[0].text == "echo: ping" and msg.usage.cache_read_input_tokens is None  # type: ignore[union-attr]
@@ -960,9 +951,3 @@ async def test_standalone_compat_process() -> None:
             await c.messages.create(model=MODEL, max_tokens=5, messages=[])
         assert caught.value.body == {"detail": "messages: at least one message is required"}
         await c.close()
-        proc.terminate()
-        assert await asyncio.wait_for(proc.wait(), 10) == 0
-    finally:
-        if proc.returncode is None:
-            proc.kill()
-            await proc.wait()
