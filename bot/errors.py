@@ -15,7 +15,7 @@
     ├── ModelError           a model call that failed, after the SDK's retries
     │   ├── ModelUnavailable   timeouts, connection errors, 5xx, 529, 429: worth another try
     │   └── ModelRejected      a 4xx our request caused: another try gets the same answer
-    │       └── ToolsUnsupported  a call that needs a tool, to a server without tool calling
+    │       └── ToolsUnsupported  a call that needs a tool, to a server known to have none
     ├── DataDirInUse         another daemon serves from the same data_dir
     ├── StorageError         data_dir or the database cannot be used: which path, why, what to do
     └── AdapterStartError    an adapter could not connect (raised at the adapter seam)
@@ -100,7 +100,7 @@ class ModelRejected(ModelError):
 
 class ToolsUnsupported(ModelRejected):
     """A call that must use a tool (the compile's filing, the heartbeat) was
-    refused (a 400) by a model server that may not do tool calling. The same
+    refused (a 400) by a model server known not to do tool calling. The same
     request fails again; the work waits, its inputs kept, for a server with tool
     calling (docs/model-servers.md)."""
 

@@ -35,7 +35,7 @@ from bot.types import Tool
 log = structlog.get_logger(__name__)
 
 _NO_TOOLS = (
-    "it may not do tool calling, which the memory compile and the heartbeat need: "
+    "it does not do tool calling, which the memory compile and the heartbeat need: "
     "they wait, their inputs kept (docs/model-servers.md)"
 )
 # What a streamed call is told after each delta: the round's text so far.
@@ -241,9 +241,10 @@ class ModelClient:
         the request forces answers in text) or was cut at `max_tokens` (a cut
         call's input is incomplete).
 
-        Raises ToolsUnsupported when the server refuses the request (a 400): a
-        server without tool calling (docs/model-servers.md); BudgetExceeded,
-        ModelError."""
+        Raises ToolsUnsupported when the server refuses the request (a 400) and
+        is known not to do tool calling (it answered a turn once its tools were
+        taken out: `_call_offering_tools`; docs/model-servers.md); else the
+        ModelRejected, with the server's reason. Raises BudgetExceeded, ModelError."""
         request = {
             "model": self.model,
             "max_tokens": max_tokens or self._config.max_tokens,
@@ -256,7 +257,7 @@ class ModelClient:
         try:
             message = await self._call(ctx, request, [0.0, 0.0])
         except ModelRejected as exc:
-            if exc.status != 400:
+            if exc.status != 400 or not self._tools_refused:  # a 400 for another reason
                 raise
             raise ToolsUnsupported(
                 exc.error_class,

@@ -424,13 +424,17 @@ async def test_tools_a_server_refuses_are_offered_no_more(db: Database) -> None:
 async def test_a_400_for_another_reason_is_not_taken_for_refused_tools(
     fake: FakeAnthropic, db: Database
 ) -> None:
-    fake.script_error(400, message="prompt is too long")
-    fake.script_error(400, message="prompt is too long")
+    for _ in range(2):
+        fake.script_error(400, message="prompt is too long")
     model = client(db, fake.url)
     with capture_logs() as logs, pytest.raises(ModelRejected) as info:
         await model.complete(CTX, SYSTEM, HELLO, [LOOKUP])
     await model.complete(CTX, SYSTEM, HELLO, [LOOKUP])
+    fake.script_error(400, message="prompt is too long")
+    with pytest.raises(ModelRejected) as forced:
+        await model.use_tool(CTX, SYSTEM, HELLO, FORCED_LOOKUP)
     await model.close()
     assert str(info.value) == "BadRequestError: HTTP 400: prompt is too long"
-    assert ["tools" in r for r in fake.requests] == [True, False, True]  # still offered
+    assert type(forced.value) is ModelRejected  # not ToolsUnsupported
+    assert ["tools" in r for r in fake.requests] == [True, False, True, True]  # still offered
     assert not [e for e in logs if e["event"] == "llm.tools_refused"]

@@ -14,7 +14,7 @@ import pytest
 
 from bot.app.daemon import Daemon
 from bot.app.runtime import Runtime
-from bot.errors import BudgetExceeded, ToolsUnsupported
+from bot.errors import BudgetExceeded, ModelRejected, ToolsUnsupported
 from bot.model.usage import UNKNOWN, CallContext, usage_table
 from bot.soul.registry import SoulRegistry
 from tests.app.test_metrics import scrape
@@ -121,20 +121,26 @@ async def test_a_compile_against_a_server_that_refuses_tools_keeps_its_traces(
         wiki = runtime.memory.wiki("lark", SCOPE)
         assert wiki is not None
         await runtime.memory.store.add(traces("I moved to Lisbon", "My cat is Miso"))
+        with capture_logs() as before_any_turn, pytest.raises(ModelRejected):
+            await runtime.memory.compile_one("lark", SCOPE)
+        await platform.say("are you still there?")  # chat goes on, and finds out
+        assert (await platform.replies(1))[0].text.endswith("\nare you still there?")
         with capture_logs() as logs, pytest.raises(ToolsUnsupported):
             await runtime.memory.compile_one("lark", SCOPE)
-        [failed] = events(logs, "wiki.compile_failed")
-        assert failed["error_class"] == "ToolsUnsupported"
-        assert "refused a request with the tool file_notes" in failed["error"]
-        assert "HTTP 400: tools are not supported" in failed["error"]
-        assert "docs/model-servers.md" in failed["error"]
-        assert len(logs) == 1  # one line says it all
         assert wiki.watermark() == 0 and wiki.list_pages() == []  # nothing taken up
-        await platform.say("are you still there?")  # chat goes on
-        assert (await platform.replies(1))[0].text.endswith("\nare you still there?")
         fake.configure(compat=False)  # a server with tool calling: the same traces compile
         fake.responder = librarian
         result = await runtime.memory.compile_one("lark", SCOPE)
+    [unknown] = before_any_turn  # one line each time, with the server's reason
+    assert unknown["event"] == "wiki.compile_failed" and unknown["error_class"] == "ModelRejected"
+    assert unknown["error"] == "BadRequestError: HTTP 400: tools are not supported"
+    [known] = logs
+    assert known["event"] == "wiki.compile_failed" and known["error_class"] == "ToolsUnsupported"
+    assert known["error"].startswith(
+        "BadRequestError: the model server refused a request with the tool file_notes"
+        " (HTTP 400: tools are not supported); it does not do tool calling"
+    )
+    assert "docs/model-servers.md" in known["error"]
     assert result.traces == 2 and result.conflicts == ()
     ann = wiki.read_page("entities/ann")
     assert ann is not None and "Lisbon" in ann.body and "Miso" in ann.body
