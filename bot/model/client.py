@@ -13,6 +13,12 @@ with the round's text so far after each delta; a tool round's text is
 followed by the next round's, from empty again, and a fallback starts over.
 A stream that breaks mid-way is a ModelUnavailable like any lost call (the
 SDK retries a request only before its answer starts).
+
+Another server of the Messages API behind `model.base_url` (docs/model-servers.md)
+may report no cache figures (they stay None: unknown) and may not do tool calling:
+a turn whose tools it refuses (a 400) is sent again without them, and once that
+works the client's turns offer no tools (`llm.tools_refused`) and a forced tool
+it refuses is a ToolsUnsupported.
 """
 
 from __future__ import annotations
@@ -34,10 +40,12 @@ from bot.types import Tool
 
 log = structlog.get_logger(__name__)
 
+# Said of a server that refuses tools, in `llm.tools_refused` and ToolsUnsupported.
 _NO_TOOLS = (
     "it does not do tool calling, which the memory compile and the heartbeat need: "
     "they wait, their inputs kept (docs/model-servers.md)"
 )
+
 # What a streamed call is told after each delta: the round's text so far.
 OnText = Callable[[str], Awaitable[None]]
 

@@ -12,7 +12,10 @@ family of budgets, by who it is for and its source:
 - any other turn: its soul's budget and its user's (in a group, the group's).
 
 Budgets count tokens, not dollars: every token the model processed (input,
-output, cache writes and cache reads) counts once. The cost in US dollars comes
+output, cache writes and cache reads) counts once. A cache figure the model
+server did not report (another server of the Messages API:
+docs/model-servers.md) is unknown: NULL in the table, `unknown` in the
+report, and no token for the budgets and the cost. The cost in US dollars comes
 from `DEFAULT_PRICES` or the config's `model.prices`, and is for the report.
 """
 
