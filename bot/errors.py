@@ -15,6 +15,7 @@
     ├── ModelError           a model call that failed, after the SDK's retries
     │   ├── ModelUnavailable   timeouts, connection errors, 5xx, 529, 429: worth another try
     │   └── ModelRejected      a 4xx our request caused: another try gets the same answer
+    │       └── ToolsUnsupported  a call that needs a tool, to a server known to have none
     ├── DataDirInUse         another daemon serves from the same data_dir
     ├── StorageError         data_dir or the database cannot be used: which path, why, what to do
     └── AdapterStartError    an adapter could not connect (raised at the adapter seam)
@@ -82,9 +83,13 @@ class ModelError(SoulbotError):
     (`model unreachable: connection refused at http://...`), never a secret;
     by default the message."""
 
-    def __init__(self, error_class: str, message: str, cause: str = "") -> None:
+    def __init__(
+        self, error_class: str, message: str, cause: str = "", status: int | None = None
+    ) -> None:
         super().__init__(f"{error_class}: {message}")
         self.error_class = error_class
+        self.reason = message
+        self.status = status  # the HTTP status of the answer, when there was one
         self.cause = cause or f"model error: {error_class}: {message}"
 
 
@@ -96,6 +101,13 @@ class ModelUnavailable(ModelError):
 class ModelRejected(ModelError):
     """The API refused the request itself (a 4xx other than 429: a bad key, a
     request too large, an unknown model): the same request fails again."""
+
+
+class ToolsUnsupported(ModelRejected):
+    """A call that must use a tool (the compile's filing, the heartbeat) was
+    refused (a 400) by a model server known not to do tool calling. The same
+    request fails again; the work waits, its inputs kept, for a server with tool
+    calling (docs/model-servers.md)."""
 
 
 class InvalidWikiPageIdError(SoulbotError):

@@ -11,7 +11,12 @@ chat path calls nothing of this module. The label `soul` is the soul's id.
                                              first message's arrival to the reply's end
     soulbot_model_calls_total{soul, source, model}         llm.usage, one a call
     soulbot_model_tokens_total{soul, source, model, kind}  llm.usage; kind: input,
-                                             output, cache_read, cache_write
+                                             output, cache_read, cache_write; a cache
+                                             figure the model server did not report
+                                             (None: docs/model-servers.md) adds nothing,
+                                             and a model that never reports one has no
+                                             cache_read or cache_write series (unknown,
+                                             not 0)
     soulbot_model_cost_usd_total{soul, source, model}      llm.usage's cost_usd
     soulbot_budget_refusals_total{soul, kind}              budget.refused
     soulbot_compiles_total{soul, outcome}    wiki.compiled (ok, or conflict when a page
@@ -167,7 +172,8 @@ class Metrics:
         labels = (self._soul(event), str(event.get("source", "")), str(event.get("model", "")))
         self.calls.labels(*labels).inc()
         for kind, key in _TOKENS.items():
-            self.tokens.labels(*labels, kind).inc(_number(event, key))
+            if event.get(key) is not None:  # a cache figure the server did not report: no sample
+                self.tokens.labels(*labels, kind).inc(_number(event, key))
         self.cost.labels(*labels).inc(_number(event, "cost_usd"))
 
     def _refused(self, event: Mapping[str, Any]) -> None:

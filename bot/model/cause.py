@@ -44,15 +44,21 @@ def failure_cause(exc: anthropic.APIError, base_url: str, timeout_s: float) -> s
         return f"model overloaded (HTTP 529) {where}"
     if status >= 500:
         return f"model server error (HTTP {status}) {where}"
-    return f"model refused the request (HTTP {status}): {_one_line(_api_message(exc))}"
+    return f"model refused the request (HTTP {status}): {_one_line(server_reason(exc))}"
 
 
-def _api_message(exc: anthropic.APIStatusError) -> str:
-    """The API's own words (its error body's `error.message`), else the SDK's."""
-    body = exc.body
-    error = body.get("error") if isinstance(body, dict) else None
-    message = error.get("message") if isinstance(error, dict) else None
-    return message if isinstance(message, str) and message.strip() else exc.message
+def server_reason(exc: anthropic.APIStatusError) -> str:
+    """The server's own reason on one line: the ``error.message`` of an Anthropic
+    or OpenAI-style body, a ``detail``, or a text body (other servers' shapes);
+    else the SDK's wording."""
+    body, said = exc.body, exc.message
+    if isinstance(body, dict) and isinstance(body.get("error"), dict):
+        said = str(body["error"].get("message") or said)
+    elif isinstance(body, dict) and "detail" in body:
+        said = str(body["detail"])
+    elif isinstance(body, str) and body.strip():
+        said = body.strip()
+    return " ".join(said.split())
 
 
 def _network_reason(exc: BaseException) -> str:

@@ -13,6 +13,12 @@ with the round's text so far after each delta; a tool round's text is
 followed by the next round's, from empty again, and a fallback starts over.
 A stream that breaks mid-way is a ModelUnavailable like any lost call (the
 SDK retries a request only before its answer starts).
+
+Another server of the Messages API behind `model.base_url` (docs/model-servers.md)
+may report no cache figures (they stay None: unknown) and may not do tool calling:
+a turn whose tools it refuses (a 400) is sent again without them, and once that
+works the client's turns offer no tools (`llm.tools_refused`) and a forced tool
+it refuses is a ToolsUnsupported.
 """
 
 from __future__ import annotations
@@ -28,12 +34,18 @@ import anthropic
 import structlog
 
 from bot.config.schema import ModelConfig
-from bot.errors import ModelError, ModelRejected, ModelUnavailable
-from bot.model.cause import failure_cause
+from bot.errors import ModelError, ModelRejected, ModelUnavailable, ToolsUnsupported
+from bot.model.cause import failure_cause, server_reason
 from bot.model.usage import CallContext, Ledger, Usage
 from bot.types import Tool
 
 log = structlog.get_logger(__name__)
+
+# Said of a server that refuses tools, in `llm.tools_refused` and ToolsUnsupported.
+_NO_TOOLS = (
+    "it does not do tool calling, which the memory compile and the heartbeat need: "
+    "they wait, their inputs kept (docs/model-servers.md)"
+)
 
 # What a streamed call is told after each delta: the round's text so far.
 OnText = Callable[[str], Awaitable[None]]
@@ -65,22 +77,14 @@ class Reply:
         return self.stop_reason in ("end_turn", "stop_sequence")
 
 
-def _add(a: Usage, b: Usage) -> Usage:
-    return Usage(
-        input_tokens=a.input_tokens + b.input_tokens,
-        output_tokens=a.output_tokens + b.output_tokens,
-        cache_creation_input_tokens=a.cache_creation_input_tokens + b.cache_creation_input_tokens,
-        cache_read_input_tokens=a.cache_read_input_tokens + b.cache_read_input_tokens,
-    )
-
-
 def _usage(message: anthropic.types.Message) -> Usage:
+    """The message's usage; a cache figure the server left out stays None (unknown)."""
     u = message.usage
     return Usage(
         input_tokens=u.input_tokens,
         output_tokens=u.output_tokens,
-        cache_creation_input_tokens=u.cache_creation_input_tokens or 0,
-        cache_read_input_tokens=u.cache_read_input_tokens or 0,
+        cache_creation_input_tokens=u.cache_creation_input_tokens,
+        cache_read_input_tokens=u.cache_read_input_tokens,
     )
 
 
@@ -121,6 +125,9 @@ class ModelClient:
         self._fallback_client = self._own_fallback_client or self._client.with_options(
             max_retries=0
         )
+        # Set when the server refused a request for its tools and answered it
+        # without them: it does not do tool calling (`_call_offering_tools`).
+        self._tools_refused = False
 
     @property
     def model(self) -> str:
@@ -160,6 +167,32 @@ class ModelClient:
                                             on_text)  # fmt: skip
         await self._ledger.record(ctx, message.model or model, _usage(message))
         return message
+
+    async def _call_offering_tools(
+        self,
+        ctx: CallContext,
+        request: dict[str, Any],
+        timing: list[float],
+        on_text: OnText | None,
+    ) -> anthropic.types.Message:
+        """`request`, and when the server refuses it (a 400 whose reason speaks of
+        tools) for the tools it offers, the same without them: a server that
+        answers that one does not do tool calling, and this client's later calls
+        offer none (`llm.tools_refused`, logged once). A 400 for anything else
+        (a prompt too long, a bad image) is not sent again: it would be refused
+        again. Raises as `_call`."""
+        try:
+            return await self._call(ctx, request, timing, on_text)
+        except ModelRejected as exc:
+            if "tools" not in request or exc.status != 400 or "tool" not in exc.reason.lower():
+                raise
+            bare = {k: v for k, v in request.items() if k not in ("tools", "tool_choice")}
+            message = await self._call(ctx, bare, timing, on_text)
+            if not self._tools_refused:  # turns under way at once may each find out
+                self._tools_refused = True
+                log.warning("llm.tools_refused", model=self.model, error=exc.reason,
+                            effect="turns offer no tools from now on; " + _NO_TOOLS)  # fmt: skip
+            return message
 
     async def _fall_back(
         self,
@@ -221,8 +254,14 @@ class ModelClient:
         max_tokens: int | None = None,
     ) -> object:
         """One call that must use `tool` (a tool spec): returns its input, or
-        None when the answer holds no such call or was cut at `max_tokens`
-        (a cut call's input is incomplete). Raises BudgetExceeded, ModelError."""
+        None when the answer holds no such call (a server that ignores the tool
+        the request forces answers in text) or was cut at `max_tokens` (a cut
+        call's input is incomplete).
+
+        Raises ToolsUnsupported when the server refuses the request (a 400) and
+        is known not to do tool calling (it answered a turn once its tools were
+        taken out: `_call_offering_tools`; docs/model-servers.md); else the
+        ModelRejected, with the server's reason. Raises BudgetExceeded, ModelError."""
         request = {
             "model": self.model,
             "max_tokens": max_tokens or self._config.max_tokens,
@@ -231,8 +270,20 @@ class ModelClient:
             "tools": [tool],
             "tool_choice": {"type": "tool", "name": tool["name"]},
         }
-        message = await self._call(ctx, request, [0.0, 0.0])
-        calls = [b for b in message.content if b.type == "tool_use" and b.name == tool["name"]]
+        name = tool["name"]
+        try:
+            message = await self._call(ctx, request, [0.0, 0.0])
+        except ModelRejected as exc:
+            if exc.status != 400 or not self._tools_refused:  # a 400 for another reason
+                raise
+            raise ToolsUnsupported(
+                exc.error_class,
+                f"the model server refused a request with the tool {name} ({exc.reason}); "
+                f"{_NO_TOOLS}",
+                exc.cause,
+                exc.status,
+            ) from exc
+        calls = [b for b in message.content if b.type == "tool_use" and b.name == name]
         return calls[0].input if calls and message.stop_reason != "max_tokens" else None
 
     async def complete(
@@ -253,7 +304,7 @@ class ModelClient:
         """
         by_name = {tool.name: tool for tool in tools}
         convo = list(messages)
-        total = Usage()
+        total: Usage | None = None
         timing = [0.0, 0.0]
         for round_no in range(1, self._config.tool_rounds + 1):
             request: dict[str, Any] = {
@@ -262,12 +313,12 @@ class ModelClient:
                 "system": system,
                 "messages": convo,
             }
-            if tools:
+            if tools and not self._tools_refused:
                 request["tools"] = [tool.spec() for tool in tools]
                 if round_no == self._config.tool_rounds:
                     request["tool_choice"] = {"type": "none"}
-            message = await self._call(ctx, request, timing, on_text)
-            total = _add(total, _usage(message))
+            message = await self._call_offering_tools(ctx, request, timing, on_text)
+            total = _usage(message) if total is None else total + _usage(message)
             calls = [b for b in message.content if b.type == "tool_use"]
             if message.stop_reason != "tool_use" or not calls:
                 text = "".join(b.text for b in message.content if b.type == "text").strip()
@@ -352,10 +403,11 @@ def _translate(exc: anthropic.APIError, cause: str) -> ModelError:
     status = exc.status_code if isinstance(exc, anthropic.APIStatusError) else None
     rejected = status is not None and 400 <= status < 500 and status != 429
     kind = ModelRejected if rejected else ModelUnavailable
-    return kind(type(exc).__name__, _describe(exc), cause)
+    return kind(type(exc).__name__, _describe(exc), cause, status)
 
 
 def _describe(exc: anthropic.APIError) -> str:
-    if isinstance(exc, anthropic.APIStatusError):
-        return f"HTTP {exc.status_code}: {exc.message}"
-    return str(exc) or type(exc).__name__
+    """`HTTP <status>: <the server's own reason>` (`server_reason`)."""
+    if not isinstance(exc, anthropic.APIStatusError):
+        return str(exc) or type(exc).__name__
+    return f"HTTP {exc.status_code}: {server_reason(exc)[:500]}"

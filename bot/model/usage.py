@@ -12,17 +12,20 @@ family of budgets, by who it is for and its source:
 - any other turn: its soul's budget and its user's (in a group, the group's).
 
 Budgets count tokens, not dollars: every token the model processed (input,
-output, cache writes and cache reads) counts once. The cost in US dollars comes
+output, cache writes and cache reads) counts once. A cache figure the model
+server did not report (another server of the Messages API:
+docs/model-servers.md) is unknown: NULL in the table, `unknown` in the
+report, and no token for the budgets and the cost. The cost in US dollars comes
 from `DEFAULT_PRICES` or the config's `model.prices`, and is for the report.
 """
 
 from __future__ import annotations
 
 import time
-from collections.abc import Callable, Mapping
-from dataclasses import dataclass
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import astuple, dataclass
 from datetime import UTC, datetime, timedelta
-from typing import Literal
+from typing import Any, Literal
 
 import structlog
 
@@ -98,36 +101,60 @@ def _utc_day(ts: float) -> str:
     return datetime.fromtimestamp(ts, UTC).strftime("%Y-%m-%d")
 
 
+def _plus(a: int | None, b: int | None) -> int | None:
+    """Two cache figures added: unknown (None) only when both are."""
+    return None if a is None and b is None else (a or 0) + (b or 0)
+
+
 @dataclass(frozen=True)
 class Usage:
-    """The token counts of one model call, as the Messages API reports them."""
+    """The token counts of one model call, as the Messages API reports them.
+
+    A cache figure is None when the server reported none: another server of the
+    Messages API (Ollama, vLLM, LiteLLM's proxy: docs/model-servers.md) may leave
+    the fields out. Unknown is not zero: it is stored as NULL and shown as unknown;
+    the budgets and the cost count it as no token."""
 
     input_tokens: int = 0
     output_tokens: int = 0
-    cache_creation_input_tokens: int = 0
-    cache_read_input_tokens: int = 0
+    cache_creation_input_tokens: int | None = 0
+    cache_read_input_tokens: int | None = 0
 
     def __post_init__(self) -> None:
         """Raises ValueError on a negative count."""
         counts = (
             self.input_tokens,
             self.output_tokens,
-            self.cache_creation_input_tokens,
-            self.cache_read_input_tokens,
+            self.cache_creation_input_tokens or 0,
+            self.cache_read_input_tokens or 0,
         )
         if any(n < 0 for n in counts):
             raise ValueError(f"token counts cannot be negative: {self}")
 
+    def __add__(self, other: Usage) -> Usage:
+        """The counts of two calls together; a cache figure is unknown only when
+        both calls' are."""
+        return Usage(
+            input_tokens=self.input_tokens + other.input_tokens,
+            output_tokens=self.output_tokens + other.output_tokens,
+            cache_creation_input_tokens=_plus(
+                self.cache_creation_input_tokens, other.cache_creation_input_tokens
+            ),
+            cache_read_input_tokens=_plus(
+                self.cache_read_input_tokens, other.cache_read_input_tokens
+            ),
+        )
+
     @property
     def total(self) -> int:
         """Every token the model processed: input, output, cache writes and cache
-        reads. This is what the daily budgets count; a cache read counts as a
-        whole token although it costs a tenth of one."""
+        reads (an unknown figure counts none). This is what the daily budgets
+        count; a cache read counts as a whole token although it costs a tenth of one."""
         return (
             self.input_tokens
             + self.output_tokens
-            + self.cache_creation_input_tokens
-            + self.cache_read_input_tokens
+            + (self.cache_creation_input_tokens or 0)
+            + (self.cache_read_input_tokens or 0)
         )
 
     def cost(self, price: Price) -> float:
@@ -135,8 +162,8 @@ class Usage:
         return (
             self.input_tokens * price.input
             + self.output_tokens * price.output
-            + self.cache_creation_input_tokens * price.cache_write
-            + self.cache_read_input_tokens * price.cache_read
+            + (self.cache_creation_input_tokens or 0) * price.cache_write
+            + (self.cache_read_input_tokens or 0) * price.cache_read
         ) / 1_000_000
 
 
@@ -182,7 +209,11 @@ def _add_totals(budgets: int) -> str:
     )
 
 
-_TOKENS = "input_tokens + output_tokens + cache_creation_input_tokens + cache_read_input_tokens"
+# A cache figure a server did not report is NULL: it adds no token.
+_TOKENS = (
+    "input_tokens + output_tokens + COALESCE(cache_creation_input_tokens, 0)"
+    " + COALESCE(cache_read_input_tokens, 0)"
+)
 
 
 def admin_users(config: AdminsConfig) -> frozenset[str]:
@@ -392,9 +423,7 @@ def day_totals(conn: Conn, now: float) -> tuple[int, float]:
     """All tokens (input of every kind and output) and the cost in US dollars
     of the UTC day of `now`."""
     tokens, cost = conn.execute(
-        "SELECT SUM(input_tokens + output_tokens + cache_creation_input_tokens"
-        " + cache_read_input_tokens), SUM(cost_usd) FROM usage WHERE day = ?",
-        (_utc_day(now),),
+        f"SELECT SUM({_TOKENS}), SUM(cost_usd) FROM usage WHERE day = ?", (_utc_day(now),)
     ).fetchone()
     return int(tokens or 0), float(cost or 0.0)
 
@@ -407,17 +436,50 @@ _FAMILY = (
 _FAMILIES: tuple[Family, ...] = ("chat", "background")
 _SUMS = (
     "COUNT(*), SUM(input_tokens), SUM(output_tokens), SUM(cache_creation_input_tokens),"
-    " SUM(cache_read_input_tokens), SUM(cost_usd)"
+    " SUM(cache_read_input_tokens), SUM(cost_usd), COUNT(cache_read_input_tokens),"
+    " SUM(CASE WHEN cache_read_input_tokens IS NULL THEN 0 ELSE input_tokens END)"
 )
 _HEADER = ("calls", "input", "output", "cache write", "cache read", "cache hit", "cost USD")
+UNKNOWN = "unknown"
+"""A cache cell of calls whose server reported no cache figures."""
+_PARTIAL = "*"
 
 
-def _cells(
-    key: str, calls: int, inp: int, out: int, write: int, read: int, cost: float
-) -> list[str]:
-    prompt = inp + write + read
-    hit = f"{100 * read / prompt:.1f}%" if prompt else "-"
-    return [key, *(f"{n:,}" for n in (calls, inp, out, write, read)), hit, f"{cost:,.4f}"]
+@dataclass(frozen=True)
+class _Sums:
+    """One report row's sums (`_SUMS`); `known`: the calls with cache figures,
+    `known_input`: their input tokens."""
+
+    calls: int = 0
+    inp: int = 0
+    out: int = 0
+    write: int = 0
+    read: int = 0
+    cost: float = 0.0
+    known: int = 0
+    known_input: int = 0
+
+    @classmethod
+    def of(cls, row: Sequence[Any]) -> _Sums:
+        """From the values of `_SUMS` (a SUM of no row, or of NULLs only, is NULL)."""
+        calls, inp, out, write, read, cost, known, known_input = row
+        return cls(int(calls), int(inp or 0), int(out or 0), int(write or 0), int(read or 0),
+                   float(cost or 0.0), int(known), int(known_input or 0))  # fmt: skip
+
+    def __add__(self, other: _Sums) -> _Sums:
+        return _Sums(*(a + b for a, b in zip(astuple(self), astuple(other), strict=True)))
+
+    def cells(self, key: str) -> list[str]:
+        """The row: cache figures `UNKNOWN` when no call has them, marked
+        `_PARTIAL` when some have not (the hit share is then theirs only)."""
+        head = [key, *(f"{n:,}" for n in (self.calls, self.inp, self.out))]
+        if self.calls and not self.known:
+            return [*head, UNKNOWN, UNKNOWN, UNKNOWN, f"{self.cost:,.4f}"]
+        mark = _PARTIAL if self.known < self.calls else ""
+        prompt = self.known_input + self.write + self.read
+        hit = f"{100 * self.read / prompt:.1f}%{mark}" if prompt else "-"
+        cache = [f"{self.write:,}{mark}", f"{self.read:,}{mark}", hit]
+        return [*head, *cache, f"{self.cost:,.4f}"]
 
 
 def usage_table(conn: Conn, *, days: int, by: str, now: float) -> str:
@@ -425,7 +487,9 @@ def usage_table(conn: Conn, *, days: int, by: str, now: float) -> str:
     share and cost per soul, source, day or model over the last `days` UTC days
     (today included), with a TOTAL row and, under it, the TOTAL's `chat` and
     `background` rows (`BACKGROUND` sources; each family has budgets of its
-    own). The cache hit share is cache reads over all input tokens.
+    own). The cache hit share is cache reads over all input tokens. Calls
+    whose server reported no cache figures (NULL) make those cells `UNKNOWN`,
+    or marked as partial, with a line under the table saying so.
 
     Raises ValueError for an unknown `by` or a `days` below 1.
     """
@@ -444,18 +508,18 @@ def usage_table(conn: Conn, *, days: int, by: str, now: float) -> str:
     span = f"{first} to {last} UTC" if days > 1 else f"{last} UTC"
     if not rows:
         return f"No usage recorded in the last {days} day(s) ({span})."
-    rows = [(key, *(int(n) for n in ns), float(cost)) for key, *ns, cost in rows]
-    body = [_cells(*row) for row in rows]
-    sums = [sum(row[i] for row in rows) for i in range(1, 7)]
-    total = _cells("TOTAL", *sums)
-    families: dict[str, tuple[int, int, int, int, int, float]] = {
-        fam: (int(calls), int(inp), int(out), int(write), int(read), float(cost))
-        for fam, calls, inp, out, write, read, cost in conn.execute(
+    sums = [(str(key), _Sums.of(ns)) for key, *ns in rows]
+    body = [row.cells(key) for key, row in sums]
+    whole = sum((row for _, row in sums), _Sums())
+    total = whole.cells("TOTAL")
+    families = {
+        fam: _Sums.of(ns)
+        for fam, *ns in conn.execute(
             f"SELECT {_FAMILY} AS fam, {_SUMS} FROM usage WHERE day BETWEEN ? AND ? GROUP BY fam",
             (first, last),
         )
     }
-    split = [_cells(f"  {fam}", *families.get(fam, (0, 0, 0, 0, 0, 0.0))) for fam in _FAMILIES]
+    split = [families.get(fam, _Sums()).cells(f"  {fam}") for fam in _FAMILIES]
     table = [[by, *_HEADER], *body, total, *split]
     widths = [max(len(line[i]) for line in table) for i in range(len(table[0]))]
 
@@ -468,4 +532,16 @@ def usage_table(conn: Conn, *, days: int, by: str, now: float) -> str:
     rule = "  ".join("-" * w for w in widths)
     lines = [render(table[0]), rule, *(render(line) for line in body), rule]
     lines += [render(line) for line in (total, *split)]
+    if whole.known < whole.calls:
+        lines.append(_unknown_note(whole))
     return f"Usage by {by}, {span}\n" + "\n".join(lines)
+
+
+def _unknown_note(whole: _Sums) -> str:
+    """The line under a report with calls whose server reported no cache figures."""
+    unknown = whole.calls - whole.known
+    marked = f" ({_PARTIAL}: of the other calls only)" if whole.known else ""
+    return (
+        f"Cache figures of {unknown:,} call(s) are {UNKNOWN}: their model server reported "
+        f"none{marked}."
+    )

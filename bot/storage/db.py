@@ -45,10 +45,12 @@ DB_NAME = "soulbot.db"
 #    a reply to one of them is known, and quoted, after a restart too.
 # 5: PostgreSQL's budget_totals keeps a row for each process (`instance`), so one
 #    process's call never waits on another's uncommitted total (SQLite: no change).
-SCHEMA_VERSION = 5
+# 6: usage's cache columns may be NULL: a figure the model server did not report
+#    (another server of the Messages API), unknown rather than 0 (`_nullable_cache`).
+SCHEMA_VERSION = 6
 
-SCHEMA = """
-CREATE TABLE IF NOT EXISTS usage (
+_USAGE = """
+CREATE TABLE IF NOT EXISTS {name} (
     id INTEGER PRIMARY KEY,
     ts REAL NOT NULL,
     day TEXT NOT NULL,
@@ -60,10 +62,15 @@ CREATE TABLE IF NOT EXISTS usage (
     model TEXT NOT NULL,
     input_tokens INTEGER NOT NULL,
     output_tokens INTEGER NOT NULL,
-    cache_creation_input_tokens INTEGER NOT NULL,
-    cache_read_input_tokens INTEGER NOT NULL,
+    cache_creation_input_tokens INTEGER,
+    cache_read_input_tokens INTEGER,
     cost_usd REAL NOT NULL
 );
+"""
+
+SCHEMA = (
+    _USAGE.format(name="usage")
+    + """
 CREATE INDEX IF NOT EXISTS usage_day_soul ON usage (day, soul);
 CREATE INDEX IF NOT EXISTS usage_day_user ON usage (day, user);
 CREATE TABLE IF NOT EXISTS history (
@@ -154,6 +161,7 @@ CREATE VIRTUAL TABLE IF NOT EXISTS memory_fts USING fts5(
     text, content='memory', content_rowid='id', tokenize='porter unicode61 remove_diacritics 2'
 );
 """
+)
 
 
 # SQLite's primary result codes (the low byte of an extended one).
@@ -257,9 +265,29 @@ def _open(path: Path) -> sqlite3.Connection:
     conn.execute("PRAGMA journal_mode=WAL")
     conn.execute("PRAGMA synchronous=NORMAL")
     conn.execute("PRAGMA busy_timeout=5000")
+    if version < 6:
+        _nullable_cache(conn)
     conn.executescript(SCHEMA)
     conn.execute(f"PRAGMA user_version={SCHEMA_VERSION}")
     return conn
+
+
+def _nullable_cache(conn: sqlite3.Connection) -> None:
+    """Schema 6: a usage table of before (its cache columns NOT NULL) made again
+    with nullable ones, its rows kept (SQLite cannot drop a NOT NULL in place).
+    Nothing when there is no such table; the indexes come back with SCHEMA."""
+    conn.execute("BEGIN IMMEDIATE")  # another process upgrading at once waits here
+    try:
+        columns = {row[1]: row[3] for row in conn.execute("PRAGMA table_info(usage)")}
+        if columns.get("cache_read_input_tokens"):  # notnull
+            conn.execute(_USAGE.format(name="usage_v6"))
+            conn.execute("INSERT INTO usage_v6 SELECT * FROM usage")
+            conn.execute("DROP TABLE usage")
+            conn.execute("ALTER TABLE usage_v6 RENAME TO usage")
+        conn.execute("COMMIT")
+    except BaseException:
+        conn.execute("ROLLBACK")
+        raise
 
 
 class Database:

@@ -46,8 +46,8 @@ CREATE TABLE IF NOT EXISTS usage (
     model TEXT NOT NULL,
     input_tokens BIGINT NOT NULL,
     output_tokens BIGINT NOT NULL,
-    cache_creation_input_tokens BIGINT NOT NULL,
-    cache_read_input_tokens BIGINT NOT NULL,
+    cache_creation_input_tokens BIGINT,
+    cache_read_input_tokens BIGINT,
     cost_usd DOUBLE PRECISION NOT NULL
 );
 CREATE INDEX IF NOT EXISTS usage_day_soul ON usage (day, soul);
@@ -210,6 +210,11 @@ def _schema(raw: Any, url: str, version: int) -> None:
             raw.execute(
                 "ALTER TABLE budget_totals ADD COLUMN instance TEXT NOT NULL DEFAULT '', "
                 "DROP CONSTRAINT budget_totals_pkey, ADD PRIMARY KEY (day, kind, who, instance)"
+            )
+        if found is not None and found < 6:  # a cache figure not reported is NULL
+            raw.execute(
+                "ALTER TABLE usage ALTER COLUMN cache_creation_input_tokens DROP NOT NULL, "
+                "ALTER COLUMN cache_read_input_tokens DROP NOT NULL"
             )
         raw.execute("DELETE FROM soulbot_schema")
         raw.execute("INSERT INTO soulbot_schema (version) VALUES (%s)", (version,))

@@ -68,12 +68,26 @@ hit tokens, ``cache_creation`` = longest written prefix - ``cache_read``,
 ``input_tokens`` = total - both. HTTP errors touch no cache. TTLs use the injected
 ``clock``; latency, hangs and stream delays sleep in real time.
 
+Another server (``compat=Compat(...)``): Ollama, vLLM and LiteLLM's proxy serve
+``/v1/messages`` too, with these differences, which the fake then has (see
+``Compat``): usage holds ``input_tokens`` and ``output_tokens`` only (no cache
+fields); ``cache_control`` is accepted and ignored (no breakpoint limit, nothing
+cached, every prompt token is ``input_tokens``); every HTTP error has the body
+``Compat.errors`` names, not ``{"type": "error", ...}`` (an error event mid-stream
+keeps the Anthropic shape); and tools are refused: ``Compat.tools`` "refuse" answers
+a request with ``tools`` a 400 (before it consumes a reply), "ignore" drops
+``tools`` and ``tool_choice`` and answers text: a ``tool_use`` reply is answered as
+its text, or the default text when it has none.
+
 Standalone: ``python -m tests.fakes.anthropic_fake --port 0 --latency 0.0`` prints
 ``PORT <n>`` and serves until SIGTERM/SIGINT (``--librarian``: answers compiles as
-tests/fakes/librarian.py; ``--demo``: the no-key trial's model, tests/fakes/demo.py).
+tests/fakes/librarian.py; ``--demo``: the no-key trial's model, tests/fakes/demo.py;
+``--compat [refuse|ignore]`` and ``--compat-errors openai|detail|text``: another
+server, as ``Compat``).
 Control it over HTTP:
 ``POST /_fake/script`` (a JSON list of ``Reply.from_json`` objects),
-``POST /_fake/config`` (``configure`` keywords), ``GET /_fake/requests`` (the
+``POST /_fake/config`` (``configure`` keywords; ``compat``: an object of ``Compat``'s
+fields, or false), ``GET /_fake/requests`` (the
 bodies), ``POST /_fake/reset``.
 """
 
@@ -102,6 +116,8 @@ from tests.fakes.server import LoopbackServer
 
 JSON = dict[str, Any]
 ReplyKind = Literal["text", "tool_use", "error", "hang", "stream_error"]
+ToolsMode = Literal["refuse", "ignore"]
+ErrorShape = Literal["openai", "detail", "text"]
 
 ERROR_TYPES: dict[int, str] = {
     400: "invalid_request_error",
@@ -231,6 +247,41 @@ class Reply:
             raise ValueError(f"unknown reply kind: {kind!r}")
         make: Callable[..., Reply] = getattr(cls, f"of_{kind}")
         return make(**args)
+
+
+@dataclass(frozen=True)
+class Compat:
+    """How another server that serves the Messages API differs (module docstring).
+
+    `tools`: "refuse" (a 400 for a request with ``tools``) or "ignore" (text
+    answered). `errors`, the body of an HTTP error: "openai" ``{"error": {"message",
+    "type", "code"}}`` (``code`` the status as text), "detail" ``{"detail":
+    message}``, or "text" (the message as text/plain)."""
+
+    tools: ToolsMode = "refuse"
+    errors: ErrorShape = "openai"
+
+    def __post_init__(self) -> None:
+        """Raises ValueError for a mode the fake does not know."""
+        if self.tools not in get_args(ToolsMode):
+            raise ValueError(f"unknown tools mode: {self.tools!r}")
+        if self.errors not in get_args(ErrorShape):
+            raise ValueError(f"unknown error shape: {self.errors!r}")
+
+    def error_body(self, status: int, error_type: str, message: str) -> tuple[bytes, str]:
+        """The body and content type of an HTTP error of this server."""
+        if self.errors == "text":
+            return message.encode(), "text/plain"
+        obj: JSON = {"detail": message}
+        if self.errors == "openai":
+            obj = {"error": {"message": message, "type": error_type, "code": str(status)}}
+        return json.dumps(obj).encode(), "application/json"
+
+    def answer(self, reply: Reply, body: JSON) -> Reply:
+        """`reply` as this server gives it: with tools ignored, a tool call is text."""
+        if self.tools == "ignore" and reply.kind == "tool_use":
+            return Reply.of_text(reply.text or _default_text(body))
+        return reply
 
 
 @dataclass(frozen=True)
@@ -371,6 +422,15 @@ def _chunks(text: str, n: int) -> Iterator[str]:
     return (text[i : i + n] for i in range(0, len(text), n))
 
 
+def _compat(setting: Compat | dict[str, str] | bool) -> Compat | None:
+    """`configure`'s ``compat``: a Compat, its fields, True (the defaults) or False (none)."""
+    if isinstance(setting, Compat):
+        return setting
+    if isinstance(setting, dict):
+        return Compat(**setting)  # type: ignore[arg-type]
+    return Compat() if setting else None
+
+
 def _json_response(status: int, obj: Any, headers: dict[str, str] | None = None) -> web.Response:
     return web.Response(
         status=status,
@@ -390,8 +450,10 @@ class FakeAnthropic(LoopbackServer):
         min_cache_tokens: int = 1024,
         clock: Callable[[], float] = time.monotonic,
         lookback_blocks: int = 20,
+        compat: Compat | None = None,
     ) -> None:
         self.latency_s = latency_s
+        self.compat = compat
         self.min_cache_tokens = min_cache_tokens
         self.lookback_blocks = lookback_blocks
         self.stream_chunk_chars = 8
@@ -483,11 +545,15 @@ class FakeAnthropic(LoopbackServer):
         lookback_blocks: int | None = None,
         stream_chunk_chars: int | None = None,
         stream_delay_s: float | None = None,
+        compat: Compat | dict[str, str] | bool | None = None,
     ) -> None:
         """Runtime settings; ``fail_for_s`` = ``fail_until(clock() + s, down_status)``;
-        ``stream_chunk_chars`` must be at least 1."""
+        ``stream_chunk_chars`` must be at least 1; ``compat``: a Compat, or its
+        fields as a dict (True: the defaults), False for the Anthropic API again."""
         if stream_chunk_chars is not None and stream_chunk_chars < 1:
             raise ValueError(f"stream_chunk_chars must be at least 1, not {stream_chunk_chars}")
+        if compat is not None:
+            self.compat = _compat(compat)
         for name, value in (
             ("latency_s", latency_s),
             ("_outage_status", down_status),
@@ -503,7 +569,7 @@ class FakeAnthropic(LoopbackServer):
             self.fail_until(self.clock() + fail_for_s, self._outage_status)
 
     def reset(self) -> None:
-        """Forget the log, script, cache and outage; keep latency and cache settings."""
+        """Forget the log, script, cache and outage; keep latency, cache and compat settings."""
         self.log.clear()
         self._script.clear()
         self._cache.clear()
@@ -516,6 +582,10 @@ class FakeAnthropic(LoopbackServer):
         headers = {"request-id": f"req_fake_{next(self._ids):06d}"}
         if retry_after is not None:
             headers["retry-after"] = format(retry_after, "g")
+        if self.compat is not None:
+            raw, content_type = self.compat.error_body(status, error_type, message)
+            return web.Response(status=status, body=raw, content_type=content_type,
+                                headers=headers)  # fmt: skip
         body = {"type": "error", "error": {"type": error_type, "message": message}}
         return _json_response(status, body, headers)
 
@@ -551,14 +621,20 @@ class FakeAnthropic(LoopbackServer):
                 status, ERROR_TYPES.get(status, "api_error"), "Service unavailable (fake outage)"
             )
         blocks = _prompt_blocks(body)
+        if self.compat is not None:  # cache_control is ignored
+            blocks = [dataclasses.replace(b, ttl_s=None) for b in blocks]
         problem = _validate(body, blocks)
         if problem:
             return self._error(400, "invalid_request_error", problem)
+        if self.compat is not None and self.compat.tools == "refuse" and body.get("tools"):
+            return self._error(400, "invalid_request_error", "tools are not supported")
         reply = self._script.popleft() if self._script else None
         if reply is None and self.responder is not None:
             reply = self.responder(body)
         if reply is None:
             reply = Reply.of_text(_default_text(body))
+        if self.compat is not None:
+            reply = self.compat.answer(reply, body)
         if reply.kind == "error":
             return self._error(reply.status, reply.error_type, reply.message, reply.retry_after)
         if reply.kind == "hang":
@@ -623,6 +699,8 @@ class FakeAnthropic(LoopbackServer):
             )
             out_text += canonical(reply.tool_input)
         usage = self._cache_usage(body["model"], blocks)
+        if self.compat is not None:  # no cache fields at all
+            usage = {"input_tokens": usage["input_tokens"]}
         usage["output_tokens"] = max(1, tokens(out_text))
         return {
             "id": f"msg_fake_{n:06d}",
@@ -693,14 +771,24 @@ class FakeAnthropic(LoopbackServer):
 
 
 async def _serve(
-    port: int, latency_s: float, min_cache_tokens: int, librarian: bool, demo: bool = False
+    port: int,
+    latency_s: float,
+    min_cache_tokens: int,
+    librarian: bool,
+    demo: bool = False,
+    compat: Compat | None = None,
 ) -> None:
+    settings: dict[str, Any] = {
+        "latency_s": latency_s,
+        "min_cache_tokens": min_cache_tokens,
+        "compat": compat,
+    }
     if demo:  # the demo answers compiles as the librarian does
         from tests.fakes.demo import DemoAnthropic
 
-        fake: FakeAnthropic = DemoAnthropic(latency_s=latency_s, min_cache_tokens=min_cache_tokens)
+        fake: FakeAnthropic = DemoAnthropic(**settings)
     else:
-        fake = FakeAnthropic(latency_s=latency_s, min_cache_tokens=min_cache_tokens)
+        fake = FakeAnthropic(**settings)
     if librarian and not demo:
         from tests.fakes.librarian import librarian as answer_compiles
 
@@ -737,8 +825,25 @@ def main(argv: list[str] | None = None) -> int:
         help="the no-key trial's model: short echoes, the librarian's compiles, valid "
         "heartbeat reflections, reported as the free model 'demo' (tests/fakes/demo.py)",
     )
+    parser.add_argument(
+        "--compat",
+        nargs="?",
+        const="refuse",
+        choices=get_args(ToolsMode),
+        help="another server that serves the Messages API (Ollama, vLLM, LiteLLM): no cache "
+        "figures, cache_control ignored, its error bodies, and tools refused (a 400, the "
+        "default) or ignored (text answered)",
+    )
+    parser.add_argument(
+        "--compat-errors",
+        choices=get_args(ErrorShape),
+        default="openai",
+        help="with --compat: the body of an HTTP error (default: openai)",
+    )
     args = parser.parse_args(argv)
-    asyncio.run(_serve(args.port, args.latency, args.min_cache_tokens, args.librarian, args.demo))
+    compat = Compat(args.compat, args.compat_errors) if args.compat else None
+    asyncio.run(_serve(args.port, args.latency, args.min_cache_tokens, args.librarian,
+                       args.demo, compat))  # fmt: skip
     return 0
 
 

@@ -4,13 +4,14 @@ from __future__ import annotations
 
 import asyncio
 import base64
+import contextlib
 import json
 import os
 import sys
 import time
 from collections.abc import AsyncIterator
 from pathlib import Path
-from typing import Any
+from typing import Any, Literal
 
 import aiohttp
 import anthropic
@@ -18,6 +19,7 @@ import pytest
 from anthropic import AsyncAnthropic
 
 from tests.fakes.anthropic_fake import (
+    Compat,
     FakeAnthropic,
     Reply,
     canonical,
@@ -366,25 +368,30 @@ async def test_five_breakpoints_is_a_400(fake: FakeAnthropic) -> None:
 
 
 @pytest.mark.timeout(30)
-async def test_standalone_process() -> None:
+@contextlib.asynccontextmanager
+async def standalone(*args: str) -> AsyncIterator[str]:
+    """``python -m tests.fakes.anthropic_fake --port 0 *args`` as a process of its
+    own: its URL; at the end it must exit 0 on SIGTERM (killed if the test failed)."""
     env = {**os.environ, "NO_PROXY": "127.0.0.1,localhost", "no_proxy": "127.0.0.1,localhost"}
     proc = await asyncio.create_subprocess_exec(
-        sys.executable,
-        "-m",
-        "tests.fakes.anthropic_fake",
-        "--port",
-        "0",
-        "--latency",
-        "0.0",
-        cwd=REPO,
-        env=env,
-        stdout=asyncio.subprocess.PIPE,
-    )
+        sys.executable, "-m", "tests.fakes.anthropic_fake", "--port", "0", *args,
+        cwd=REPO, env=env, stdout=asyncio.subprocess.PIPE,
+    )  # fmt: skip
     try:
         assert proc.stdout is not None
         line = (await asyncio.wait_for(proc.stdout.readline(), 15)).decode()
         assert line.startswith("PORT ")
-        url = f"http://127.0.0.1:{int(line.split()[1])}"
+        yield f"http://127.0.0.1:{int(line.split()[1])}"
+        proc.terminate()
+        assert await asyncio.wait_for(proc.wait(), 10) == 0
+    finally:
+        if proc.returncode is None:
+            proc.kill()
+            await proc.wait()
+
+
+async def test_standalone_process() -> None:
+    async with standalone("--latency", "0.0") as url:
         c = AsyncAnthropic(api_key="test-key", base_url=url, max_retries=0)
         msg = await c.messages.create(
             model=MODEL, max_tokens=5, messages=[{"role": "user", "content": "ping"}]
@@ -433,12 +440,6 @@ async def test_standalone_process() -> None:
             async with c.messages.stream(model=MODEL, max_tokens=5, messages=hi) as stream:
                 assert [t async for t in stream.text_stream] == ["ec", "ho", ": ", "hi"]
         await c.close()
-        proc.terminate()
-        assert await asyncio.wait_for(proc.wait(), 10) == 0
-    finally:
-        if proc.returncode is None:
-            proc.kill()
-            await proc.wait()
 
 
 async def test_control_endpoints_in_process(fake: FakeAnthropic) -> None:
@@ -833,3 +834,120 @@ async def test_a_body_over_32_mb_is_a_413(fake: FakeAnthropic) -> None:
     assert info.value.status_code == 413
     assert info.value.body["error"]["type"] == "request_too_large"  # type: ignore[index]
     assert fake.requests == []
+
+
+# -- another server (Ollama, vLLM, LiteLLM's proxy): Compat ------------------------------
+
+TOOL = {"name": "lookup", "description": "Look up", "input_schema": {"type": "object"}}
+FORCED = {"tools": [TOOL], "tool_choice": {"type": "tool", "name": "lookup"}}
+
+
+async def raw_post(
+    fake: FakeAnthropic, body: dict[str, Any], key: str = "k"
+) -> tuple[int, str, bytes]:
+    """Status, content type and body of one POST /v1/messages, past the SDK."""
+    async with (
+        aiohttp.ClientSession() as s,
+        s.post(fake.url + "/v1/messages", json=body, headers={"x-api-key": key}) as r,
+    ):
+        return r.status, r.content_type, await r.read()
+
+
+async def test_compat_usage_has_no_cache_fields_and_cache_control_is_ignored() -> None:
+    async with FakeAnthropic(compat=Compat()) as fake:
+        c = client(fake)
+        first = await ask(c, system=cached_system())
+        second = await ask(c, system=cached_system())
+        five = [{"type": "text", "text": str(i), "cache_control": {"type": "ephemeral"}}
+                for i in range(5)]  # fmt: skip
+        await ask(c, system=five)  # no breakpoint limit either
+        status, _, raw = await raw_post(fake, {"model": MODEL, "max_tokens": 5, "messages": HI})
+        streamed_usage = (await streamed(c, system=cached_system())).usage
+    whole = tokens(canonical({"type": "text", "text": BIG})) + tokens(
+        canonical({"type": "text", "text": "hi"})
+    )
+    for usage in (first.usage, second.usage, streamed_usage):
+        assert usage.input_tokens == whole
+        assert usage.cache_creation_input_tokens is None and usage.cache_read_input_tokens is None
+    assert status == 200 and set(json.loads(raw)["usage"]) == {"input_tokens", "output_tokens"}
+
+
+@pytest.mark.parametrize(
+    ("shape", "content_type", "body"),
+    [
+        ("openai", "application/json",
+         {"error": {"message": "scripted error", "type": "rate_limit_error", "code": "429"}}),
+        ("detail", "application/json", {"detail": "scripted error"}),
+        ("text", "text/plain", "scripted error"),
+    ],
+)  # fmt: skip
+async def test_compat_errors_have_the_servers_shape(
+    shape: Literal["openai", "detail", "text"], content_type: str, body: Any
+) -> None:
+    async with FakeAnthropic(compat=Compat(errors=shape)) as fake:
+        fake.script_error(429)
+        status, got_type, raw = await raw_post(fake, {"model": MODEL, "max_tokens": 5,
+                                                      "messages": HI})  # fmt: skip
+        assert (status, got_type) == (429, content_type)
+        assert (raw.decode() if shape == "text" else json.loads(raw)) == body
+        fake.script_error(529)
+        with pytest.raises(anthropic.APIStatusError) as caught:  # the SDK goes by the status
+            await ask(client(fake))
+        assert caught.value.status_code == 529 and "scripted error" in str(caught.value.body)
+        status, got_type, _ = await raw_post(fake, {}, key="")  # every error: auth too
+        assert (status, got_type) == (401, content_type)
+
+
+async def test_compat_refuses_tools_with_a_400_before_taking_a_reply() -> None:
+    async with FakeAnthropic(compat=Compat(tools="refuse")) as fake:
+        c = client(fake)
+        fake.script_text("kept for the next request")
+        with pytest.raises(anthropic.BadRequestError) as caught:
+            await ask(c, **FORCED)
+        refused = {"message": "tools are not supported", "type": "invalid_request_error"}
+        assert caught.value.body == {"error": {**refused, "code": "400"}}
+        with pytest.raises(anthropic.BadRequestError):  # a stream too, before any event
+            await streamed(c, tools=[TOOL])
+        assert (await ask(c)).content[0].text == "kept for the next request"  # type: ignore[union-attr]
+        assert len(fake.requests) == 3
+
+
+async def test_compat_ignoring_tools_answers_text_when_a_tool_is_forced() -> None:
+    async with FakeAnthropic(compat=Compat(tools="ignore")) as fake:
+        c = client(fake)
+        fake.script_tool_use("lookup", {"q": "cats"}, text="Cats are lovely.")
+        fake.script_tool_use("lookup", {"q": "dogs"})
+        fake.responder = lambda body: Reply.of_tool_use("lookup", {"q": "birds"})
+        answers = [await ask(c, "dogs?", **FORCED) for _ in range(2)]
+        answers.append(await streamed(c, **FORCED))
+    for message in answers:
+        assert message.stop_reason == "end_turn" and [b.type for b in message.content] == ["text"]
+    texts = [m.content[0].text for m in answers]  # type: ignore[union-attr]
+    assert texts == ["Cats are lovely.", "echo: dogs?", "echo: hi"]
+
+
+async def test_compat_is_configured_over_http(fake: FakeAnthropic) -> None:
+    async with aiohttp.ClientSession() as s:
+        for setting, status in (({"tools": "sometimes"}, 400), ({"bogus": 1}, 400),
+                                ({"tools": "ignore", "errors": "detail"}, 200)):  # fmt: skip
+            async with s.post(fake.url + "/_fake/config", json={"compat": setting}) as r:
+                assert r.status == status, setting
+        assert fake.compat == Compat("ignore", "detail")
+        fake.reset()
+        assert fake.compat == Compat("ignore", "detail")  # a setting, kept
+        async with s.post(fake.url + "/_fake/config", json={"compat": True}) as r:
+            assert r.status == 200 and fake.compat == Compat()
+        async with s.post(fake.url + "/_fake/config", json={"compat": False}) as r:
+            assert r.status == 200 and fake.compat is None
+    assert (await ask(client(fake))).usage.cache_read_input_tokens == 0
+
+
+async def test_standalone_compat_process() -> None:
+    async with standalone("--compat", "ignore", "--compat-errors", "detail") as url:
+        c = AsyncAnthropic(api_key="test-key", base_url=url, max_retries=0)
+        msg = await ask(c, "ping", **FORCED)
+        assert msg.content[0].text == "echo: ping" and msg.usage.cache_read_input_tokens is None  # type: ignore[union-attr]
+        with pytest.raises(anthropic.BadRequestError) as caught:
+            await c.messages.create(model=MODEL, max_tokens=5, messages=[])
+        assert caught.value.body == {"detail": "messages: at least one message is required"}
+        await c.close()

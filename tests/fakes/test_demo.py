@@ -3,11 +3,7 @@ model name it reports, and the `--demo` process `make fake` runs."""
 
 from __future__ import annotations
 
-import asyncio
-import os
-import sys
 from datetime import UTC, datetime
-from pathlib import Path
 from typing import Any
 
 import pytest
@@ -21,10 +17,10 @@ from bot.soul.regions import HeartbeatParams
 from tests.fakes.anthropic_fake import Reply
 from tests.fakes.demo import DEMO_MODEL, ECHO_CHARS, DemoAnthropic, clip, demo
 from tests.fakes.librarian import librarian
+from tests.fakes.test_anthropic_fake import standalone
 
 pytestmark = pytest.mark.timeout(20)
 
-REPO = Path(__file__).resolve().parents[2]
 
 SOUL = (
     "# SOUL.md\n\n<!-- SOUL_META -->\n- version: 1.0.0\n\n<!-- SOUL_CORE -->\nYou are Lark.\n\n"
@@ -250,28 +246,12 @@ async def test_the_demo_fake_reports_the_demo_model() -> None:
 
 @pytest.mark.timeout(30)
 async def test_the_demo_process_make_fake_runs() -> None:
-    env = {**os.environ, "NO_PROXY": "127.0.0.1,localhost", "no_proxy": "127.0.0.1,localhost"}
-    proc = await asyncio.create_subprocess_exec(
-        sys.executable, "-m", "tests.fakes.anthropic_fake", "--port", "0", "--demo",
-        cwd=REPO, env=env, stdout=asyncio.subprocess.PIPE,
-    )  # fmt: skip
-    try:
-        assert proc.stdout is not None
-        line = (await asyncio.wait_for(proc.stdout.readline(), 15)).decode()
-        assert line.startswith("PORT ")
-        client = AsyncAnthropic(
-            api_key="any", base_url=f"http://127.0.0.1:{int(line.split()[1])}", max_retries=0
-        )
+    async with standalone("--demo") as url:
+        client = AsyncAnthropic(api_key="any", base_url=url, max_retries=0)
         body = heartbeat_call([("Them", "My cat Miso is ill"), ("Lark", "(demo) I heard: it")])
         message = await client.messages.create(**body)
         await client.close()
-        assert message.model == DEMO_MODEL
-        [call] = message.content
-        assert call.type == "tool_use" and call.name == "save_soul"
-        assert "Miso is ill" in validate(call.input, HeartbeatParams()).text
-        proc.terminate()
-        assert await asyncio.wait_for(proc.wait(), 10) == 0
-    finally:
-        if proc.returncode is None:
-            proc.kill()
-            await proc.wait()
+    assert message.model == DEMO_MODEL
+    [call] = message.content
+    assert call.type == "tool_use" and call.name == "save_soul"
+    assert "Miso is ill" in validate(call.input, HeartbeatParams()).text

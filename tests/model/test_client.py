@@ -8,18 +8,25 @@ import re
 import socket
 import time
 from collections.abc import AsyncIterator
-from typing import Any
+from typing import Any, Literal
 
 import pytest
 
 from bot.config.load import parse_config
 from bot.config.schema import BudgetConfig, ModelConfig
-from bot.errors import BudgetExceeded, ConfigError, ModelError, ModelRejected, ModelUnavailable
+from bot.errors import (
+    BudgetExceeded,
+    ConfigError,
+    ModelError,
+    ModelRejected,
+    ModelUnavailable,
+    ToolsUnsupported,
+)
 from bot.model.client import ModelClient
 from bot.model.usage import CallContext, Ledger
 from bot.storage.db import Database
 from bot.types import Tool
-from tests.fakes.anthropic_fake import FakeAnthropic
+from tests.fakes.anthropic_fake import Compat, FakeAnthropic
 from tests.kit import capture_logs
 
 CTX = CallContext("lark", "user:test:1", "test:1", "test:1", "turn")
@@ -402,3 +409,86 @@ async def test_a_streamed_answer_cut_or_broken_is_told_as_it_is(
     await model.close()
     assert cut.cut and cut.text and len(cut.text) < 30
     assert "Overloaded" in str(broken.value)
+
+
+# -- another server of the Messages API (docs/model-servers.md) ---------------------------
+
+
+async def nothing(args: dict[str, Any]) -> str:
+    return ""
+
+
+LOOKUP = Tool("lookup", "Look a fact up", {"type": "object"}, nothing)
+FORCED_LOOKUP = {"name": "lookup", "description": "Look up", "input_schema": {"type": "object"}}
+
+
+@pytest.mark.parametrize("shape", ["openai", "detail", "text"])
+async def test_another_servers_error_says_its_reason(
+    db: Database, shape: Literal["openai", "detail", "text"]
+) -> None:
+    async with FakeAnthropic(compat=Compat(errors=shape)) as server:
+        server.script_error(404, message="model 'llama3' not found, try pulling it first")
+        model = client(db, server.url)
+        with pytest.raises(ModelRejected) as info:
+            await model.complete(CTX, SYSTEM, HELLO)
+        await model.close()
+    said = "NotFoundError: HTTP 404: model 'llama3' not found, try pulling it first"
+    assert str(info.value) == said and info.value.status == 404
+
+
+async def test_usage_without_cache_figures_is_unknown_streamed_or_not(db: Database) -> None:
+    async def tell(text: str) -> None:
+        return None
+
+    async with FakeAnthropic(compat=Compat()) as server:
+        model = client(db, server.url)
+        replies = [await model.complete(CTX, SYSTEM, HELLO, on_text=tell),
+                   await model.complete(CTX, SYSTEM, HELLO)]  # fmt: skip
+        await model.close()
+    for reply in replies:
+        assert reply.usage.input_tokens > 0 and reply.usage.output_tokens > 0
+        assert reply.usage.cache_creation_input_tokens is None
+        assert reply.usage.cache_read_input_tokens is None
+    rows = await db.run(
+        lambda c: c.execute(
+            "SELECT cache_creation_input_tokens, cache_read_input_tokens FROM usage"
+        ).fetchall()
+    )
+    assert [tuple(row) for row in rows] == [(None, None), (None, None)]
+
+
+async def test_tools_a_server_refuses_are_offered_no_more(db: Database) -> None:
+    async with FakeAnthropic(compat=Compat(tools="refuse")) as server:
+        model = client(db, server.url)
+        with capture_logs() as logs:
+            first = await model.complete(CTX, SYSTEM, HELLO, [LOOKUP])
+            second = await model.complete(CTX, SYSTEM, HELLO, [LOOKUP])
+            with pytest.raises(ToolsUnsupported) as forced:
+                await model.use_tool(CTX, SYSTEM, HELLO, FORCED_LOOKUP)
+        await model.close()
+    assert first.text == second.text == "echo: hello" and first.calls == 1
+    assert ["tools" in r for r in server.requests] == [True, False, False, True]
+    assert [e["event"] for e in logs] == ["llm.usage", "llm.tools_refused", "llm.usage"]
+    assert "refused a request with the tool lookup (HTTP 400: tools are not supported)" in str(
+        forced.value
+    )
+    assert len(await ledger_rows(db)) == 2  # the refused requests cost nothing
+
+
+async def test_a_400_for_another_reason_is_not_taken_for_refused_tools(
+    fake: FakeAnthropic, db: Database
+) -> None:
+    fake.script_error(400, message="prompt is too long")
+    model = client(db, fake.url)
+    with capture_logs() as logs, pytest.raises(ModelRejected) as info:
+        await model.complete(CTX, SYSTEM, HELLO, [LOOKUP])
+    await model.complete(CTX, SYSTEM, HELLO, [LOOKUP])
+    fake.script_error(400, message="prompt is too long")
+    with pytest.raises(ModelRejected) as forced:
+        await model.use_tool(CTX, SYSTEM, HELLO, FORCED_LOOKUP)
+    await model.close()
+    assert str(info.value) == "BadRequestError: HTTP 400: prompt is too long"
+    assert type(forced.value) is ModelRejected  # not ToolsUnsupported
+    # Not sent again without its tools (it would be refused again), and still offered.
+    assert ["tools" in r for r in fake.requests] == [True, True, True]
+    assert not [e for e in logs if e["event"] == "llm.tools_refused"]

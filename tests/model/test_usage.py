@@ -16,10 +16,12 @@ from bot.config.schema import AdminsConfig, BudgetConfig, Price
 from bot.errors import BudgetExceeded
 from bot.model.usage import (
     DEFAULT_PRICES,
+    UNKNOWN,
     CallContext,
     Ledger,
     Source,
     Usage,
+    day_totals,
     price_for,
     usage_table,
 )
@@ -574,6 +576,61 @@ def test_usage_table_bad_days_raises(tmp_path: Path) -> None:
             usage_table(conn, days=0, by="soul", now=NOON)
     finally:
         conn.close()
+
+
+# -- cache figures a server did not report (docs/model-servers.md) ----------
+
+
+def test_an_unknown_cache_figure_is_unknown_until_a_known_one_joins() -> None:
+    unknown = Usage(100, 10, None, None)
+    assert (unknown + unknown).cache_read_input_tokens is None
+    assert (unknown + Usage(1, 1, 5, 7)) == Usage(101, 11, 5, 7)
+    assert unknown.total == 110  # counted as no token, by the budgets and the cost
+    assert unknown.cost(Price(input=1, output=1, cache_write=9, cache_read=9)) == 110 / 1e6
+
+
+async def test_unknown_cache_figures_are_null_charged_as_none_and_reported_unknown(
+    db: Database,
+) -> None:
+    ledger = Ledger(db, budget=budget(user=1_000), clock=Clock())
+    await ledger.record(ctx(), SONNET, Usage(300, 50, None, None))
+    await ledger.record(ctx(), SONNET, Usage(100, 50, None, None))
+    rows = await db.run(
+        lambda c: c.execute(
+            "SELECT cache_creation_input_tokens, cache_read_input_tokens FROM usage"
+        ).fetchall()
+    )
+    assert [tuple(row) for row in rows] == [(None, None), (None, None)]
+    assert await db.run(lambda c: day_totals(c, NOON)) == (500, pytest.approx(0.0027))
+    with pytest.raises(BudgetExceeded) as refused:
+        await ledger.check(ctx(), 501)
+    assert refused.value.used == 500
+    text = await report(db, days=1, by="soul")
+    assert parse(text)["aria"] == ["2", "400", "100", UNKNOWN, UNKNOWN, UNKNOWN, "0.0027"]
+    assert text.splitlines()[-1] == (
+        "Cache figures of 2 call(s) are unknown: their model server reported none."
+    )
+
+
+async def test_a_report_with_some_unknown_cache_figures_marks_the_known_part(
+    db: Database,
+) -> None:
+    ledger = Ledger(db, budget=NO_LIMITS, clock=Clock())
+    await ledger.record(ctx(soul="aria"), SONNET, Usage(1_000, 10, 1_000, 2_000))
+    await ledger.record(ctx(soul="aria"), "llama3", Usage(5_000, 10, None, None))
+    await ledger.record(ctx(soul="twinkle"), SONNET, Usage(1_000, 10, 0, 0))
+    text = await report(db, days=1, by="soul")
+    table = parse(text)
+    # aria: the hit share is the known call's: 2000 / (1000 + 1000 + 2000)
+    assert table["aria"][3:6] == ["1,000*", "2,000*", "50.0%*"]
+    assert table["twinkle"][3:6] == ["0", "0", "0.0%"]
+    assert table["TOTAL"][3:6] == ["1,000*", "2,000*", "40.0%*"]
+    assert table["chat"][3:6] == table["TOTAL"][3:6]
+    assert table["background"][3:6] == ["0", "0", "-"]  # no call: nothing unknown
+    assert text.splitlines()[-1] == (
+        "Cache figures of 1 call(s) are unknown: their model server reported none"
+        " (*: of the other calls only)."
+    )
 
 
 # -- through the runtime ------------------------------------------------------

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import os
 import sqlite3
 import stat
@@ -116,7 +117,7 @@ def test_a_version_1_file_is_migrated(tmp_path: Path) -> None:
     tables = {r[0] for r in conn.execute("SELECT name FROM sqlite_master WHERE type = 'table'")}
     content = conn.execute("SELECT content FROM history").fetchall()
     conn.close()
-    assert version == SCHEMA_VERSION == 5
+    assert version == SCHEMA_VERSION == 6
     assert {"history_live", "seen_messages_ts", "memory_folds_page", "sent_messages_ts"} <= indexes
     assert {"memory_folds", "sent_messages"} <= tables
     assert content == [("kept",)]
@@ -136,3 +137,70 @@ async def test_a_lost_postgresql_connection_is_made_again() -> None:
         finally:
             await database.close()
     assert again[0] != pid
+
+
+SCHEMA_5_USAGE = """CREATE TABLE usage (
+    id INTEGER PRIMARY KEY, ts REAL NOT NULL, day TEXT NOT NULL, soul TEXT NOT NULL,
+    scope TEXT NOT NULL, session TEXT NOT NULL, user TEXT NOT NULL, source TEXT NOT NULL,
+    model TEXT NOT NULL, input_tokens INTEGER NOT NULL, output_tokens INTEGER NOT NULL,
+    cache_creation_input_tokens INTEGER NOT NULL, cache_read_input_tokens INTEGER NOT NULL,
+    cost_usd REAL NOT NULL
+)"""
+OLD_ROW = (
+    'INSERT INTO usage (ts, day, soul, scope, session, "user", source, model, input_tokens, '
+    "output_tokens, cache_creation_input_tokens, cache_read_input_tokens, cost_usd) "
+    "VALUES (0, '2025-03-10', 'lark', 'shared', 's', '', 'turn', 'm', 10, 2, 3, 4, 0.5)"
+)
+CACHE = "SELECT cache_creation_input_tokens, cache_read_input_tokens FROM usage ORDER BY id"
+
+
+def schema_5(target: Path | str) -> None:
+    """Take the store at `target` (made by this soulbot) back to schema 5: cache
+    columns NOT NULL, one usage row."""
+    if isinstance(target, Path):
+        conn = sqlite3.connect(target)
+        conn.execute("DROP TABLE usage")
+        conn.execute(SCHEMA_5_USAGE)
+        conn.execute(OLD_ROW)
+        conn.execute("PRAGMA user_version=5")
+        conn.commit()
+        conn.close()
+        return
+    with psycopg.connect(target, autocommit=True) as raw:
+        raw.execute(
+            "ALTER TABLE usage ALTER COLUMN cache_creation_input_tokens SET NOT NULL, "
+            "ALTER COLUMN cache_read_input_tokens SET NOT NULL"
+        )
+        raw.execute(OLD_ROW)
+        raw.execute("UPDATE soulbot_schema SET version = 5")
+
+
+@pytest.mark.parametrize("engine", ["sqlite", "postgresql"])
+async def test_a_schema_5_store_keeps_its_usage_and_takes_unknown_cache_figures(
+    tmp_path: Path, engine: str
+) -> None:
+    with contextlib.ExitStack() as stack:
+        target: Path | str = tmp_path / "soulbot.db"
+        if engine == "postgresql":
+            target = stack.enter_context(postgres_schema())
+        database = Database(target)
+        await database.open()
+        await database.close()
+        schema_5(target)
+        database = Database(target)
+        await database.open()
+        try:
+            insert = OLD_ROW.replace("3, 4, 0.5", "NULL, NULL, 0.5")
+            await database.run(lambda c: c.execute(insert))
+            rows = await database.run(lambda c: c.execute(CACHE).fetchall())
+            indexes = await database.run(
+                lambda c: c.execute(
+                    "SELECT name FROM sqlite_master WHERE type = 'index' AND tbl_name = 'usage'"
+                    if engine == "sqlite"
+                    else "SELECT indexname FROM pg_indexes WHERE tablename = 'usage'"
+                ).fetchall()
+            )
+        finally:
+            await database.close()
+    assert [tuple(row) for row in rows] == [(3, 4), (None, None)]
+    assert {"usage_day_soul", "usage_day_user"} <= {name for (name,) in indexes}
