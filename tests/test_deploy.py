@@ -197,6 +197,10 @@ def test_the_unit_passes_systemd_analyze_verify(tmp_path: Path) -> None:
 # The README's walk-through, checked against the files it drives.
 
 COMPOSE = yaml.safe_load((DEPLOY / "compose.yaml").read_text())
+# The files `-f` may combine: compose.yaml first, then an override.
+BASE = ("compose.yaml",)
+WITH_POSTGRES = ("compose.yaml", "compose.postgres.yaml")
+WITH_WEBHOOK = ("compose.yaml", "compose.webhook.yaml")
 SERVICE = COMPOSE["services"]["soulbot"]
 
 
@@ -274,19 +278,18 @@ def test_every_bind_mount_exists_after_the_readme_steps(tmp_path: Path) -> None:
     assert result.returncode == 0, result.stdout + result.stderr
 
 
-def test_docker_compose_config_resolves_the_mounts_the_same_way(tmp_path: Path) -> None:
-    """The same resolution by Compose itself, where it is installed (no image is built)."""
+def compose_config(checkout: Path, files: tuple[str, ...], env: dict[str, str]) -> Any:
+    """The soulbot service as `docker compose -f deploy/<file>... config` gives it in
+    `checkout` (no image is built). Skips the test where Compose is not installed."""
     docker = shutil.which("docker")
     version = docker and subprocess.run(
         [docker, "compose", "version"], capture_output=True, text=True, timeout=30
     )
-    if not version or version.returncode != 0:
+    if not docker or not version or version.returncode != 0:
         pytest.skip("docker compose is not installed")
-    checkout = tmp_path / "soulbot"
-    replay_compose_steps(checkout)
-    env = {k: v for k, v in os.environ.items() if k not in SECRETS}
+    chosen = [arg for name in files for arg in ("-f", f"deploy/{name}")]
     result = subprocess.run(
-        [docker, "compose", "-f", "deploy/compose.yaml", "config", "--format", "json"],
+        [docker, "compose", *chosen, "config", "--format", "json"],
         cwd=checkout,
         env=env,
         capture_output=True,
@@ -294,7 +297,15 @@ def test_docker_compose_config_resolves_the_mounts_the_same_way(tmp_path: Path) 
         timeout=60,
     )
     assert result.returncode == 0, result.stderr
-    service = json.loads(result.stdout)["services"]["soulbot"]
+    return json.loads(result.stdout)["services"]["soulbot"]
+
+
+def test_docker_compose_config_resolves_the_mounts_the_same_way(tmp_path: Path) -> None:
+    """The same resolution by Compose itself, where it is installed (no image is built)."""
+    checkout = tmp_path / "soulbot"
+    replay_compose_steps(checkout)
+    env = {k: v for k, v in os.environ.items() if k not in SECRETS}
+    service = compose_config(checkout, BASE, env)
     resolved = {PurePosixPath(m["target"]): Path(m["source"]) for m in service["volumes"]}
     assert resolved == bind_sources(checkout / "deploy")
     assert service["user"] == "10001:10001"
@@ -448,9 +459,6 @@ def test_the_postgres_override_gives_soulbot_a_healthy_database_first() -> None:
 
 # What reaches the container: Compose's merge of the files, env_file and environment.
 
-BASE = ("compose.yaml",)
-WITH_POSTGRES = ("compose.yaml", "compose.postgres.yaml")
-WITH_WEBHOOK = ("compose.yaml", "compose.webhook.yaml")
 # The names Compose sets itself rather than pass on, by the file that sets them.
 DECIDED = {
     "compose.yaml": {"SOULBOT_METRICS_LISTEN": "0.0.0.0:9464"},
@@ -574,3 +582,26 @@ def test_the_webhook_variant_listens_where_its_published_port_reaches() -> None:
     for name in ("TELEGRAM_WEBHOOK_URL", "TELEGRAM_WEBHOOK_SECRET"):
         with pytest.raises(ValueError, match=f"set {name} in deploy/.env"):
             container_env(WITH_WEBHOOK, {k: v for k, v in dotenv.items() if k != name})
+
+
+@pytest.mark.parametrize("files", [BASE, WITH_POSTGRES, WITH_WEBHOOK])
+def test_docker_compose_config_gives_the_container_the_same(
+    tmp_path: Path, files: tuple[str, ...]
+) -> None:
+    """The environment and ports above, as Compose itself merges them (where it is
+    installed), with deploy/.env holding every name."""
+    checkout = tmp_path / "soulbot"
+    replay_compose_steps(checkout)
+    names = config_env_names() | code_env_names()
+    dotenv = {name: f"file-{name}" for name in names} | {"POSTGRES_PASSWORD": "pw"}
+    (checkout / "deploy" / ".env").write_text("".join(f"{k}={v}\n" for k, v in dotenv.items()))
+    shell = {
+        k: v
+        for k, v in os.environ.items()
+        if k not in names | {"SOULBOT_METRICS_PORT", "SOULBOT_WEBHOOK_PORT"}
+    }
+    service = compose_config(checkout, files, shell)
+    expected = container_env(files, dotenv)
+    assert {n: service["environment"].get(n) for n in names} == {n: expected[n] for n in names}
+    ports = {int(p["target"]): f"{p['host_ip']}:{p['published']}" for p in service["ports"]}
+    assert ports == published(files, dotenv)
