@@ -63,12 +63,18 @@ bench: $(VENV)/.installed-dev
 	-$(BIN)/python bench/soak.py
 	-$(BIN)/python bench/scale.py
 
-# The demo model on port 8765 (tests/fakes/demo.py: short "(demo) I heard: ..." answers,
-# the memory wiki compiled as a literal model would, valid heartbeat reflections; free as
-# the model "demo"), to try soulbot without an API key:
-# ANTHROPIC_BASE_URL=http://127.0.0.1:8765 ANTHROPIC_API_KEY=any make run
+# The demo model (tests/fakes/demo.py: short "(demo) I heard: ..." answers, the memory
+# wiki compiled as a literal model would, valid heartbeat reflections; free as the model
+# "demo"), to try soulbot without an API key. It listens on 127.0.0.1:$(PORT): `make fake
+# PORT=9000` for another port (0: a free one). Once it listens, it prints its `PORT n` line
+# and the command to type in another terminal; a port already taken fails make.
+PORT = 8765
+NEXT = ANTHROPIC_BASE_URL=http://127.0.0.1:$$port ANTHROPIC_API_KEY=any make run
 fake: $(VENV)/.installed-dev
-	$(BIN)/python -m tests.fakes.anthropic_fake --port 8765 --demo
+	@$(BIN)/python -m tests.fakes.anthropic_fake --port $(PORT) --demo | { \
+	  read -r word port || exit 1; echo "$$word $$port"; \
+	  echo "The demo model is listening. In another terminal, in this folder:"; \
+	  echo "  $(NEXT)"; cat; }
 
 # Refreshes the lock to the newest versions pyproject.toml allows, installs them and runs
 # the whole suite on them: commit requirements/ only when it passes.

@@ -11,10 +11,15 @@ import shlex
 import shutil
 import subprocess
 import sys
+from collections.abc import Mapping
 from pathlib import Path, PurePosixPath
+from typing import Any
 
 import pytest
 import yaml
+
+from bot.config.load import parse_config
+from bot.config.schema import Config, split_listen
 
 ROOT = Path(__file__).resolve().parents[1]
 DEPLOY = ROOT / "deploy"
@@ -141,7 +146,9 @@ def test_compose_builds_the_image_and_passes_the_secrets() -> None:
     context = (DEPLOY / service["build"]["context"]).resolve()
     assert context == ROOT
     assert (context / service["build"]["dockerfile"]).resolve() == DEPLOY / "Dockerfile"
-    assert service["environment"] == {name: f"${{{name}:-}}" for name in SECRETS}
+    assert {name: service["environment"][name] for name in SECRETS} == {
+        name: f"${{{name}:-}}" for name in SECRETS
+    }
     # Bind mounts of the repo root's folders and config, no named volumes.
     assert {PurePosixPath(mount["target"]) for mount in mounts(service)} == MOUNTED
     assert all(mount["type"] == "bind" for mount in mounts(service))
@@ -190,6 +197,10 @@ def test_the_unit_passes_systemd_analyze_verify(tmp_path: Path) -> None:
 # The deploying guide's walk-through (docs/deploying.md), checked against the files it drives.
 
 COMPOSE = yaml.safe_load((DEPLOY / "compose.yaml").read_text())
+# The files `-f` may combine: compose.yaml first, then an override.
+BASE = ("compose.yaml",)
+WITH_POSTGRES = ("compose.yaml", "compose.postgres.yaml")
+WITH_WEBHOOK = ("compose.yaml", "compose.webhook.yaml")
 SERVICE = COMPOSE["services"]["soulbot"]
 
 
@@ -264,19 +275,18 @@ def test_every_bind_mount_exists_after_the_readme_steps(tmp_path: Path) -> None:
     assert result.returncode == 0, result.stdout + result.stderr
 
 
-def test_docker_compose_config_resolves_the_mounts_the_same_way(tmp_path: Path) -> None:
-    """The same resolution by Compose itself, where it is installed (no image is built)."""
+def compose_config(checkout: Path, files: tuple[str, ...], env: dict[str, str]) -> Any:
+    """The soulbot service as `docker compose -f deploy/<file>... config` gives it in
+    `checkout` (no image is built). Skips the test where Compose is not installed."""
     docker = shutil.which("docker")
     version = docker and subprocess.run(
         [docker, "compose", "version"], capture_output=True, text=True, timeout=30
     )
-    if not version or version.returncode != 0:
+    if not docker or not version or version.returncode != 0:
         pytest.skip("docker compose is not installed")
-    checkout = tmp_path / "soulbot"
-    replay_compose_steps(checkout)
-    env = {k: v for k, v in os.environ.items() if k not in SECRETS}
+    chosen = [arg for name in files for arg in ("-f", f"deploy/{name}")]
     result = subprocess.run(
-        [docker, "compose", "-f", "deploy/compose.yaml", "config", "--format", "json"],
+        [docker, "compose", *chosen, "config", "--format", "json"],
         cwd=checkout,
         env=env,
         capture_output=True,
@@ -284,7 +294,15 @@ def test_docker_compose_config_resolves_the_mounts_the_same_way(tmp_path: Path) 
         timeout=60,
     )
     assert result.returncode == 0, result.stderr
-    service = json.loads(result.stdout)["services"]["soulbot"]
+    return json.loads(result.stdout)["services"]["soulbot"]
+
+
+def test_docker_compose_config_resolves_the_mounts_the_same_way(tmp_path: Path) -> None:
+    """The same resolution by Compose itself, where it is installed (no image is built)."""
+    checkout = tmp_path / "soulbot"
+    replay_compose_steps(checkout)
+    env = {k: v for k, v in os.environ.items() if k not in SECRETS}
+    service = compose_config(checkout, BASE, env)
     resolved = {PurePosixPath(m["target"]): Path(m["source"]) for m in service["volumes"]}
     assert resolved == bind_sources(checkout / "deploy")
     assert service["user"] == "10001:10001"
@@ -435,3 +453,153 @@ def test_the_postgres_override_gives_soulbot_a_healthy_database_first() -> None:
     assert "POSTGRES_PASSWORD" in soulbot["environment"]["PGPASSWORD"]
     # The example config reads the store's URL from the variable the override sets.
     assert "${SOULBOT_STORE_URL:-}" in (DEPLOY / "soulbot.example.yaml").read_text()
+
+
+# What reaches the container: Compose's merge of the files, env_file and environment.
+
+# The names Compose sets itself rather than pass on, by the file that sets them.
+DECIDED = {
+    "compose.yaml": {"SOULBOT_METRICS_LISTEN": "0.0.0.0:9464"},
+    "compose.postgres.yaml": {"SOULBOT_STORE_URL": "postgresql://soulbot@postgres:5432/soulbot"},
+    "compose.webhook.yaml": {"TELEGRAM_WEBHOOK_LISTEN": "0.0.0.0:8443"},
+}
+
+
+def code_env_names() -> set[str]:
+    """The variables the code reads itself (click's envvar=), besides the config's."""
+    return {
+        name
+        for path in (ROOT / "bot").rglob("*.py")
+        for name in re.findall(r"envvar=\"(\w+)\"", path.read_text())
+    }
+
+
+def interpolate(value: str, lookup: Mapping[str, str]) -> str:
+    """`value` with ${NAME}, ${NAME:-default}, ${NAME-default} and ${NAME:?error}
+    replaced as Compose replaces them. Raises ValueError (Compose refuses to start)."""
+
+    def one(match: re.Match[str]) -> str:
+        name, op, arg = match[1], match[2], match[3]
+        found = lookup.get(name)
+        if op == ":?" and not found:
+            raise ValueError(f"{name}: {arg}")
+        if op == "-":
+            return arg if found is None else found
+        return found or (arg if op == ":-" else "")
+
+    return re.sub(r"\$\{(\w+)(?:(:-|-|:\?)([^}]*))?\}", one, value)
+
+
+def merged(files: tuple[str, ...]) -> dict[str, Any]:
+    """The soulbot service of these compose files merged in order, as `-f a -f b`
+    merges them: environment by name, ports and env_file appended."""
+    service: dict[str, Any] = {"environment": {}, "ports": [], "env_file": []}
+    for name in files:
+        part = yaml.safe_load((DEPLOY / name).read_text())["services"]["soulbot"]
+        service["environment"].update(part.get("environment", {}))
+        service["ports"] += part.get("ports", [])
+        service["env_file"] += part.get("env_file", [])
+    return service
+
+
+def container_env(
+    files: tuple[str, ...], dotenv: Mapping[str, str], shell: Mapping[str, str] | None = None
+) -> dict[str, str]:
+    """The soulbot container's environment, as Compose makes it: the image's ENV,
+    then the env_file deploy/.env (`dotenv`), then environment: interpolated from
+    the shell, else deploy/.env (the project directory's .env)."""
+    service = merged(files)
+    env = dict(ENV)
+    for entry in service["env_file"]:
+        assert (DEPLOY / entry["path"]).resolve() == DEPLOY / ".env"
+        env.update(dotenv)
+    lookup = {**dotenv, **(shell or {})}
+    env.update({k: interpolate(str(v), lookup) for k, v in service["environment"].items()})
+    return env
+
+
+def published(files: tuple[str, ...], dotenv: Mapping[str, str]) -> dict[int, str]:
+    """Container port -> the host address that reaches it (`ip:port`)."""
+    found = {}
+    for mapping in merged(files)["ports"]:
+        host_ip, host_port, container = interpolate(mapping, dotenv).split(":")
+        found[int(container)] = f"{host_ip}:{host_port}"
+    return found
+
+
+def container_config(files: tuple[str, ...], dotenv: Mapping[str, str]) -> Config:
+    """The example config as the container reads it."""
+    text = (DEPLOY / "soulbot.example.yaml").read_text()
+    return parse_config(text, "soulbot.example.yaml", container_env(files, dotenv))
+
+
+@pytest.mark.parametrize("files", [BASE, WITH_POSTGRES, WITH_WEBHOOK])
+def test_every_variable_soulbot_reads_reaches_the_container(files: tuple[str, ...]) -> None:
+    names = config_env_names() | code_env_names()
+    assert {"SOULBOT_CONFIG", "SOULBOT_INSTANCE", "TELEGRAM_WEBHOOK_URL"} <= names
+    decided = {k: v for name in files for k, v in DECIDED[name].items()}
+    dotenv = {name: f"file-{name}" for name in names} | {"POSTGRES_PASSWORD": "pw"}
+    env = container_env(files, dotenv)
+    assert {n: env[n] for n in names} == {n: decided.get(n, f"file-{n}") for n in names}
+    # A name deploy/.env holds that no file lists reaches it too (env_file).
+    assert container_env(files, {**dotenv, "ANTHROPIC_LOG": "debug"})["ANTHROPIC_LOG"] == "debug"
+    # The shell's value wins over the file's for each name the config reads.
+    shell = {name: f"shell-{name}" for name in config_env_names()}
+    env = container_env(files, dotenv, shell)
+    expected = {n: decided.get(n, f"shell-{n}") for n in config_env_names()}
+    expected["SOULBOT_CONSOLE"] = "file-SOULBOT_CONSOLE"  # the image's, unless deploy/.env says
+    assert {n: env[n] for n in config_env_names()} == expected
+
+
+def test_the_metrics_are_published_on_the_hosts_loopback() -> None:
+    config = container_config(BASE, {"TELEGRAM_TOKEN": "t"})
+    assert config.metrics.listen is not None
+    host, port = split_listen(config.metrics.listen)
+    assert host == "0.0.0.0"  # every interface of the container: the published port reaches it
+    assert published(BASE, {}) == {port: "127.0.0.1:9464"}
+    assert published(BASE, {"SOULBOT_METRICS_PORT": "19464"}) == {port: "127.0.0.1:19464"}
+    # Without the webhook variant the webhook keeps the config's default, unpublished.
+    assert config.adapters.telegram.webhook.listen == "127.0.0.1:8443"
+
+
+def test_the_webhook_variant_listens_where_its_published_port_reaches() -> None:
+    dotenv = {
+        "TELEGRAM_TOKEN": "t",
+        "TELEGRAM_WEBHOOK_URL": "https://bot.example.org/telegram",
+        "TELEGRAM_WEBHOOK_SECRET": "s3cret",
+    }
+    webhook = container_config(WITH_WEBHOOK, dotenv).adapters.telegram.webhook
+    assert webhook.url == dotenv["TELEGRAM_WEBHOOK_URL"]
+    assert webhook.secret_token.get_secret_value() == "s3cret"
+    host, port = split_listen(webhook.listen)
+    assert host == "0.0.0.0"
+    ports = published(WITH_WEBHOOK, dotenv)
+    assert ports[port] == "127.0.0.1:8443"
+    assert len(ports) == 2  # the metrics' too
+    # Compose refuses to start the variant without the URL or the secret.
+    for name in ("TELEGRAM_WEBHOOK_URL", "TELEGRAM_WEBHOOK_SECRET"):
+        with pytest.raises(ValueError, match=f"set {name} in deploy/.env"):
+            container_env(WITH_WEBHOOK, {k: v for k, v in dotenv.items() if k != name})
+
+
+@pytest.mark.parametrize("files", [BASE, WITH_POSTGRES, WITH_WEBHOOK])
+def test_docker_compose_config_gives_the_container_the_same(
+    tmp_path: Path, files: tuple[str, ...]
+) -> None:
+    """The environment and ports above, as Compose itself merges them (where it is
+    installed), with deploy/.env holding every name."""
+    checkout = tmp_path / "soulbot"
+    replay_compose_steps(checkout)
+    names = config_env_names() | code_env_names()
+    dotenv = {name: f"file-{name}" for name in names} | {"POSTGRES_PASSWORD": "pw"}
+    (checkout / "deploy" / ".env").write_text("".join(f"{k}={v}\n" for k, v in dotenv.items()))
+    shell = {
+        k: v
+        for k, v in os.environ.items()
+        if k not in names | {"SOULBOT_METRICS_PORT", "SOULBOT_WEBHOOK_PORT"}
+    }
+    service = compose_config(checkout, files, shell)
+    expected = container_env(files, dotenv)
+    assert {n: service["environment"].get(n) for n in names} == {n: expected[n] for n in names}
+    ports = {int(p["target"]): f"{p['host_ip']}:{p['published']}" for p in service["ports"]}
+    assert ports == published(files, dotenv)

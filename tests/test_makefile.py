@@ -3,9 +3,15 @@ only fake interpreters (shell scripts) in tmp_path."""
 
 from __future__ import annotations
 
+import contextlib
+import json
 import os
 import shutil
+import signal
+import socket
 import subprocess
+import urllib.request
+from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
@@ -128,7 +134,7 @@ def test_make_run_passes_soulbot_yaml_else_the_example(tmp_path: Path) -> None:
     path = fake_path(tmp_path, ALL)
     (tmp_path / "work").mkdir()
     shutil.copy(REPO / "pyproject.toml", tmp_path / "work")
-    shutil.copytree(REPO / "requirements", tmp_path / "work" / "requirements")
+    shutil.copytree(REPO / "requirements", tmp_path / "work" / "requirements")  # the lock
 
     def run_line() -> str:
         result = make(tmp_path, path, "-n", "run")
@@ -138,3 +144,61 @@ def test_make_run_passes_soulbot_yaml_else_the_example(tmp_path: Path) -> None:
     assert run_line() == ".venv/bin/soulbot run --config deploy/soulbot.example.yaml"
     (tmp_path / "work" / "soulbot.yaml").write_text("{}\n")
     assert run_line() == ".venv/bin/soulbot run --config soulbot.yaml"
+
+
+def make_fake(port: int) -> subprocess.Popen[str]:
+    """`make fake PORT=port` in the checkout, in a process group of its own (see
+    `stopped`); skipped when the checkout's venv is not installed and current."""
+    assert MAKE is not None
+    if subprocess.run([MAKE, "-C", str(REPO), "-q", ".venv/.installed-dev"]).returncode != 0:
+        pytest.skip("the checkout's .venv is not installed (make .venv/.installed-dev)")
+    return subprocess.Popen(
+        [MAKE, "--no-print-directory", "-C", str(REPO), "fake", f"PORT={port}"],
+        stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, start_new_session=True,
+    )  # fmt: skip
+
+
+@contextlib.contextmanager
+def stopped(fake: subprocess.Popen[str]) -> Iterator[subprocess.Popen[str]]:
+    """`fake`, its whole group (make, the server) stopped when the block ends."""
+    try:
+        yield fake
+    finally:
+        with contextlib.suppress(ProcessLookupError):
+            os.killpg(fake.pid, signal.SIGTERM)
+        fake.communicate(timeout=10)
+
+
+def test_make_fake_listens_on_the_port_given_and_says_what_to_type_next() -> None:
+    """The demo model answers at the URL of the command `make fake` prints."""
+    with socket.socket() as probe:
+        probe.bind(("127.0.0.1", 0))
+        port = probe.getsockname()[1]
+    with stopped(make_fake(port)) as fake:
+        assert fake.stdout is not None
+        shown = [fake.stdout.readline().rstrip("\n") for _ in range(3)]
+        assert shown[0] == f"PORT {port}", shown
+        *assignments, program, target = shown[2].split()
+        assert (program, target) == ("make", "run")
+        env = dict(word.split("=", 1) for word in assignments)
+        assert env == {"ANTHROPIC_BASE_URL": f"http://127.0.0.1:{port}", "ANTHROPIC_API_KEY": "any"}
+        body = {"model": "demo", "max_tokens": 64, "messages": [{"role": "user", "content": "hi"}]}
+        request = urllib.request.Request(
+            env["ANTHROPIC_BASE_URL"] + "/v1/messages",
+            data=json.dumps(body).encode(),
+            headers={"content-type": "application/json", "x-api-key": env["ANTHROPIC_API_KEY"]},
+        )
+        with urllib.request.urlopen(request, timeout=10) as response:
+            answer = json.load(response)
+        assert "(demo) I heard: hi" in answer["content"][0]["text"]
+
+
+def test_make_fake_fails_when_its_port_is_taken() -> None:
+    with socket.socket() as taken:
+        taken.bind(("127.0.0.1", 0))
+        taken.listen()
+        with stopped(make_fake(taken.getsockname()[1])) as fake:
+            out, err = fake.communicate(timeout=30)
+    assert fake.returncode != 0
+    assert "address already in use" in err
+    assert "make run" not in out

@@ -33,9 +33,11 @@ MAX_AGE_S = 60.0
 
 
 def health_path(config: Config) -> Path:
-    """This process's health file: `data_dir/health.json`, or
-    `health-<instance>.json` for one `instance` of several."""
-    return config.data_dir / instance_file(HEALTH_FILE, config.instance)
+    """This process's health file, absolute: `data_dir/health.json`, or
+    `health-<instance>.json` for one `instance` of several. The daemon writes it
+    and `soulbot health` reads it through this one function, so both take a
+    relative `data_dir` from the folder they run in."""
+    return (config.data_dir / instance_file(HEALTH_FILE, config.instance)).absolute()
 
 
 def adapter_state(adapters: Mapping[str, Adapter]) -> dict[str, dict[str, Any]]:

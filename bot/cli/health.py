@@ -8,6 +8,7 @@ import click
 
 from bot.app.health import MAX_AGE_S, check_health, health_path
 from bot.cli.common import common_options, fail, setup
+from bot.config.schema import Config
 
 
 @click.command()
@@ -29,4 +30,16 @@ def health(max_age_s: float, config_path: Path | None, log_format: str | None) -
     try:
         click.echo(check_health(path, max_age_s, deaf_after_s=deaf_after_s))
     except RuntimeError as exc:
-        fail(str(exc))
+        fail(str(exc) + _relative_hint(config, path))
+
+
+def _relative_hint(config: Config, path: Path) -> str:
+    """For a health file not found: where a relative `data_dir` was taken from, and
+    what to do; empty when `data_dir` is absolute or the file is there."""
+    if config.data_dir.is_absolute() or path.exists():
+        return ""
+    return (
+        f" (data_dir {config.data_dir} is taken from the folder health runs in, {Path.cwd()},"
+        " as `soulbot run` takes it from the folder it starts in: run health in that folder,"
+        " or make data_dir absolute)"
+    )
