@@ -45,7 +45,9 @@ DB_NAME = "soulbot.db"
 #    a reply to one of them is known, and quoted, after a restart too.
 # 5: PostgreSQL's budget_totals keeps a row for each process (`instance`), so one
 #    process's call never waits on another's uncommitted total (SQLite: no change).
-SCHEMA_VERSION = 5
+# 6: history.delivered: a reply row is stored with 0 and set to 1 once sent, so a reply
+#    a crash kept from its chat is sent at the next start (rows before it count as sent).
+SCHEMA_VERSION = 6
 
 SCHEMA = """
 CREATE TABLE IF NOT EXISTS usage (
@@ -75,7 +77,8 @@ CREATE TABLE IF NOT EXISTS history (
     content TEXT NOT NULL,
     tokens INTEGER NOT NULL,
     reply_to INTEGER,
-    ts REAL NOT NULL
+    ts REAL NOT NULL,
+    delivered INTEGER NOT NULL DEFAULT 1
 );
 CREATE INDEX IF NOT EXISTS history_session ON history (session, generation, id);
 CREATE INDEX IF NOT EXISTS history_live ON history (session, generation, id)
@@ -258,6 +261,9 @@ def _open(path: Path) -> sqlite3.Connection:
     conn.execute("PRAGMA synchronous=NORMAL")
     conn.execute("PRAGMA busy_timeout=5000")
     conn.executescript(SCHEMA)
+    columns = {row[1] for row in conn.execute("PRAGMA table_info(history)")}
+    if "delivered" not in columns:  # a file before schema 6: the table, not its column
+        conn.execute("ALTER TABLE history ADD COLUMN delivered INTEGER NOT NULL DEFAULT 1")
     conn.execute(f"PRAGMA user_version={SCHEMA_VERSION}")
     return conn
 

@@ -69,7 +69,8 @@ CREATE TABLE IF NOT EXISTS history (
     content TEXT NOT NULL,
     tokens INTEGER NOT NULL,
     reply_to BIGINT,
-    ts DOUBLE PRECISION NOT NULL
+    ts DOUBLE PRECISION NOT NULL,
+    delivered INTEGER NOT NULL DEFAULT 1
 );
 CREATE INDEX IF NOT EXISTS history_session ON history (session, generation, id);
 CREATE INDEX IF NOT EXISTS history_live ON history (session, generation, id)
@@ -210,6 +211,10 @@ def _schema(raw: Any, url: str, version: int) -> None:
             raw.execute(
                 "ALTER TABLE budget_totals ADD COLUMN instance TEXT NOT NULL DEFAULT '', "
                 "DROP CONSTRAINT budget_totals_pkey, ADD PRIMARY KEY (day, kind, who, instance)"
+            )
+        if found is not None and found < 6:  # replies stored before it count as sent
+            raw.execute(
+                "ALTER TABLE history ADD COLUMN IF NOT EXISTS delivered INTEGER NOT NULL DEFAULT 1"
             )
         raw.execute("DELETE FROM soulbot_schema")
         raw.execute("INSERT INTO soulbot_schema (version) VALUES (%s)", (version,))
