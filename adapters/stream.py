@@ -88,7 +88,7 @@ class Paced:
             self._last = self._clock()  # the first show waits a pace too
         self._latest = text
         if self._task is None or self._task.done():
-            self._task = asyncio.create_task(self._run())
+            self._task = asyncio.create_task(self._run(), name=f"preview:{self._adapter}")
 
     async def _run(self) -> None:
         while self._latest is not None and self._latest != self._shown:
