@@ -29,11 +29,13 @@ default), `stream` posts a reply as soon as it has text and edits it as it
 grows, at most once a second (adapters/stream.py's `EditedReply`, split at
 2,000 with code fences closed in every chunk): the first message replies to the
 message the turn answers, as `send`'s would, and every post, edit and delete is
-tried again like a send. A slash command's answer (and a reply with a file) is
-never streamed: it stays an ephemeral follow-up sent whole. `notes` has nothing
-to say: Discord has no privacy mode, and the message content intent is checked
-at start. An attachment rides on the last chunk (alone when there
-is no text) as a `discord.File`: a multipart upload, made afresh for each try.
+tried again like a send; an edit of a message a moderator deleted (404, Unknown
+Message) is `MessageGone`, and the answer is posted anew. A slash command's
+answer (and a reply with a file) is never streamed: it stays an ephemeral
+follow-up sent whole. `notes` has nothing to say: Discord has no privacy mode,
+and the message content intent is checked at start. An attachment rides on the
+last chunk (alone when there is no text) as a `discord.File`: a multipart
+upload, made afresh for each try.
 discord.py waits out 429s and tries 500, 502, 504 and 524 five times itself (1
 s, 3 s, 5 s, ...); what it raises at once, a 503 or another 5xx, a lost
 connection (`aiohttp.ClientError`; its own retry of a reset connection knows
@@ -100,7 +102,7 @@ from adapters.discord_shards import (
 )
 from adapters.retry import BACKOFF, Backoff, retried, send_chunks
 from adapters.split import split_message
-from adapters.stream import EVERY_S, EditedReply
+from adapters.stream import EVERY_S, EditedReply, MessageGone
 from bot.types import AdapterStartError, Attachment, Inbound, Outbound, ReplyStream
 
 log = structlog.get_logger(__name__)
@@ -109,6 +111,7 @@ T = TypeVar("T")
 
 LIMIT = 2000
 TYPING_EVERY_S = 8.0  # Discord shows typing for 10 s
+UNKNOWN_MESSAGE = 10008  # the error code of an edit or fetch of a deleted message
 READY_TIMEOUT_S = 30.0  # and IDENTIFY_PAUSE_S more for each shard after the first
 # Connections open at once to one host (the REST API, the CDN): Discord takes 50 requests a
 # second from a bot, so more would only wait; beyond them a request waits for a free one.
@@ -464,7 +467,12 @@ class _Edited:
 
     async def edit(self, message_id: str, text: str) -> None:
         partial = self._channel.get_partial_message(int(message_id))
-        await self._retried(lambda: partial.edit(content=text, allowed_mentions=_SAFE_MENTIONS))
+        try:
+            await self._retried(lambda: partial.edit(content=text, allowed_mentions=_SAFE_MENTIONS))
+        except discord.NotFound as exc:
+            if exc.code == UNKNOWN_MESSAGE:  # a moderator deleted it
+                raise MessageGone(str(exc)) from exc
+            raise
 
     async def delete(self, message_id: str) -> None:
         try:

@@ -17,6 +17,19 @@ the new ones; `finish` makes the same edit with the final text, and deletes
 preview messages the final text no longer needs (an answer that shrank).
 A failed preview is logged (`adapter.preview_failed`) and ends the previews;
 `finish` still makes the chat end with the final text, or raises `SendFailed`.
+A preview message someone else deleted (a group's moderator, Telegram's
+anti-spam) is `MessageGone` when edited: a preview does not come back (it ends
+the previews), and `finish` posts that chunk and those after it as new messages,
+so the answer still arrives, in order (the first still replying to the question).
+The final text is sent only by an edit or a post: a preview deleted after it
+already showed the whole final text is not noticed.
+
+A turn cancelled mid-answer (`/forget`, a shutdown past its deadline) calls
+`abort`: the task that shows previews, which each `Paced` owns, is cancelled and
+awaited, so nothing is shown after it, and the preview messages are deleted. A
+preview is not an answer: the history stores none for a cancelled turn, so the
+chat keeps none either (after a shutdown the message is answered at the next
+start; after `/forget` nothing of the conversation should be left).
 """
 
 from __future__ import annotations
@@ -35,6 +48,10 @@ from bot.types import Outbound
 log = structlog.get_logger(__name__)
 
 EVERY_S = 1.0
+
+
+class MessageGone(Exception):
+    """A message to edit is no longer there: someone else deleted it."""
 
 
 class Paced:
@@ -71,7 +88,7 @@ class Paced:
             self._last = self._clock()  # the first show waits a pace too
         self._latest = text
         if self._task is None or self._task.done():
-            self._task = asyncio.create_task(self._run())
+            self._task = asyncio.create_task(self._run(), name=f"preview:{self._adapter}")
 
     async def _run(self) -> None:
         while self._latest is not None and self._latest != self._shown:
@@ -105,6 +122,15 @@ class Paced:
         if self._shown is not None or self._failed:
             await asyncio.sleep(max(0.0, self._last + self._every_s - self._clock()))
 
+    async def cancel(self) -> None:
+        """End the previews at once: cancel a show waiting or under way, and
+        wait for its task to end; nothing is shown after this returns."""
+        self._latest = None
+        self._failed = True  # an update after this shows nothing
+        if self._task is not None:
+            self._task.cancel()
+            await asyncio.gather(self._task, return_exceptions=True)
+
 
 class Editable(Protocol):
     """What a platform does for an `EditedReply`."""
@@ -114,10 +140,11 @@ class Editable(Protocol):
         message the turn answers); returns its id."""
 
     async def edit(self, message_id: str, text: str) -> None:
-        """Change a message this reply posted."""
+        """Change a message this reply posted; raises MessageGone when it was
+        deleted."""
 
     async def delete(self, message_id: str) -> None:
-        """Delete a message this reply posted."""
+        """Delete a message this reply posted (one deleted already is no error)."""
 
 
 class EditedReply:
@@ -134,6 +161,7 @@ class EditedReply:
         self._platform = platform
         self._limit = limit
         self._measure = measure
+        self._adapter = adapter
         self._posted: list[tuple[str, str]] = []  # (message id, text shown), in order
         self._paced = Paced(self._show, every_s, adapter)
 
@@ -143,17 +171,37 @@ class EditedReply:
     async def _show(self, text: str) -> None:
         await self._apply(split_message(text, self._limit, self._measure))
 
-    async def _apply(self, chunks: list[str]) -> None:
+    async def _apply(self, chunks: list[str], repost: bool = False) -> None:
+        """Make the posted messages show `chunks`; with `repost`, a message
+        someone deleted is posted anew (with those after it, to keep the order),
+        else its `MessageGone` is raised."""
         for index, chunk in enumerate(chunks):
-            if index < len(self._posted):
-                message_id, shown = self._posted[index]
-                if shown != chunk:
-                    await self._platform.edit(message_id, chunk)
-                    self._posted[index] = (message_id, chunk)
-            else:
-                message_id = await self._platform.post(chunk, first=index == 0)
-                self._posted.append((message_id, chunk))
-        while len(self._posted) > max(len(chunks), 1):
+            if index < len(self._posted) and await self._edit(index, chunk, repost):
+                continue
+            message_id = await self._platform.post(chunk, first=index == 0)
+            self._posted.append((message_id, chunk))
+        await self._delete_from(max(len(chunks), 1))
+
+    async def _edit(self, index: int, chunk: str, repost: bool) -> bool:
+        """Make posted message `index` show `chunk`; False when it is gone (with
+        `repost`: it and those after it are dropped, to be posted again)."""
+        message_id, shown = self._posted[index]
+        if shown == chunk:
+            return True
+        try:
+            await self._platform.edit(message_id, chunk)
+        except MessageGone:
+            if not repost:
+                raise
+            await self._delete_from(index + 1)
+            self._posted.pop()
+            return False
+        self._posted[index] = (message_id, chunk)
+        return True
+
+    async def _delete_from(self, index: int) -> None:
+        """Delete the posted messages from `index` on, the last first."""
+        while len(self._posted) > index:
             await self._platform.delete(self._posted[-1][0])
             self._posted.pop()
 
@@ -163,9 +211,21 @@ class EditedReply:
         await self._paced.settle()
         chunks = split_message(message.text, self._limit, self._measure)
         try:
-            await self._apply(chunks)
+            await self._apply(chunks, repost=True)
         except Exception as exc:
             done = sum(1 for (_, shown), chunk in zip(self._posted, chunks, strict=False)
                        if shown == chunk)  # fmt: skip
             raise SendFailed(len(chunks) - done, len(chunks), exc) from exc
         return [message_id for message_id, _ in self._posted]
+
+    async def abort(self) -> None:
+        """End the reply unfinished: no preview after this, and the messages
+        posted are deleted (each failure logged, never raised)."""
+        await self._paced.cancel()
+        for message_id, _ in reversed(self._posted):
+            try:
+                await self._platform.delete(message_id)
+            except Exception as exc:  # the turn is over either way
+                log.warning("adapter.preview_left", adapter=self._adapter, message_id=message_id,
+                            error=f"{type(exc).__name__}: {exc}")  # fmt: skip
+        self._posted.clear()

@@ -9,7 +9,8 @@ what is written so far), and `finish` sends the reply as `send` does, so the cha
 ends with exactly the messages it would have had without streaming. In a group
 the reply is posted early and edited (`EditedReply` through `Edits`:
 sendMessage, editMessageText, deleteMessage; "message is not modified" is no
-error), the last edit making it the final text; an attachment goes after it as a
+error, "message to edit not found" is `MessageGone`: an admin or Telegram's
+anti-spam deleted it), the last edit making it the final text; an attachment goes after it as a
 document. Both go through the adapter's formatted send, so they fall back to
 plain text when Telegram refuses the HTML and retry network errors as `send`
 does.
@@ -25,7 +26,7 @@ from telegram import Bot, ReplyParameters
 from telegram.error import BadRequest
 
 from adapters.split import split_message, utf16_len
-from adapters.stream import EVERY_S, Paced
+from adapters.stream import EVERY_S, MessageGone, Paced
 from bot.types import Outbound
 
 T = TypeVar("T")
@@ -78,6 +79,11 @@ class Draft:
         await self._paced.settle()
         return await self._send(message)
 
+    async def abort(self) -> None:
+        """No draft after this; the one shown stays until Telegram drops it (a
+        draft cannot be taken back: its text may not be empty)."""
+        await self._paced.cancel()
+
 
 class Edits:
     """What an `EditedReply` does in a Telegram group (an `Editable`); its first
@@ -115,9 +121,15 @@ class Edits:
                 body, chat_id=self._chat, message_id=int(message_id), parse_mode=mode
             ), text)  # fmt: skip
         except BadRequest as exc:
+            if "message to edit not found" in str(exc).lower():
+                raise MessageGone(str(exc)) from exc
             if "not modified" not in str(exc).lower():
                 raise
 
     async def delete(self, message_id: str) -> None:
         bot = self._bot()
-        await self._retried(lambda: bot.delete_message(self._chat, int(message_id)))
+        try:
+            await self._retried(lambda: bot.delete_message(self._chat, int(message_id)))
+        except BadRequest as exc:
+            if "message to delete not found" not in str(exc).lower():  # else: gone already
+                raise

@@ -177,6 +177,9 @@ class _Shown:
         self.adapter.arrived(self.reply_to, message.text)
         return []
 
+    async def abort(self) -> None:
+        return
+
 
 def percentile(values: list[float], q: int) -> float:
     if len(values) < 2:

@@ -249,6 +249,11 @@ class ReplyStream(Protocol):
         the chat ends with exactly what `send` would have left. Returns the
         platform ids of the reply's messages. Raises like `send`."""
 
+    async def abort(self) -> None:
+        """End the reply unfinished (its turn was cancelled): nothing is shown
+        after this returns, and what was shown is taken away where the platform
+        allows it. Never raises."""
+
 
 @dataclass(frozen=True)
 class Route:

@@ -3,6 +3,14 @@
 Rows of the current generation of a session key, in order: user messages,
 assistant replies (each names the last user row it answers, `reply_to`), and at
 most one live summary of compacted rows. `reset` starts a new generation.
+
+A reply is written twice: stored (`append`, `delivered` 0: the model's answer is
+kept, whatever happens to the send), then delivered (`delivered`, set to 1 once
+the platform took it, with the ids of its messages). A reply stored and not
+delivered is one a crash or a failed send kept from the person: `unanswered`
+counts its message as unanswered, and the session's recovery sends the stored
+text (bot/chat/sessions.py), with no new model call. Rows from before schema 7
+count as delivered.
 """
 
 from __future__ import annotations
@@ -31,12 +39,13 @@ PRUNE_EVERY = 1000
 # The condition of the partial index history_live (bot/storage/db.py): a query
 # that names it reads only live rows, never the compacted ones behind them.
 LIVE = "kind IN ('message', 'summary')"
-_COLUMNS = "id, role, kind, content, tokens, reply_to, ts"  # what a load reads of a row
+_COLUMNS = "id, role, kind, content, tokens, reply_to, ts, delivered"  # what a load reads of a row
 
 
 @dataclass(frozen=True)
 class Entry:
-    """One history row. `reply_to` (assistant rows) is the last user row answered."""
+    """One history row. `reply_to` (assistant rows) is the last user row
+    answered; `delivered` (assistant rows) whether the reply was sent."""
 
     id: int
     role: Role
@@ -44,6 +53,7 @@ class Entry:
     tokens: int
     reply_to: int | None = None
     ts: float = 0.0
+    delivered: bool = True
 
     @property
     def order(self) -> tuple[int, int]:
@@ -148,27 +158,35 @@ class HistoryStore:
             ).fetchall()
             rows = [r[1:] for r in found if r[1] is not None]
             summary = next((r[3] for r in reversed(rows) if r[2] == "summary"), None)
-            entries = [Entry(r[0], r[1], r[3], r[4], r[5], r[6]) for r in rows if r[2] == "message"]
+            entries = [Entry(r[0], r[1], r[3], r[4], r[5], r[6], bool(r[7]))
+                       for r in rows if r[2] == "message"]  # fmt: skip
             entries.sort(key=lambda e: e.order)
             return Snapshot(int(found[0][0]), summary, entries)
 
         return await self._db.run(query)
 
     async def append(
-        self, session: str, generation: int, role: Role, text: str, reply_to: int | None = None
+        self,
+        session: str,
+        generation: int,
+        role: Role,
+        text: str,
+        reply_to: int | None = None,
+        delivered: bool = True,
     ) -> Entry:
+        """Store a row (a reply not sent yet: `delivered` False)."""
         tokens = count_tokens(text)
         ts = self._clock()
 
         def insert(conn: Conn) -> int:
             cursor = conn.execute(
                 "INSERT INTO history (session, generation, role, kind, content, tokens, "
-                "reply_to, ts) VALUES (?, ?, ?, 'message', ?, ?, ?, ?) RETURNING id",
-                (session, generation, role, text, tokens, reply_to, ts),
+                "reply_to, ts, delivered) VALUES (?, ?, ?, 'message', ?, ?, ?, ?, ?) RETURNING id",
+                (session, generation, role, text, tokens, reply_to, ts, int(delivered)),
             )
             return int(cursor.fetchone()[0])
 
-        return Entry(await self._db.run(insert), role, text, tokens, reply_to, ts)
+        return Entry(await self._db.run(insert), role, text, tokens, reply_to, ts, delivered)
 
     async def append_message(
         self, session: str, generation: int, text: str, message_id: str, address: str = ""
@@ -209,7 +227,8 @@ class HistoryStore:
     async def unanswered(self, since: float) -> list[tuple[str, str]]:
         """(session, reply address) of every session whose newest message (of
         its current generation) is a person's, stored at `since` or later, that
-        no reply answers: what a crash or a kill left unanswered."""
+        no delivered reply answers: what a crash or a kill left unanswered (a
+        reply stored and not sent included)."""
 
         def query(conn: Conn) -> list[tuple[str, str]]:
             rows = conn.execute(
@@ -227,7 +246,7 @@ class HistoryStore:
                     continue
                 answered = conn.execute(  # a reply is stored after what it answers: id >
                     "SELECT 1 FROM history WHERE session = ? AND generation = ? AND id > ? "
-                    "AND role = 'assistant' AND reply_to >= ? LIMIT 1",
+                    "AND role = 'assistant' AND reply_to >= ? AND delivered = 1 LIMIT 1",
                     (session, generation, last[0], last[0]),
                 ).fetchone()
                 if answered is None:
@@ -295,10 +314,31 @@ class HistoryStore:
         SENT_TEXT_CHARS), for `SENT_WINDOW_S`."""
         if not message_ids:
             return
+        insert = self._sent_rows(session, message_ids, text)
+        await self._db.run(insert)
+
+    async def delivered(
+        self, session: str, entry_id: int, message_ids: list[str], text: str
+    ) -> None:
+        """Mark reply row `entry_id` delivered and keep its messages' platform
+        ids (as `record_sent`), in one transaction."""
+        insert = self._sent_rows(session, message_ids, text)
+
+        def update(conn: Conn) -> None:
+            with conn.transaction():
+                conn.execute("UPDATE history SET delivered = 1 WHERE id = ?", (entry_id,))
+                insert(conn)
+
+        await self._db.run(update)
+
+    def _sent_rows(self, session: str, message_ids: list[str], text: str) -> Callable[[Conn], None]:
+        """The write of `record_sent` (nothing for no ids)."""
         ts, cut = self._clock(), text[:SENT_TEXT_CHARS]
         ids = list(dict.fromkeys(message_ids))  # one statement may not upsert a row twice
 
         def insert(conn: Conn) -> None:
+            if not ids:
+                return
             conn.execute(  # one statement: atomic without a transaction
                 "INSERT INTO sent_messages (session, message_id, text, ts) VALUES "
                 + ", ".join(["(?, ?, ?, ?)"] * len(ids))
@@ -307,7 +347,7 @@ class HistoryStore:
                 [value for message_id in ids for value in (session, message_id, cut, ts)],
             )
 
-        await self._db.run(insert)
+        return insert
 
     async def sent_text(self, session: str, message_id: str) -> str | None:
         """The text of the bot's reply that was sent as `message_id` in

@@ -13,8 +13,15 @@ model in its turn only; its history row and its memory trace keep a
 placeholder, with the line the model began its answer with ("[seen: ...]",
 not sent). The reply streams where the adapter can (`ReplyStream`): what is
 shown becomes the final reply, or the line that says the turn failed; the
-history stores the final text only. The platform ids of a reply's messages are
-kept (`HistoryStore.record_sent`), so a reply to one is known after a restart.
+history stores the final text only. A turn cancelled mid-answer (`/forget`, a
+shutdown past its deadline) aborts its stream: its preview is taken away, as
+nothing of the turn is stored.
+
+A reply is stored, then sent: "stored" is not "delivered". Once the platform
+took it, the row is marked delivered, with the platform ids of its messages
+(`HistoryStore.delivered`), so a reply to one is known after a restart. A reply
+stored and never delivered (a crash between the two, a send that failed) is
+sent at the next start by `recover`, its stored text as it is: no new model call.
 
 A session keeps the soul version its cache was written with while the cache is
 warm (`Agent.soul`), so a heartbeat write of SOUL.md costs it nothing; it takes
@@ -29,7 +36,7 @@ import shutil
 import time
 from collections.abc import AsyncIterator, Awaitable, Callable, Sequence
 from contextlib import AbstractAsyncContextManager, AsyncExitStack, asynccontextmanager
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import TYPE_CHECKING
 
@@ -99,16 +106,6 @@ def _compaction_cut(entries: list[Entry], budget: int, foldable: int) -> int:
     while cut < foldable and entries[cut].role != "user":
         cut += 1
     return cut
-
-
-async def _finish_safely(stream: ReplyStream, message: Outbound) -> list[str]:
-    """`send_safely` for a streamed reply."""
-    try:
-        return await stream.finish(message)
-    except Exception as exc:
-        log.error("adapter.error", platform=message.platform,
-                  error=f"{type(exc).__name__}: {exc}")  # fmt: skip
-        return []
 
 
 @dataclass
@@ -186,6 +183,7 @@ class Session:
         self._task: asyncio.Task[None] | None = None
         self._deferred: asyncio.TimerHandle | None = None  # a start the rate limit put off
         self._unsaved: list[Entry] = []  # replies sent whose store failed, oldest first
+        self._unsent: list[Entry] = []  # replies stored and never sent, for `recover`
         self._pictured: dict[int, Pictured] = {}  # images waiting for their turn, by entry
         self._provisional = 0  # their ids: negative, never a row's
         self.last_active = time.monotonic()
@@ -234,11 +232,14 @@ class Session:
         return True
 
     def recover(self, inbound: Inbound) -> None:
-        """Answer what a crash left unanswered: the messages after the last one
-        replied to, in a turn that replies to `inbound` (the newest one's
-        address, as stored)."""
-        replied = [e.reply_to for e in self._entries if e.role == "assistant" and e.reply_to]
-        self._attempted = max(replied, default=0)
+        """Answer what a crash left unanswered, replying to `inbound` (the
+        newest message's address, as stored): the replies stored after the last
+        one delivered are sent as they are, then the messages after the last
+        one replied to get a turn."""
+        replies = [e for e in self._entries if e.role == "assistant"]
+        self._attempted = max((e.reply_to for e in replies if e.reply_to), default=0)
+        sent = max((i for i, e in enumerate(replies) if e.delivered), default=-1)
+        self._unsent = replies[sent + 1 :]
         self._latest = inbound
         self._start()
 
@@ -263,11 +264,14 @@ class Session:
         self._generation = await self._parts.store.reset(self.route.session)
         self._entries, self._summary, self._breakpoint = [], None, None
         self._soul = None
-        self._unsaved = []
+        self._unsaved, self._unsent = [], []
         self._pictured = {}
         self._attempted = 0
 
     async def _work(self) -> None:
+        if self._unsent and self._latest is not None:
+            with bound_contextvars(soul=self.route.soul, session=self.route.session):
+                await self._send_unsent(self._latest)
         while True:
             new = [e for e in self._entries if e.role == "user" and e.id > self._attempted]
             if not new or self._latest is None:
@@ -286,6 +290,36 @@ class Session:
                 except Exception as exc:  # the answer is out; the history waits for the next try
                     log.exception("history.compact_failed", error=str(exc))
             self.last_active = time.monotonic()
+
+    async def _send_unsent(self, target: Inbound) -> None:
+        """Send the replies stored and never sent (`recover`), oldest first, in
+        reply to `target`; each is tried once (a failure is logged)."""
+        unsent, self._unsent = self._unsent, []
+        for entry in unsent:
+            try:
+                ids = list(await self._parts.send(reply_to(target, entry.text)) or [])
+            except Exception as exc:
+                log.error("adapter.error", platform=target.platform,
+                          error=f"{type(exc).__name__}: {exc}")  # fmt: skip
+                continue
+            log.info("sessions.reply_sent_late", entry=entry.id)
+            await self._delivered(entry, ids)
+
+    async def _delivered(self, entry: Entry, ids: list[str]) -> None:
+        """Mark the reply `entry` delivered (its messages' platform ids kept): in
+        the store, or, for a reply whose store failed, in the entry stored later."""
+        done = replace(entry, delivered=True)
+        self._entries = [done if e is entry else e for e in self._entries]
+        session = self.route.session
+        try:
+            if entry.id < 0:
+                self._unsaved = [done if e is entry else e for e in self._unsaved]
+                await self._parts.store.record_sent(session, ids, entry.text)
+            else:
+                await self._parts.store.delivered(session, entry.id, ids, entry.text)
+        except Exception as exc:  # the reply is out; a restart may send it again
+            log.warning("history.write_failed", error_class=type(exc).__name__,
+                        error=str(exc), what="delivered")  # fmt: skip
 
     async def store_unsaved(self) -> int:
         """Try the replies a failed write left provisional again (the shutdown:
@@ -306,21 +340,27 @@ class Session:
             {e.id: self._pictured.pop(e.id) for e in new if e.id in self._pictured},
             self._parts.stream(reply_to(target, "")) if self._parts.stream else None,
         )  # fmt: skip
-        with bound_contextvars(messages=len(new)):
-            text, stored = await self._answer(route, generation, history, turn)
-        for entry in new:
-            self._received.pop(entry.id, None)
-        reply = reply_to(target, text, turn.cause)
-        if turn.stream is None:
-            ids = await send_safely(self._parts.send, reply)
-        else:
-            ids = await _finish_safely(turn.stream, reply)
-        if ids and stored:
+        try:
+            with bound_contextvars(messages=len(new)):
+                text, stored = await self._answer(route, generation, history, turn)
+            for entry in new:
+                self._received.pop(entry.id, None)
+            message = reply_to(target, text, turn.cause)
             try:
-                await self._parts.store.record_sent(route.session, ids, stored)
-            except Exception as exc:  # the reply is out; only a later quote of it is lost
-                log.warning("history.write_failed", error_class=type(exc).__name__,
-                            error=str(exc), what="sent ids")  # fmt: skip
+                if turn.stream is None:
+                    ids = list(await self._parts.send(message) or [])
+                else:
+                    ids = await turn.stream.finish(message)
+            except Exception as exc:  # stored, not delivered: the next start sends it
+                log.error("adapter.error", platform=message.platform,
+                          error=f"{type(exc).__name__}: {exc}")  # fmt: skip
+                return
+        except asyncio.CancelledError:
+            if turn.stream is not None:  # no preview outlives its turn
+                await turn.stream.abort()
+            raise
+        if stored is not None:
+            await self._delivered(stored, ids)
 
     async def _store_reply(self, generation: int, text: str, reply_to: int) -> Entry:
         """Store the model's reply; when the store fails (a full disk, a lock
@@ -328,13 +368,13 @@ class Session:
         still sent, and it is stored at the start of the next turn."""
         try:
             return await self._parts.store.append(
-                self.route.session, generation, "assistant", text, reply_to=reply_to
+                self.route.session, generation, "assistant", text, reply_to, delivered=False
             )
         except Exception as exc:
             log.error("history.write_failed", error_class=type(exc).__name__, error=str(exc))
             self._provisional -= 1
             entry = Entry(self._provisional, "assistant", text, count_tokens(text), reply_to,
-                          time.time())  # fmt: skip
+                          time.time(), delivered=False)  # fmt: skip
             self._unsaved.append(entry)
             return entry
 
@@ -351,7 +391,7 @@ class Session:
             try:
                 stored = await self._parts.store.append(
                     self.route.session, self._generation, "assistant", entry.text,
-                    reply_to=entry.reply_to,
+                    entry.reply_to, entry.delivered,
                 )  # fmt: skip
             except Exception as exc:
                 log.warning("history.write_failed", error_class=type(exc).__name__,
@@ -362,13 +402,13 @@ class Session:
 
     async def _answer(
         self, route: Route, generation: int, history: list[Entry], turn: _Turn
-    ) -> tuple[str, str]:
+    ) -> tuple[str, Entry | None]:
         """The text to send for a turn and the reply stored of it: the model's
         reply, stored; or the line that says why there is none (nothing stored)."""
         log.info("turn.started")
         new, target, started = turn.new, turn.target, turn.started
         images = {key: p.images for key, p in turn.pictured.items()}
-        stored = ""
+        stored: Entry | None = None
         try:
             async with self._parts.typing(target):
                 prompt = await self._parts.agent.prompt(
@@ -393,8 +433,8 @@ class Session:
             seen, text = split_seen(reply.text) if turn.pictured else (None, reply.text)
             await self._describe(generation, turn.pictured, seen)
             if text and generation == self._generation:
-                stored = text
-                self._entries.append(await self._store_reply(generation, text, new[-1].id))
+                stored = await self._store_reply(generation, text, new[-1].id)
+                self._entries.append(stored)
                 # Messages that came during the turn go after the reply to their elders.
                 self._entries.sort(key=lambda e: e.order)
                 if self._parts.memory is not None:

@@ -47,7 +47,9 @@ DB_NAME = "soulbot.db"
 #    process's call never waits on another's uncommitted total (SQLite: no change).
 # 6: usage's cache columns may be NULL: a figure the model server did not report
 #    (another server of the Messages API), unknown rather than 0 (`_nullable_cache`).
-SCHEMA_VERSION = 6
+# 7: history.delivered: a reply row is stored with 0 and set to 1 once sent, so a reply
+#    a crash kept from its chat is sent at the next start (rows before it count as sent).
+SCHEMA_VERSION = 7
 
 _USAGE = """
 CREATE TABLE IF NOT EXISTS {name} (
@@ -82,7 +84,8 @@ CREATE TABLE IF NOT EXISTS history (
     content TEXT NOT NULL,
     tokens INTEGER NOT NULL,
     reply_to INTEGER,
-    ts REAL NOT NULL
+    ts REAL NOT NULL,
+    delivered INTEGER NOT NULL DEFAULT 1
 );
 CREATE INDEX IF NOT EXISTS history_session ON history (session, generation, id);
 CREATE INDEX IF NOT EXISTS history_live ON history (session, generation, id)
@@ -268,6 +271,9 @@ def _open(path: Path) -> sqlite3.Connection:
     if version < 6:
         _nullable_cache(conn)
     conn.executescript(SCHEMA)
+    columns = {row[1] for row in conn.execute("PRAGMA table_info(history)")}
+    if "delivered" not in columns:  # a file before schema 7: the table, not its column
+        conn.execute("ALTER TABLE history ADD COLUMN delivered INTEGER NOT NULL DEFAULT 1")
     conn.execute(f"PRAGMA user_version={SCHEMA_VERSION}")
     return conn
 

@@ -69,7 +69,8 @@ CREATE TABLE IF NOT EXISTS history (
     content TEXT NOT NULL,
     tokens INTEGER NOT NULL,
     reply_to BIGINT,
-    ts DOUBLE PRECISION NOT NULL
+    ts DOUBLE PRECISION NOT NULL,
+    delivered INTEGER NOT NULL DEFAULT 1
 );
 CREATE INDEX IF NOT EXISTS history_session ON history (session, generation, id);
 CREATE INDEX IF NOT EXISTS history_live ON history (session, generation, id)
@@ -215,6 +216,10 @@ def _schema(raw: Any, url: str, version: int) -> None:
             raw.execute(
                 "ALTER TABLE usage ALTER COLUMN cache_creation_input_tokens DROP NOT NULL, "
                 "ALTER COLUMN cache_read_input_tokens DROP NOT NULL"
+            )
+        if found is not None and found < 7:  # replies stored before it count as sent
+            raw.execute(
+                "ALTER TABLE history ADD COLUMN IF NOT EXISTS delivered INTEGER NOT NULL DEFAULT 1"
             )
         raw.execute("DELETE FROM soulbot_schema")
         raw.execute("INSERT INTO soulbot_schema (version) VALUES (%s)", (version,))

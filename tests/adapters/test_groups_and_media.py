@@ -4,13 +4,17 @@ against the model fake (issue 15's scenarios)."""
 
 from __future__ import annotations
 
+import asyncio
 import base64
 import json
+import time
 from itertools import pairwise
 from pathlib import Path
 
+import pytest
+
 from adapters.discord_adapter import LIMIT as DISCORD_LIMIT
-from tests.adapters.test_discord import CHANNEL, GUILD, discord_bot
+from tests.adapters.test_discord import ADMIN, CHANNEL, GUILD, discord_bot
 from tests.adapters.test_telegram import GROUP, telegram
 from tests.fakes.anthropic_fake import Reply, images
 from tests.fakes.discord_fake import FakeFile
@@ -146,3 +150,44 @@ async def test_a_telegram_dm_stream_is_drafts_then_one_message(tmp_path: Path) -
     assert len({d.draft_id for d in drafts}) == 1
     assert all(b.t - a.t >= 0.95 for a, b in pairwise(drafts))
     assert json.dumps(drafts[0].text) != json.dumps(ANSWER)  # shown before it was whole
+
+
+async def test_a_discord_preview_deleted_mid_answer_gives_way_to_the_whole_answer(
+    tmp_path: Path,
+) -> None:
+    async with discord_bot(tmp_path) as (dc, model, runtime):
+        model.configure(stream_chunk_chars=40, stream_delay_s=0.1)
+        model.script_text(ANSWER)
+        asked = dc.push_message(CHANNEL, f"<@{dc.bot_id}> talk", author_id=12, guild_id=GUILD,
+                                mention_bot=True)  # fmt: skip
+        [preview] = await dc.wait_sent(1)
+        dc.delete_message(CHANNEL, preview.message_id)  # a moderator
+        [_, final] = await dc.wait_sent(2, timeout=15)
+        await runtime.sessions.wait(5)
+    assert dc.message_text(final.message_id) == ANSWER
+    assert final.reply_to == asked  # it answers the question, as the preview did
+    assert len(dc.sent) == 2
+
+
+@pytest.mark.parametrize("cancel", ["forget", "shutdown"])
+async def test_a_turn_cancelled_mid_stream_takes_its_preview_away(
+    tmp_path: Path, cancel: str
+) -> None:
+    async with discord_bot(tmp_path) as (dc, model, runtime):
+        model.configure(stream_chunk_chars=20, stream_delay_s=0.2)
+        model.script_text(ANSWER)
+        dc.push_message(900, "talk to me", author_id=ADMIN)
+        [preview] = await dc.wait_sent(1)
+        if cancel == "forget":
+            dc.push_message(900, "!forget confirm", author_id=ADMIN)
+            await dc.wait_sent(2)
+        else:  # what the daemon does with turns still running at its deadline
+            await runtime.sessions.cancel()
+        await dc.wait_for(lambda f: preview.message_id in {d.message_id for d in f.deleted},
+                          what="the preview deleted")  # fmt: skip
+        cancelled = time.monotonic()
+        await asyncio.sleep(1.5)  # more than a pace: a preview left running would show
+        edits = list(dc.edits)
+    assert [e for e in edits if e.at > cancelled] == []
+    with pytest.raises(ValueError, match="was deleted"):
+        dc.message_text(preview.message_id)

@@ -61,3 +61,18 @@ async def test_a_failed_preview_ends_the_previews_with_one_line() -> None:
         await paced.settle()
     assert [e["event"] for e in logs].count("adapter.preview_failed") == 1
     assert paced.shown is None
+
+
+async def test_a_cancelled_pace_shows_nothing_after_it() -> None:
+    shows = Shows()
+    paced = Paced(shows, PACE)
+    await paced.update("a")
+    await wait_until(lambda: shows.shown)
+    await paced.update("ab")  # waits for its time
+    started = time.monotonic()
+    await paced.cancel()
+    assert time.monotonic() - started < PACE / 2  # no wait for the pace
+    await paced.update("abc")
+    await asyncio.sleep(PACE * 1.5)
+    assert [text for _, text in shows.shown] == ["a"]
+    assert paced.shown == "a"

@@ -329,3 +329,23 @@ async def test_a_group_stream_that_shrinks_deletes_the_messages_it_no_longer_nee
     assert sorted(d.message_id for d in tg.deleted) == posted[1:]
     assert {d.chat_id for d in tg.deleted} == {GROUP}
     assert ids == [str(posted[0])]
+
+
+async def test_a_group_preview_deleted_mid_answer_gives_way_to_a_new_message() -> None:
+    final = "The whole answer, at last."
+    async with telegram() as (tg, adapter, got):
+        asked = in_group(tg, "@soul_test_bot tell me")
+        await got.wait(1)
+        stream = adapter.stream(Outbound("telegram", str(GROUP), "", reply_to=str(asked)))
+        assert stream is not None
+        await stream.update("The whole")
+        await wait_until(lambda: len(tg.sent) >= 1)
+        [preview] = tg.bot_messages(GROUP)
+        tg.delete_message(GROUP, preview["message_id"])  # an admin, or Telegram's anti-spam
+        await stream.update("The whole answer")
+        ids = await stream.finish(Outbound("telegram", str(GROUP), final, reply_to=str(asked)))
+        left = tg.bot_messages(GROUP)
+        posted = [c for c in tg.calls_of("sendMessage") if c.status == 200]
+    assert [m["text"] for m in left] == [final]
+    assert ids == [str(left[0]["message_id"])] != [str(preview["message_id"])]
+    assert posted[-1].params["reply_parameters"]["message_id"] == asked  # it still answers

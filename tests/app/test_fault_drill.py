@@ -1,6 +1,7 @@
 """Fault drill: `soulbot run` as a process through a model outage, a model that
-hangs, a SIGKILL in the middle of a compile or of a turn, a full disk under a page
-write and under a reply's write, and a flood of 1,000 Telegram messages. The fakes
+hangs, a SIGKILL in the middle of a compile or of a turn or between a reply's store
+and its send, a full disk under a page write and under a reply's write, and a flood
+of 1,000 Telegram messages. The fakes
 (model, Telegram) run in this process; the daemon is the real one, with its JSON
 log on stderr. A full disk is RLIMIT_FSIZE in the daemon (a write past it fails
 as on a full disk, "File too large"): its soft limit only, so the drill can lift
@@ -729,3 +730,44 @@ async def test_a_full_disk_under_the_reply_write_answers_once(tmp_path: Path, th
     [(long_traces,)] = query(db, "SELECT COUNT(*) FROM memory WHERE text = ?", LONG_REPLY)
     assert long_traces == 1
     assert query(db, "PRAGMA integrity_check") == [("ok",)]
+
+
+# -- 7. SIGKILL between a reply's store and its send -------------------------------------
+
+
+async def test_a_sigkill_between_storing_a_reply_and_sending_it_sends_it_once(
+    tmp_path: Path,
+) -> None:
+    async with FakeTelegram() as tg, FakeAnthropic() as model:
+        cwd = drill_folder(
+            tmp_path,
+            NO_BUDGET + "adapters:\n  console: {enabled: false}\n"
+            f"  telegram: {{token: '${{TELEGRAM_TOKEN}}', base_url: '{tg.base_url}',"
+            " dm_policy: open}\n",
+        )
+        db = cwd / "data" / "soulbot.db"
+        env = drill_env(model, TELEGRAM_TOKEN=tg.token)
+        async with running(cwd, env) as bot:
+            tg.hold_next("sendMessage", 60)  # a slow send: the reply is stored, not yet sent
+            tg.push_message(42, "are you there?", user_id=42)
+            await tg.wait_for(lambda f: f.held == 1, timeout=20, what="the reply's send")
+            bot.proc.kill()
+            assert await bot.proc.wait() == -signal.SIGKILL
+        await tg.wait_for(lambda f: f.held == 0, what="the killed process's hang-up")
+        [(stored, delivered)] = query(
+            db, "SELECT content, delivered FROM history WHERE role = 'assistant'"
+        )
+        assert (delivered, tg.sent) == (0, [])  # stored, never delivered
+        async with running(cwd, env) as again:
+            [sent] = await tg.wait_sent(1, timeout=20)
+            await again.wait_event("sessions.reply_sent_late")
+            assert await again.stop() == 0
+        async with running(cwd, env) as third:  # delivered now: nothing to do at a start
+            assert await third.stop() == 0
+    assert stored.startswith("echo: ") and sent["text"] == stored
+    assert sent["reply_parameters"]["message_id"] == 1  # it answers the message, as it would have
+    assert len(tg.sent) == 1  # once
+    assert len(turn_requests(model)) == 1  # no second model call
+    assert query(db, "SELECT delivered FROM history WHERE role = 'assistant'") == [(1,)]
+    assert not third.matching("sessions.recovered")
+    assert_answered_once(db)

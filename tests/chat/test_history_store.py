@@ -1,11 +1,19 @@
 """The history store's contract on both engines: PostgreSQL writes a message,
 its delivered id and its reply address as one statement (SQLite and a prune
-as a transaction), loads a session as one, and keeps a reply's ids as one."""
+as a transaction), loads a session as one, and keeps a reply's ids as one; a
+reply is stored, then marked delivered once sent."""
 
 from __future__ import annotations
 
+import contextlib
+from pathlib import Path
+
+import pytest
+
 from bot.chat.history import HistoryStore
 from bot.storage.db import Database
+from bot.storage.sql import Conn
+from tests.engines import postgres_schema
 
 
 async def addresses(db: Database) -> dict[str, str]:
@@ -69,3 +77,56 @@ async def test_a_reply_sent_as_repeated_ids_is_kept_once_each(db: Database) -> N
     await store.record_sent("s", ["a", "b", "a"], "the reply")
     await store.record_sent("s", ["b"], "edited")
     assert [await store.sent_text("s", i) for i in ("a", "b", "c")] == ["the reply", "edited", None]
+
+
+async def test_a_reply_is_stored_undelivered_until_it_is_sent(db: Database) -> None:
+    store = HistoryStore(db)
+    asked = await store.append_message("s", 0, "are you there?", "m1", '{"chat": 1}')
+    assert asked is not None
+    reply = await store.append("s", 0, "assistant", "I am.", asked.id, delivered=False)
+    assert not reply.delivered
+    assert [e.delivered for e in (await store.load("s")).entries] == [True, False]
+    assert await store.unanswered(0.0) == [("s", '{"chat": 1}')]  # stored is not delivered
+    await store.delivered("s", reply.id, ["41", "42"], "I am.")
+    assert [e.delivered for e in (await store.load("s")).entries] == [True, True]
+    assert await store.unanswered(0.0) == []
+    assert await store.sent_text("s", "42") == "I am."
+
+
+@pytest.mark.parametrize("engine", ["sqlite", "postgresql"])
+async def test_a_reply_stored_before_schema_7_counts_as_delivered(
+    engine: str, tmp_path: Path
+) -> None:
+    with contextlib.ExitStack() as stack:
+        target = tmp_path / "soulbot.db" if engine == "sqlite" else stack.enter_context(
+            postgres_schema()
+        )  # fmt: skip
+        database = Database(target)
+        await database.open()
+        store = HistoryStore(database)
+        asked = await store.append_message("s", 0, "hello", "m1", '{"chat": 1}')
+        assert asked is not None
+
+        def back_to_schema_5(conn: Conn) -> None:
+            conn.execute("ALTER TABLE history DROP COLUMN delivered")
+            conn.execute(
+                "INSERT INTO history (session, generation, role, kind, content, tokens, "
+                "reply_to, ts) VALUES ('s', 0, 'assistant', 'message', 'hi', 1, ?, 0)",
+                (asked.id,),
+            )
+            if conn.engine == "sqlite":
+                conn.execute("PRAGMA user_version = 5")
+            else:
+                conn.execute("UPDATE soulbot_schema SET version = 5")
+
+        await database.run(back_to_schema_5)
+        await database.close()
+        database = Database(target)
+        await database.open()
+        try:
+            store = HistoryStore(database)
+            entries = (await store.load("s")).entries
+            assert [(e.text, e.delivered) for e in entries] == [("hello", True), ("hi", True)]
+            assert await store.unanswered(0.0) == []  # answered before the upgrade
+        finally:
+            await database.close()

@@ -14,6 +14,9 @@ sends it null, as Discord does for a deleted one, and discord.py 2.7 then gives
 ``channel_id`` from the reference; never None, which it gives only when the field is
 absent). ``push_message(stickers=[name])`` adds ``sticker_items`` (discord.py's
 ``message.stickers``).
+
+Deletions by someone else: ``delete_message`` takes a message away as a moderator
+does, mid-stream too (the bot's next edit of it meets 404/10008).
 """
 
 from __future__ import annotations
@@ -22,7 +25,7 @@ import time
 from collections.abc import Sequence
 
 from tests.fakes.discord_gateway import Gateway
-from tests.fakes.discord_records import JSON, FakeFile
+from tests.fakes.discord_records import JSON, Deletion, FakeFile
 from tests.fakes.discord_state import EVERYONE_PERMISSIONS, Guild, Interaction, iso_now
 
 
@@ -174,6 +177,21 @@ class Events(Gateway):
         self._messages[mid] = msg
         self._dispatch("MESSAGE_CREATE", msg)
         return mid
+
+    def delete_message(self, channel_id: int, message_id: int) -> None:
+        """Delete a message as someone else does (a moderator, an anti-spam bot): the
+        fake forgets it, records it in ``deleted`` and sends MESSAGE_DELETE, as
+        Discord does; from then on an edit of it is 404/10008 ``Unknown Message``.
+        Raises ValueError for a message the fake does not know in that channel."""
+        msg = self._messages.get(message_id)
+        if msg is None or msg["channel_id"] != str(channel_id):
+            raise ValueError(f"no message {message_id} in channel {channel_id}")
+        del self._messages[message_id]
+        self.deleted.append(Deletion(channel_id, message_id, time.monotonic()))
+        event: JSON = {"id": str(message_id), "channel_id": str(channel_id)}
+        if "guild_id" in msg:
+            event["guild_id"] = msg["guild_id"]
+        self._dispatch("MESSAGE_DELETE", event)
 
     def push_interaction(
         self,

@@ -43,6 +43,7 @@ holds the answers ``s`` seconds, for a client's timeout. A ``FakeFile``'s
 ``declared_size`` makes the attachment's ``size`` lie; the bytes served stay theirs.
 
 Driving: ``add_guild``, ``add_thread``, ``push_message``, ``push_interaction``,
+``delete_message`` (as a moderator: MESSAGE_DELETE sent, later edits 404/10008),
 ``drop_connection`` (abort the TCP connection without a close frame: discord.py sees
 1006 and RESUMEs at once, without backoff), ``invalidate_session`` (both for the
 unsharded session, or the ``shard`` given), ``answer_heartbeats``, ``fail_next``,

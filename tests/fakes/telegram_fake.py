@@ -17,7 +17,9 @@ tests/fakes/telegram_records.py.
 * Answers: ``{"ok": true, "result": ...}``; errors ``{"ok": false, "error_code": N,
   "description": ...}`` with HTTP status N. Order of a request: token (else 401
   ``Unauthorized``), scripted failures (``fail_next``, ``drop_next``,
-  ``conflict_next_polls``), then the method (unknown: 404 ``Not Found: method not
+  ``conflict_next_polls``), a scripted wait (``hold_next``: a slow answer, the call
+  done only once the wait is over, and not at all when the client hangs up first,
+  recorded with 499), then the method (unknown: 404 ``Not Found: method not
   found``); method names match case-insensitively. Every request is recorded in
   ``calls`` when it is answered, in that order, with its status; a long poll the
   client gave up on is recorded with 499, a request the fake hung up on
@@ -80,6 +82,7 @@ from tests.fakes.telegram_http import (
     Failure,
     Handler,
     HangUp,
+    Hold,
     float_param,
     int_param,
     json_response,
@@ -193,6 +196,25 @@ class FakeTelegram(WebhookSide, BotMessages, UserSide):
         (a network fault: PTB raises ``NetworkError``). Rules apply in order, with
         ``fail_next``'s."""
         self._failures.append(Failure(method.lower(), None, times, when))
+
+    def hold_next(
+        self,
+        method: str,
+        seconds: float,
+        *,
+        times: int = 1,
+        when: Callable[[JSON], bool] | None = None,
+    ) -> None:
+        """Hold the next ``times`` calls of ``method`` whose params satisfy ``when``
+        ``seconds`` before doing them, as a slow or far server does; ``held`` counts
+        the calls waiting now. A client that hangs up first (a timeout, a killed
+        process) leaves the call undone, recorded with 499."""
+        self._holds.append(Hold(method.lower(), seconds, times, when))
+
+    @property
+    def held(self) -> int:
+        """How many calls wait on a ``hold_next`` right now."""
+        return self._held
 
     def conflict_next_polls(self, times: int = 1) -> None:
         """Answer the next ``times`` getUpdates with 409 ``Conflict``, as Telegram
@@ -316,7 +338,24 @@ class FakeTelegram(WebhookSide, BotMessages, UserSide):
         handler = self._methods.get(method.lower())
         if handler is None:
             raise ApiError(404, "Not Found: method not found")
+        await self._hold(method.lower(), params)
         return await handler(params)
+
+    async def _hold(self, method: str, params: JSON) -> None:
+        """Wait as the first ``hold_next`` rule that matches says (none: at once)."""
+        for hold in self._holds:
+            if hold.method == method and (hold.when is None or hold.when(params)):
+                hold.times -= 1
+                if hold.times <= 0:
+                    self._holds.remove(hold)
+                self._held += 1
+                self._notify()
+                try:
+                    await asyncio.sleep(hold.seconds)
+                finally:
+                    self._held -= 1
+                    self._notify()
+                return
 
     async def _ok(self, params: JSON) -> bool:
         return True

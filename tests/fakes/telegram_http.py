@@ -11,7 +11,8 @@ an error.
   groups do.
 * Errors: an ``ApiError`` answers ``{"ok": false, "error_code": N, "description":
   ...}`` (plus ``"parameters": {"retry_after": n}`` when set) with HTTP status N; a
-  ``HangUp`` closes the connection with no answer. A ``Failure`` is a scripted one.
+  ``HangUp`` closes the connection with no answer. A ``Failure`` is a scripted one;
+  a ``Hold`` a scripted wait before a call is done.
 """
 
 from __future__ import annotations
@@ -56,6 +57,17 @@ class Failure:
 
     method: str
     error: ApiError | None  # None: hang up
+    times: int
+    when: Callable[[JSON], bool] | None
+
+
+@dataclass
+class Hold:
+    """A scripted slow answer (``hold_next``): the next ``times`` calls of
+    ``method`` whose params satisfy ``when`` wait ``seconds`` before they are done."""
+
+    method: str
+    seconds: float
     times: int
     when: Callable[[JSON], bool] | None
 

@@ -20,7 +20,7 @@ import time
 import aiohttp
 
 from tests.fakes.server import LoopbackServer
-from tests.fakes.telegram_http import ApiError, Failure
+from tests.fakes.telegram_http import ApiError, Failure, Hold
 from tests.fakes.telegram_records import (
     JSON,
     Call,
@@ -94,6 +94,8 @@ class TelegramState(LoopbackServer):
         self._messages: dict[tuple[int, int], JSON] = {}
         self._message_ids: dict[int, itertools.count[int]] = {}
         self._failures: list[Failure] = []
+        self._holds: list[Hold] = []
+        self._held = 0  # calls waiting on a hold now
         self._polls = 0  # getUpdates requests issued, to let a newer one end older ones
         self._waiting_polls = 0
         self._changed = asyncio.Event()

@@ -14,6 +14,8 @@ those files.
   the bytes (wrong token or unknown path: 404 ``Not Found``); ``hang_downloads``
   holds the next ones to trip a client timeout. Each download is in ``downloads``
   when answered, with its status (499 if the client gave up), not in ``calls``.
+* Deletions by someone else: ``delete_message`` takes a message away as a group's
+  admin does, mid-stream too.
 """
 
 from __future__ import annotations
@@ -25,7 +27,7 @@ import time
 from aiohttp import web
 
 from tests.fakes.telegram_http import ApiError
-from tests.fakes.telegram_records import CLIENT_CLOSED, JSON, Download, UserFile
+from tests.fakes.telegram_records import CLIENT_CLOSED, JSON, Deletion, Download, UserFile
 from tests.fakes.telegram_state import TelegramState
 from tests.fakes.telegram_text import utf16_len
 
@@ -157,6 +159,16 @@ class UserSide(TelegramState):
         message.update(extra or {})
         self.push_update({"message": message})
         return int(message["message_id"])
+
+    def delete_message(self, chat_id: int, message_id: int) -> None:
+        """Delete a message as someone else does (a group's admin, Telegram's
+        anti-spam): the fake forgets it and records it in ``deleted``; from then on
+        the bot's edit of it is 400 ``message to edit not found``, its delete 400
+        ``message to delete not found``. Raises ValueError for an unknown message."""
+        if self._messages.pop((chat_id, message_id), None) is None:
+            raise ValueError(f"no message {message_id} in chat {chat_id}")
+        self.deleted.append(Deletion(chat_id, message_id, time.monotonic()))
+        self._notify()
 
     def add_file(self, data: bytes, *, declared_size: int | None = None) -> str:
         """Store a file a user sent and return its file_id. getFile answers it with

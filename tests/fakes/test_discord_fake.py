@@ -615,6 +615,29 @@ async def test_the_bot_deletes_its_messages_and_no_one_elses(fake: FakeDiscord, 
     assert len(deletes) == 7
 
 
+async def test_a_moderator_deletes_a_message_mid_stream(fake: FakeDiscord, bot: Bot) -> None:
+    channel = bot.get_channel(CHANNEL)
+    assert isinstance(channel, discord.TextChannel)
+    preview = await channel.send("half an answer")
+    deleted: asyncio.Queue[discord.RawMessageDeleteEvent] = asyncio.Queue()
+
+    @bot.event
+    async def on_raw_message_delete(event: discord.RawMessageDeleteEvent) -> None:
+        await deleted.put(event)
+
+    fake.delete_message(CHANNEL, preview.id)
+    event = await asyncio.wait_for(deleted.get(), 5)  # Discord tells the bot, as it does
+    assert (event.message_id, event.channel_id, event.guild_id) == (preview.id, CHANNEL, GUILD)
+    with pytest.raises(discord.NotFound) as edited:
+        await preview.edit(content="the whole answer")
+    assert edited.value.code == 10008 and edited.value.text == "Unknown Message"
+    with pytest.raises(ValueError, match=f"message {preview.id} was deleted"):
+        fake.message_text(preview.id)
+    assert [(d.channel_id, d.message_id) for d in fake.deleted] == [(CHANNEL, preview.id)]
+    with pytest.raises(ValueError, match="no message"):
+        fake.delete_message(CHANNEL, preview.id)
+
+
 async def test_deletes_meet_scripted_failures_and_aiohttps_own_retry(
     fake: FakeDiscord, bot: Bot
 ) -> None:

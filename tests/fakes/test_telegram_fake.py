@@ -511,6 +511,38 @@ async def test_deletes_are_recorded_and_refused_as_telegram_does(
     assert calls[0].params == {"chat_id": "42", "message_id": str(first.message_id)}
 
 
+async def test_someone_else_deletes_a_message_mid_stream(fake: FakeTelegram, bot: Bot) -> None:
+    preview = await bot.send_message(GROUP, "half an answer")
+    fake.delete_message(GROUP, preview.message_id)
+    with pytest.raises(BadRequest, match=r"^Message to edit not found$"):
+        await bot.edit_message_text("the whole answer", GROUP, preview.message_id)
+    with pytest.raises(BadRequest, match=r"^Message to delete not found$"):
+        await bot.delete_message(GROUP, preview.message_id)
+    assert fake.bot_messages(GROUP) == []
+    assert [(d.chat_id, d.message_id) for d in fake.deleted] == [(GROUP, preview.message_id)]
+    with pytest.raises(ValueError, match="no message"):
+        fake.delete_message(GROUP, preview.message_id)
+
+
+async def test_a_held_send_is_done_late_or_not_at_all(fake: FakeTelegram, bot: Bot) -> None:
+    fake.hold_next("sendMessage", 0.3, when=lambda p: p["text"] == "slow")
+    started = asyncio.get_running_loop().time()
+    fast, slow = await asyncio.gather(bot.send_message(42, "fast"), bot.send_message(42, "slow"))
+    assert asyncio.get_running_loop().time() - started >= 0.3
+    assert [m["text"] for m in fake.sent] == ["fast", "slow"]  # done once the hold was over
+    assert fast.message_id < slow.message_id and fake.held == 0
+
+    fake.hold_next("sendMessage", 30)
+    sending = asyncio.create_task(bot.send_message(42, "never"))
+    await fake.wait_for(lambda f: f.held == 1, what="the held call")
+    sending.cancel()  # the client hangs up: the call is not done
+    await fake.wait_for(lambda f: f.held == 0, what="the hang-up")
+    assert [m["text"] for m in fake.bot_messages(42)] == ["fast", "slow"]
+    assert fake.calls_of("sendMessage")[-1].status == CLIENT_CLOSED
+    await bot.send_message(42, "next")  # one call held, then none
+    assert [m["text"] for m in fake.sent][-1] == "next"
+
+
 async def test_an_edit_sets_or_removes_the_keyboard(fake: FakeTelegram, bot: Bot) -> None:
     stop = InlineKeyboardMarkup([[InlineKeyboardButton("stop", callback_data="stop")]])
     sent = await bot.send_message(42, "working", reply_markup=stop)

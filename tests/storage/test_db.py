@@ -105,6 +105,7 @@ def test_a_version_1_file_is_migrated(tmp_path: Path) -> None:
     conn.execute("DROP INDEX IF EXISTS seen_messages_ts")
     conn.execute("DROP TABLE IF EXISTS memory_folds")
     conn.execute("DROP TABLE IF EXISTS sent_messages")
+    conn.execute("ALTER TABLE history DROP COLUMN delivered")
     conn.execute(
         "INSERT INTO history (session, generation, role, kind, content, tokens, ts) "
         "VALUES ('s', 0, 'user', 'message', 'kept', 1, 0)"
@@ -115,12 +116,12 @@ def test_a_version_1_file_is_migrated(tmp_path: Path) -> None:
     version = conn.execute("PRAGMA user_version").fetchone()[0]
     indexes = {r[0] for r in conn.execute("SELECT name FROM sqlite_master WHERE type = 'index'")}
     tables = {r[0] for r in conn.execute("SELECT name FROM sqlite_master WHERE type = 'table'")}
-    content = conn.execute("SELECT content FROM history").fetchall()
+    content = conn.execute("SELECT content, delivered FROM history").fetchall()
     conn.close()
-    assert version == SCHEMA_VERSION == 6
+    assert version == SCHEMA_VERSION == 7
     assert {"history_live", "seen_messages_ts", "memory_folds_page", "sent_messages_ts"} <= indexes
     assert {"memory_folds", "sent_messages"} <= tables
-    assert content == [("kept",)]
+    assert content == [("kept", 1)]
 
 
 async def test_a_lost_postgresql_connection_is_made_again() -> None:
