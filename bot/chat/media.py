@@ -65,8 +65,9 @@ class Image:
 async def read_image(data: bytes, media: Media) -> Image:
     """`data`, downloaded for `media`, as an Image: its type read from its
     magic bytes, its base64 encoded, in a worker thread (the API counts it by
-    the size its header declares: bot/model/images.py). Raises ValueError, saying so, for bytes of no image type the model
-    reads, whatever the platform announced."""
+    the size its header declares: bot/model/images.py). Raises ValueError,
+    saying so, for bytes of no image type the model reads, whatever the
+    platform announced."""
 
     def read() -> Image:
         mime = image_type(bytes_reader(data))

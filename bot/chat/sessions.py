@@ -390,6 +390,7 @@ class Session:
             return refused, ""
         if refused:
             await send_safely(self._parts.send, reply_to(target, refused))
+        new = turn.new  # with the rows of images that did not come saying so
         images = {key: p.images for key, p in turn.pictured.items()}
         stored = ""
         try:
@@ -449,8 +450,9 @@ class Session:
 
     async def _look(self, turn: _Turn) -> str:
         """Download the images of the turn's messages (bot/chat/media.py) and
-        keep them (`media.keep`); returns the line that says what did not come
-        ("" when all did)."""
+        keep them (`media.keep`); a message none of whose images came has its
+        row say so now, for the prompt. Returns the line that says what did
+        not come ("" when all did)."""
         reasons = []
         if turn.left_out:
             reasons.append(prompts.IMAGES_LEFT_OUT.format(limit=self._parts.media.max_images,
@@ -458,27 +460,35 @@ class Session:
         for entry_id, picture in turn.pictured.items():
             images, refused = await download(picture.media, self._parts.media)
             reasons += refused
-            turn.pictured[entry_id] = replace(picture, media=(), images=tuple(images))
+            picture = turn.pictured[entry_id] = replace(picture, media=(), images=tuple(images))
             if images and self._parts.media_dir is not None:
                 await keep(self._parts.media_dir, self.route.session, entry_id, images)
+            if not images and (entry := await self._rewrite(entry_id, picture.row())):
+                turn.new = [entry if e.id == entry_id else e for e in turn.new]
         return refusal(reasons) if reasons else ""
+
+    async def _rewrite(self, entry_id: int, text: str) -> Entry | None:
+        """Give the history row `entry_id` the text `text`; returns its entry."""
+        try:
+            await self._parts.store.update_text(entry_id, text)
+        except Exception as exc:  # the row keeps its placeholder
+            log.warning("history.write_failed", error_class=type(exc).__name__,
+                        error=str(exc), what="image note")  # fmt: skip
+        found = None
+        for i, e in enumerate(self._entries):
+            if e.id == entry_id:
+                found = self._entries[i] = Entry(e.id, e.role, text, count_tokens(text),
+                                                 e.reply_to, e.ts)  # fmt: skip
+        return found
 
     async def _describe(
         self, generation: int, pictured: dict[int, Pictured], seen: str | None
     ) -> None:
         """Give the image messages of a turn their lasting text: the history
-        row with the model's note (`seen`, when it wrote one) or saying its
-        images were not seen (none came), and the trace."""
+        row with the model's note (`seen`, when it wrote one), and the trace."""
         for entry_id, picture in pictured.items():
-            if (seen or not picture.images) and generation == self._generation:
-                text = picture.row(seen)
-                try:
-                    await self._parts.store.update_text(entry_id, text)
-                except Exception as exc:  # the row keeps its placeholder
-                    log.warning("history.write_failed", error_class=type(exc).__name__,
-                                error=str(exc), what="image note")  # fmt: skip
-                self._entries = [Entry(e.id, e.role, text, count_tokens(text), e.reply_to, e.ts)
-                                 if e.id == entry_id else e for e in self._entries]  # fmt: skip
+            if seen and picture.images and generation == self._generation:
+                await self._rewrite(entry_id, picture.row(seen))
             if self._parts.memory is not None:
                 self._parts.memory.record(self.route, "user", picture.sender,
                                           picture.placeholder(seen))  # fmt: skip
