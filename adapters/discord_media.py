@@ -33,7 +33,13 @@ def image_type(attachment: discord.Attachment) -> str | None:
 def images(attachments: Sequence[discord.Attachment]) -> tuple[Media, ...]:
     """The image attachments as `Media`, in order, with their declared sizes."""
     return tuple(
-        Media(kind="image", mime=mime, size=attachment.size, fetch=attachment.read)
+        Media(
+            kind="image",
+            mime=mime,
+            size=attachment.size,
+            fetch=attachment.read,
+            name=attachment.filename,
+        )
         for attachment in attachments
         if (mime := image_type(attachment)) is not None
     )

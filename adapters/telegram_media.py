@@ -88,7 +88,8 @@ def carried(message: Message, bot: Bot) -> Carried:
         mime = (document.mime_type or "").lower()
         if mime in IMAGE_TYPES:
             fetch = _fetcher(bot, document.file_id)
-            return Carried(images=(Media("image", mime, document.file_size, fetch),))
+            media = Media("image", mime, document.file_size, fetch, document.file_name or "")
+            return Carried(images=(media,))
     return Carried(unread=any(getattr(message, kind, None) for kind in UNREAD))
 
 

@@ -80,14 +80,16 @@ class Media:
     """An image a message carries, not downloaded yet (the core downloads it
     only for a message it answers): its kind as the person sees it (`photo`,
     `image`), its media type (`image/png`), its size in bytes as the platform
-    announces it (None when it does not) and the coroutine that downloads it
+    announces it (None when it does not), the coroutine that downloads it
     (raises on any failure; the core bounds it with a timeout and checks the
-    size it gets)."""
+    size and the type it gets) and its file name as the person sent it ("" for
+    a photo, which has none)."""
 
     kind: str
     mime: str
     size: int | None
     fetch: Callable[[], Awaitable[bytes]] = field(repr=False, compare=False)
+    name: str = ""
 
 
 @dataclass(frozen=True)

@@ -144,7 +144,7 @@ class Runtime:
                 reflector.turn_done, reflector.forget,
                 RateLimit(per) if (per := config.limits.messages_per_minute) else None,
                 stream, ChannelContext(groups.context_messages, groups.context_tokens),
-                config.data_dir / MEDIA_FOLDER if config.media.keep else None,
+                config.data_dir / MEDIA_FOLDER if config.media.keep else None, config.media,
             ))  # fmt: skip
             access = Access(db, config)
             commands = Commands(registry=registry, sessions=sessions, memory=memory,

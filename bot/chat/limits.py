@@ -1,4 +1,5 @@
-"""The per-person rate limit (`limits.messages_per_minute`).
+"""The per-person rate limit (`limits.messages_per_minute`); an image counts
+as a message (a message with three counts three).
 
 A person past the limit is still heard: their message is stored at once, but
 starts no turn of its own; it is answered with the next turn of its chat (one
@@ -24,14 +25,14 @@ class RateLimit:
         self._seen: dict[str, deque[float]] = {}
         self._told: dict[str, float] = {}
 
-    def admit(self, person: str) -> tuple[float, bool]:
-        """Count a message of `person`: (seconds until their window has room,
-        0 when it has now; whether to tell them, once per window)."""
+    def admit(self, person: str, count: int = 1) -> tuple[float, bool]:
+        """Count `count` messages of `person`: (seconds until their window has
+        room, 0 when it has now; whether to tell them, once per window)."""
         now = self._clock()
         window = self._seen.setdefault(person, deque())
         while window and now - window[0] >= WINDOW_S:
             window.popleft()
-        window.append(now)
+        window.extend([now] * count)
         if len(window) <= self._limit:
             return 0.0, False
         wait = WINDOW_S - (now - window[-self._limit - 1])

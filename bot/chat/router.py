@@ -13,9 +13,10 @@ trace too with `groups.remember_unaddressed`, in a chat's own scope only).
 A reply carries the quoted message (its sender and text, cut to
 QUOTE_CHARS) at the head of its history row, marked as quoted; a reply to a
 message the platform does not resolve is looked up among the bot's own sent
-messages, so a reply to the bot is known after a restart too. Images are
-downloaded here, for an answered message only (bot/chat/media.py); what is
-refused is said in one line, and the message goes on with what is left.
+messages, so a reply to the bot is known after a restart too. The images of
+an answered message are screened here (bot/chat/media.py: how many, their
+announced size), and downloaded by its session when its turn starts; what is
+refused here is said in one line, and the message goes on with what is left.
 
 Session keys: `discord:<channel_id>` (a thread is its own channel),
 `discord:dm:<user_id>`, `telegram:<chat_id>` (+ `:<topic_id>` in forum groups),
@@ -42,7 +43,7 @@ import structlog
 from bot import prompts
 from bot.chat.access import Access
 from bot.chat.commands import Commands
-from bot.chat.media import Pictured, download, placeholder, refusal
+from bot.chat.media import Pictured, placeholder, refusal, screen
 from bot.chat.sessions import Send, SessionManager, internal_cause, reply_to, send_safely
 from bot.config.schema import Binding, Config, GroupRule
 from bot.errors import InvalidKeyError
@@ -256,7 +257,7 @@ class Router:
                     await send_safely(self._send, reply_to(inbound, reply))
                 return
             pictured = await self._pictures(inbound)
-            if pictured is not None and not pictured.images and not text:
+            if pictured is not None and not pictured.media and not text:
                 return  # nothing left to answer: the refusal said why
             prefix = "" if inbound.is_dm else f"{inbound.user_name}: "
             if inbound.quote is not None:
@@ -297,11 +298,11 @@ class Router:
         self._sessions.overhear(route, inbound, body, remember)
 
     async def _pictures(self, inbound: Inbound) -> Pictured | None:
-        """The images of an answered message, downloaded, with one line to the
-        person for what was refused; None when it carries none."""
+        """The images of an answered message, screened (not downloaded), with
+        one line to the person for what was refused; None when it carries none."""
         if not inbound.images:
             return None
-        images, refused = await download(inbound.images, self._config.media)
+        media, refused = screen(inbound.images, self._config.media)
         if refused:
             await send_safely(self._send, reply_to(inbound, refusal(refused)))
-        return Pictured(tuple(images), _kinds(inbound), inbound.text, inbound.user_name)
+        return Pictured(media, _kinds(inbound), inbound.text, inbound.user_name)

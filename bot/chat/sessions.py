@@ -8,9 +8,11 @@ by the model into a summary, so the cached prefix survives most turns. Idle
 sessions leave memory and come back from SQLite.
 
 A group chat's lines not addressed to the bot (bot/chat/context.py) go to the
-next turn of their session. A message's images (bot/chat/media.py) go to the
-model in its turn only; its history row and its memory trace keep a
-placeholder, with the line the model began its answer with ("[seen: ...]",
+next turn of their session. A message's images (bot/chat/media.py) wait,
+not downloaded, for its turn (the newest `media.max_images` of those waiting;
+each counts as a message against the rate limit), are downloaded when it
+starts and go to the model in that turn only; its history row and its memory
+trace keep a placeholder, with the line the model began its answer with ("[seen: ...]",
 not sent). The reply streams where the adapter can (`ReplyStream`): what is
 shown becomes the final reply, or the line that says the turn failed; the
 history stores the final text only. A turn cancelled mid-answer (`/forget`, a
@@ -36,7 +38,7 @@ import shutil
 import time
 from collections.abc import AsyncIterator, Awaitable, Callable, Sequence
 from contextlib import AbstractAsyncContextManager, AsyncExitStack, asynccontextmanager
-from dataclasses import dataclass, replace
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import TYPE_CHECKING
 
@@ -47,8 +49,18 @@ from bot import prompts
 from bot.chat.context import ChannelContext
 from bot.chat.history import Entry, HistoryStore, Snapshot, count_tokens
 from bot.chat.limits import RateLimit
-from bot.chat.media import Pictured, holding_seen, keep, kept_folder, split_seen
+from bot.chat.media import (
+    Pictured,
+    download,
+    holding_seen,
+    keep,
+    keep_newest,
+    kept_folder,
+    refusal,
+    split_seen,
+)
 from bot.chat.turn import Agent, CachedSoul
+from bot.config.schema import MediaConfig
 from bot.errors import BudgetExceeded, ModelError, ModelRejected
 from bot.types import SHARED, Inbound, Outbound, ReplyStream, Route
 
@@ -113,7 +125,7 @@ class _Turn:
     """One turn's messages and what goes with them: the message it replies
     to, when it started, the group's unaddressed lines, the images by entry
     (emptied once their rows have their lasting text), the reply's stream,
-    and the cause of its failure."""
+    how many images newer ones left out, and the cause of its failure."""
 
     new: list[Entry]
     target: Inbound
@@ -121,6 +133,7 @@ class _Turn:
     context: list[str]
     pictured: dict[int, Pictured]
     stream: ReplyStream | None
+    left_out: int = 0
     cause: str | None = None
     """Why the turn failed, when it did (`Outbound.cause`)."""
 
@@ -130,7 +143,7 @@ class _Turn:
         stream = self.stream
         if stream is None:
             return None
-        pictured = bool(self.pictured)
+        pictured = any(p.images for p in self.pictured.values())
 
         async def show(text: str) -> None:
             if pictured:
@@ -141,6 +154,13 @@ class _Turn:
                 await stream.update(text)
 
         return show
+
+    def answerable(self) -> bool:
+        """Whether the turn has something to answer: a message with text, or an image that came."""
+        return any(
+            e.id not in self.pictured or self.pictured[e.id].caption or self.pictured[e.id].images
+            for e in self.new
+        )
 
 
 @dataclass(frozen=True)
@@ -162,6 +182,8 @@ class SessionParts:
     context: ChannelContext | None = None
     media_dir: Path | None = None
     """Where images are kept after their turn (`media.keep`); None: nowhere."""
+    media: MediaConfig = field(default_factory=MediaConfig)
+    """How many images a turn takes, how long a download may take (`media:`)."""
 
 
 class Session:
@@ -185,6 +207,7 @@ class Session:
         self._unsaved: list[Entry] = []  # replies sent whose store failed, oldest first
         self._unsent: list[Entry] = []  # replies stored and never sent, for `recover`
         self._pictured: dict[int, Pictured] = {}  # images waiting for their turn, by entry
+        self._left_out = 0  # images waiting that newer ones pushed out, for the next turn to say
         self._provisional = 0  # their ids: negative, never a row's
         self.last_active = time.monotonic()
 
@@ -211,16 +234,17 @@ class Session:
         self._entries.append(entry)
         self._received[entry.id] = time.perf_counter()
         self._latest = inbound
-        if pictured is not None and pictured.images:
+        weight = 1
+        if pictured is not None and pictured.media:
             self._pictured[entry.id] = pictured  # its trace waits for the model's note
-            if self._parts.media_dir is not None:
-                await keep(self._parts.media_dir, self.route.session, entry.id, pictured.images)
+            self._left_out += keep_newest(self._pictured, self._parts.media.max_images)
+            weight = len(pictured.media)
         elif self._parts.memory is not None:
             trace = pictured.placeholder() if pictured is not None else inbound.text
             self._parts.memory.record(self.route, "user", inbound.user_name, trace)
         wait, tell = 0.0, False
         if self._parts.rate is not None and inbound.platform != "console":
-            wait, tell = self._parts.rate.admit(f"{inbound.platform}:{inbound.user_id}")
+            wait, tell = self._parts.rate.admit(f"{inbound.platform}:{inbound.user_id}", weight)
         if tell:
             log.info("limits.rate", user_id=inbound.user_id, wait_s=round(wait, 1))
             await send_safely(self._parts.send, reply_to(inbound, prompts.SLOW_DOWN))
@@ -266,6 +290,7 @@ class Session:
         self._soul = None
         self._unsaved, self._unsent = [], []
         self._pictured = {}
+        self._left_out = 0
         self._attempted = 0
 
     async def _work(self) -> None:
@@ -339,7 +364,9 @@ class Session:
             context.take(route.session) if context is not None and not route.is_dm else [],
             {e.id: self._pictured.pop(e.id) for e in new if e.id in self._pictured},
             self._parts.stream(reply_to(target, "")) if self._parts.stream else None,
+            self._left_out,
         )  # fmt: skip
+        self._left_out = 0
         try:
             with bound_contextvars(messages=len(new)):
                 text, stored = await self._answer(route, generation, history, turn)
@@ -407,6 +434,14 @@ class Session:
         reply, stored; or the line that says why there is none (nothing stored)."""
         log.info("turn.started")
         new, target, started = turn.new, turn.target, turn.started
+        async with self._parts.typing(target):
+            refused = await self._look(turn)
+        if refused and not turn.answerable():  # the line that says why is the answer
+            await self._describe(generation, turn.pictured, None)
+            return refused, None
+        if refused:
+            await send_safely(self._parts.send, reply_to(target, refused))
+        new = turn.new  # with the rows of images that did not come saying so
         images = {key: p.images for key, p in turn.pictured.items()}
         stored: Entry | None = None
         try:
@@ -464,21 +499,47 @@ class Session:
             await self._describe(generation, turn.pictured, None)
         return text, stored
 
+    async def _look(self, turn: _Turn) -> str:
+        """Download the images of the turn's messages (bot/chat/media.py) and
+        keep them (`media.keep`); a message none of whose images came has its
+        row say so now, for the prompt. Returns the line that says what did
+        not come ("" when all did)."""
+        reasons = []
+        if turn.left_out:
+            reasons.append(prompts.IMAGES_LEFT_OUT.format(limit=self._parts.media.max_images,
+                                                          count=turn.left_out))  # fmt: skip
+        for entry_id, picture in turn.pictured.items():
+            images, refused = await download(picture.media, self._parts.media)
+            reasons += refused
+            picture = turn.pictured[entry_id] = replace(picture, media=(), images=tuple(images))
+            if images and self._parts.media_dir is not None:
+                await keep(self._parts.media_dir, self.route.session, entry_id, images)
+            if not images and (entry := await self._rewrite(entry_id, picture.row())):
+                turn.new = [entry if e.id == entry_id else e for e in turn.new]
+        return refusal(reasons) if reasons else ""
+
+    async def _rewrite(self, entry_id: int, text: str) -> Entry | None:
+        """Give the history row `entry_id` the text `text`; returns its entry."""
+        try:
+            await self._parts.store.update_text(entry_id, text)
+        except Exception as exc:  # the row keeps its placeholder
+            log.warning("history.write_failed", error_class=type(exc).__name__,
+                        error=str(exc), what="image note")  # fmt: skip
+        found = None
+        for i, e in enumerate(self._entries):
+            if e.id == entry_id:
+                found = self._entries[i] = Entry(e.id, e.role, text, count_tokens(text),
+                                                 e.reply_to, e.ts)  # fmt: skip
+        return found
+
     async def _describe(
         self, generation: int, pictured: dict[int, Pictured], seen: str | None
     ) -> None:
         """Give the image messages of a turn their lasting text: the history
         row with the model's note (`seen`, when it wrote one), and the trace."""
         for entry_id, picture in pictured.items():
-            if seen and generation == self._generation:
-                text = picture.row(seen)
-                try:
-                    await self._parts.store.update_text(entry_id, text)
-                except Exception as exc:  # the row keeps its placeholder
-                    log.warning("history.write_failed", error_class=type(exc).__name__,
-                                error=str(exc), what="image note")  # fmt: skip
-                self._entries = [Entry(e.id, e.role, text, count_tokens(text), e.reply_to, e.ts)
-                                 if e.id == entry_id else e for e in self._entries]  # fmt: skip
+            if seen and picture.images and generation == self._generation:
+                await self._rewrite(entry_id, picture.row(seen))
             if self._parts.memory is not None:
                 self._parts.memory.record(self.route, "user", picture.sender,
                                           picture.placeholder(seen))  # fmt: skip

@@ -26,7 +26,7 @@ from __future__ import annotations
 import asyncio
 import json
 import time
-from collections.abc import Awaitable, Callable, Sequence
+from collections.abc import Awaitable, Callable, Iterator, Sequence
 from dataclasses import dataclass
 from typing import Any
 
@@ -36,6 +36,7 @@ import structlog
 from bot.config.schema import ModelConfig
 from bot.errors import ModelError, ModelRejected, ModelUnavailable, ToolsUnsupported
 from bot.model.cause import failure_cause, server_reason
+from bot.model.images import block_tokens
 from bot.model.usage import CallContext, Ledger, Usage
 from bot.types import Tool
 
@@ -89,8 +90,34 @@ def _usage(message: anthropic.types.Message) -> Usage:
 
 
 def estimate_request_tokens(*parts: Any) -> int:
-    """A rough token count of request parts (JSON characters / 4)."""
-    return sum(len(json.dumps(p, ensure_ascii=False)) for p in parts) // 4
+    """A rough token count of request parts: JSON characters / 4, and each
+    image block of a request's messages as the API counts it, from the size
+    its header declares (`images.block_tokens`): its data is never serialised,
+    so the estimate costs the same for a small image and a large one."""
+    chars = tokens = 0
+    for part in parts:
+        for piece in _pieces(part):
+            if isinstance(piece, dict) and piece.get("type") == "image":
+                tokens += block_tokens(piece)
+            else:
+                chars += len(json.dumps(piece, ensure_ascii=False))
+    return chars // 4 + tokens
+
+
+def _pieces(part: Any) -> Iterator[Any]:
+    """`part`, a request split block by block where its images may be (its
+    messages' content); anything else whole."""
+    if not isinstance(part, dict) or not isinstance(part.get("messages"), list):
+        yield part
+        return
+    yield {key: value for key, value in part.items() if key != "messages"}
+    for message in part["messages"]:
+        content = message.get("content") if isinstance(message, dict) else None
+        if isinstance(content, list):
+            yield {key: value for key, value in message.items() if key != "content"}
+            yield from content
+        else:
+            yield message
 
 
 def _sdk_client(

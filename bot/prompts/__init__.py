@@ -216,6 +216,11 @@ TEXT_ONLY = "I can only read text and images, sorry: please tell me in words."
 IMAGE_TOO_LARGE = "the {kind} is too large for me to look at ({size}; I take up to {limit})"
 IMAGE_FAILED = "I could not download the {kind} ({reason})"
 IMAGE_TOO_MANY = "I look at up to {limit} images a message (this one had {count})"
+IMAGE_NOT_AN_IMAGE = "the {kind} could not be read as an image (it came as {mime})"
+FILE_NOT_AN_IMAGE = '"{name}" is not an image I can read (it came as {mime})'
+IMAGES_LEFT_OUT = (
+    "I look at up to {limit} images at a time, the newest: {count} sent before them were left out"
+)
 IMAGES_REFUSED = "Not everything you sent reached me: {reasons}."
 
 # A group chat's messages not addressed to the bot, given to the next turn that is

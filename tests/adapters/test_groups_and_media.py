@@ -58,7 +58,7 @@ async def test_a_telegram_photo_reaches_the_model_as_an_image_block(tmp_path: Pa
         model.script_text("[seen: one white pixel]\nA very small picture.")
         tg.push_message(9, None, user_id=9, extra=tg.photo_extra(PNG, caption="what is this?"))
         [sent] = await tg.wait_sent(1)
-    assert images(model.requests[0]) == [("image/jpeg", PNG)]
+    assert images(model.requests[0]) == [("image/png", PNG)]  # what its bytes are
     assert user_texts(model.requests[0])[-1] == "[photo: what is this?]"
     assert sent["text"] == "A very small picture."
 

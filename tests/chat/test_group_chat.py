@@ -258,13 +258,13 @@ async def test_an_oversize_or_slow_image_is_refused_with_one_line(tmp_path: Path
 
 async def test_past_max_images_the_rest_are_left_out_with_one_line(tmp_path: Path) -> None:
     async with bot(tmp_path, "test", "media: {max_images: 2}\n") as (model, _, platform):
-        album = tuple(image(bytes([n]) + PNG[1:]) for n in range(3))
+        album = tuple(image(PNG + bytes([n])) for n in range(3))
         await platform.hear(said("three", dm=True, chat="u1", images=album))
         refusal, _ = await platform.replies(2)
     assert refusal.text == (
         "Not everything you sent reached me: I look at up to 2 images a message (this one had 3)."
     )
-    assert [data[0] for _, data in images(model.requests[0])] == [0, 1]
+    assert [data[-1] for _, data in images(model.requests[0])] == [0, 1]
     assert user_texts(model.requests[0])[-1] == "[3 images: three]"
 
 

@@ -41,7 +41,10 @@ Images: a top-level ``{"type": "image", "source": {"type": "base64", "media_type
 M, "data": D}}`` block of a message is checked as the API does, each failure a 400
 invalid_request_error naming ``messages.N.content.M``: M one of image/jpeg,
 image/png, image/gif, image/webp; D at most 5 MB (5 * 1024 * 1024 characters of
-base64) and valid base64; at most 100 images in a request. The fake cannot fetch,
+base64), valid base64, and bytes that begin as an image of type M does (its
+magic bytes; anything else: "Image does not match the provided media type M",
+as the API answers a shell script sent as image/png, or a JPEG as image/png);
+at most 100 images in a request. The fake cannot fetch,
 so any other source (``url``, ``file``) is a 400 too. Images nested in a tool_result
 are not looked at. ``images(body)`` gives a request's images as (media_type, bytes).
 
@@ -134,6 +137,13 @@ TTL_S: dict[str, float] = {"5m": 300.0, "1h": 3600.0}
 MAX_BREAKPOINTS = 4
 MAX_BODY_BYTES = 32 * 1024 * 1024
 MEDIA_TYPES = ("image/jpeg", "image/png", "image/gif", "image/webp")
+# How each media type's bytes begin: (offset, bytes) pairs that must all match.
+MAGIC: dict[str, tuple[tuple[int, bytes], ...]] = {
+    "image/jpeg": ((0, b"\xff\xd8\xff"),),
+    "image/png": ((0, b"\x89PNG\r\n\x1a\n"),),
+    "image/gif": ((0, b"GIF8"),),
+    "image/webp": ((0, b"RIFF"), (8, b"WEBP")),
+}
 MAX_IMAGE_CHARS = 5 * 1024 * 1024
 MAX_IMAGES = 100
 MAX_IMAGE_TOKENS = 1600
@@ -374,9 +384,13 @@ def _image_problem(path: str, block: JSON) -> str | None:
             f" {len(data)} bytes > {MAX_IMAGE_CHARS} bytes"
         )
     try:
-        base64.b64decode(data, validate=True)
+        decoded = base64.b64decode(data, validate=True)
     except binascii.Error:
         return f"{path}.image.source.base64: invalid base64 data"
+    media_type = source["media_type"]
+    if not all(decoded[at : at + len(magic)] == magic for at, magic in MAGIC[media_type]):
+        mismatch = f"Image does not match the provided media type {media_type}"
+        return f"{path}.image.source.base64.data: {mismatch}"
     return None
 
 

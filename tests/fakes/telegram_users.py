@@ -6,7 +6,9 @@ those files.
   automatic entities (``auto_entities``: a leading ``/command``, ``@mentions``).
 * Files users send: ``add_file`` stores bytes and gives a file_id; ``photo_extra``,
   ``document_extra`` and ``sticker_extra`` build the message fields of a photo (sizes
-  smallest first), a document and a sticker as Telegram sends them, to pass as
+  smallest first, each a JPEG of its width and height unless a test gives the
+  bytes: tests/fakes/images.py), a document (any ``mime_type``, true or not) and a
+  sticker as Telegram sends them, to pass as
   ``push_message(extra=...)``. getFile answers ``{file_id, file_unique_id,
   file_size, file_path}`` (unknown id: 400 ``invalid file_id``; over 20 MiB of data:
   400 ``file is too big``, as Telegram); ``file_size`` is the declared size, which a
@@ -26,6 +28,7 @@ import time
 
 from aiohttp import web
 
+from tests.fakes.images import jpeg
 from tests.fakes.telegram_http import ApiError
 from tests.fakes.telegram_records import CLIENT_CLOSED, JSON, Deletion, Download, UserFile
 from tests.fakes.telegram_state import TelegramState
@@ -182,7 +185,7 @@ class UserSide(TelegramState):
 
     def photo_extra(
         self,
-        data: bytes,
+        data: bytes | None = None,
         *,
         width: int = 1280,
         height: int = 960,
@@ -191,14 +194,16 @@ class UserSide(TelegramState):
     ) -> JSON:
         """Message fields of a photo as Telegram sends it, for ``push_message(extra=)``:
         ``photo``, PhotoSizes smallest first, each an added file: thumbnails with
-        ``THUMBNAIL_SIDES`` as the long side and placeholder bytes (``b"thumbnail
-        90x67"``), then ``width`` x ``height`` with ``data`` (``declared_size`` as in
-        ``add_file``); and ``caption`` with its automatic ``caption_entities``."""
+        ``THUMBNAIL_SIDES`` as the long side (JPEGs of their size), then ``width`` x
+        ``height`` with ``data`` (default: a JPEG of that size; ``declared_size`` as
+        in ``add_file``); and ``caption`` with its automatic ``caption_entities``."""
         longest = max(width, height)
         sizes: list[JSON] = []
         for side in (s for s in THUMBNAIL_SIDES if s < longest):
             w, h = max(1, width * side // longest), max(1, height * side // longest)
-            sizes.append(self._photo_size(self.add_file(f"thumbnail {w}x{h}".encode()), w, h))
+            sizes.append(self._photo_size(self.add_file(jpeg(w, h, exif_bytes=0)), w, h))
+        if data is None:
+            data = jpeg(width, height)
         file_id = self.add_file(data, declared_size=declared_size)
         sizes.append(self._photo_size(file_id, width, height))
         return {"photo": sizes, **_caption_fields(caption)}

@@ -766,7 +766,7 @@ async def test_an_image_is_part_of_the_cache_key() -> None:
         assert first.usage.cache_creation_input_tokens == image_tokens(image()["source"]["data"])
         again = await ask(c, [image(cached=True)])
         assert again.usage.cache_read_input_tokens == first.usage.cache_creation_input_tokens
-        other = await ask(c, [image(PNG[::-1], cached=True)])  # same length, other bytes
+        other = await ask(c, [image(PNG[:8] + PNG[:7:-1], cached=True)])  # other bytes
         assert other.usage.cache_read_input_tokens == 0
 
 
@@ -780,6 +780,21 @@ async def test_an_image_is_part_of_the_cache_key() -> None:
         ),
         (b64_image("@@"), "messages.0.content.1.image.source.base64: invalid base64 data"),
         (b64_image("abc"), "messages.0.content.1.image.source.base64: invalid base64 data"),
+        (
+            image(b"#!/bin/sh\necho hi\n"),
+            "messages.0.content.1.image.source.base64.data:"
+            " Image does not match the provided media type image/png",
+        ),
+        (
+            image(b"\xff\xd8\xff\xe0" + bytes(100)),
+            "messages.0.content.1.image.source.base64.data:"
+            " Image does not match the provided media type image/png",
+        ),
+        (
+            image(b"RIFF\x00\x00\x00\x00WAVE", "image/webp"),
+            "messages.0.content.1.image.source.base64.data:"
+            " Image does not match the provided media type image/webp",
+        ),
         (
             {"type": "image", "source": {"type": "url", "url": "https://example.com/a.png"}},
             "messages.0.content.1.image.source: the fake takes only base64 images, not 'url'",
@@ -807,7 +822,9 @@ async def test_an_image_over_5_mb_is_a_400(fake: FakeAnthropic) -> None:
         f"messages.2.content.0.image.source.base64: image exceeds 5 MB maximum:"
         f" {big} bytes > 5242880 bytes"
     )
-    msg = await ask(client(fake), [b64_image("A" * (5 * 1024 * 1024))])
+    largest = PNG + bytes(5 * 1024 * 1024 * 3 // 4 - len(PNG))
+    assert len(image(largest)["source"]["data"]) == 5 * 1024 * 1024
+    msg = await ask(client(fake), [image(largest)])
     assert msg.usage.input_tokens == 1600
 
 

@@ -40,6 +40,8 @@ from telegram.ext import (
     filters,
 )
 
+from bot.model.images import bytes_reader, dimensions, image_type
+from tests.fakes.images import jpeg, png
 from tests.fakes.server import LoopbackServer
 from tests.fakes.telegram_fake import (
     CLIENT_CLOSED,
@@ -211,6 +213,35 @@ async def test_a_handler_downloads_the_photo_a_user_sent(fake: FakeTelegram) -> 
     assert [(d.file_path, d.status) for d in fake.downloads] == [("files/file_3", 200)]
 
 
+async def test_a_photo_of_a_given_size_is_a_jpeg_of_that_size_in_every_size(
+    fake: FakeTelegram,
+) -> None:
+    got: list[tuple[int, int, bytes]] = []
+
+    async def fetch(update: Update, context: Context) -> None:
+        assert update.message is not None
+        for size in update.message.photo:
+            file = await size.get_file()
+            got.append((size.width, size.height, bytes(await file.download_as_bytearray())))
+
+    async with polling(fake, MessageHandler(filters.PHOTO, fetch)):
+        fake.push_message(42, None, user_id=7, extra=fake.photo_extra(width=4032, height=3024))
+        await fake.wait_for(lambda f: len(got) == 3, what="every size downloaded")
+
+    assert [(w, h) for w, h, _ in got] == [(90, 67), (320, 240), (4032, 3024)]
+    for width, height, data in got:
+        read = bytes_reader(data)
+        assert image_type(read) == "image/jpeg"
+        assert dimensions(read, "image/jpeg") == (width, height)
+
+
+def test_the_image_files_are_the_size_asked_for() -> None:
+    assert len(jpeg(4032, 3024, 2_000_000)) == 2_000_000
+    assert len(png(640, 480, 100_000)) == 100_000
+    assert dimensions(bytes_reader(png(640, 480)), "image/png") == (640, 480)
+    assert jpeg(10, 10).endswith(b"\xff\xd9") and png(1, 1).endswith(b"IEND\xaeB`\x82")
+
+
 async def test_stopping_the_updater_does_not_hang(fake: FakeTelegram) -> None:
     app = ApplicationBuilder().token(fake.token).base_url(fake.base_url).build()
     async with app:
@@ -347,8 +378,8 @@ async def test_media_messages_parse_as_ptb_objects(fake: FakeTelegram, bot: Bot)
     assert filters.PHOTO.check_update(photo) and photo.message is not None
     sizes = photo.message.photo
     assert [(p.width, p.height, p.file_size) for p in sizes] == [
-        (90, 67, len(b"thumbnail 90x67")),
-        (320, 240, len(b"thumbnail 320x240")),
+        (90, 67, len(jpeg(90, 67, exif_bytes=0))),
+        (320, 240, len(jpeg(320, 240, exif_bytes=0))),
         (1280, 960, 3),
     ]
     assert len({p.file_id for p in sizes}) == len({p.file_unique_id for p in sizes}) == 3
