@@ -93,8 +93,9 @@ def quote_line(quote: Quote) -> str:
     text = " ".join(_CONTROL.sub("", _valid(quote.text)).split())
     if len(text) > QUOTE_CHARS:
         text = text[:QUOTE_CHARS] + "…"
-    name = prompts.QUOTED_BOT if quote.from_bot else clean_name(quote.user_name)
-    return prompts.QUOTED.format(name=name, text=text)
+    if quote.from_bot:
+        return prompts.QUOTED_BOT.format(text=text)
+    return prompts.QUOTED.format(name=clean_name(quote.user_name), text=text)
 
 
 def _kinds(inbound: Inbound) -> tuple[str, ...]:
