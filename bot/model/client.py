@@ -13,6 +13,10 @@ with the round's text so far after each delta; a tool round's text is
 followed by the next round's, from empty again, and a fallback starts over.
 A stream that breaks mid-way is a ModelUnavailable like any lost call (the
 SDK retries a request only before its answer starts).
+
+The model's text leaves here as text every store and platform takes
+(`bot.text.model_text`: no NUL, no lone surrogate), streamed, whole or as a
+forced tool's input.
 """
 
 from __future__ import annotations
@@ -30,6 +34,7 @@ import structlog
 from bot.config.schema import ModelConfig
 from bot.errors import ModelError, ModelRejected, ModelUnavailable
 from bot.model.usage import CallContext, Ledger, Usage
+from bot.text import model_text
 from bot.types import Tool
 
 log = structlog.get_logger(__name__)
@@ -226,7 +231,7 @@ class ModelClient:
         }
         message = await self._call(ctx, request, [0.0, 0.0])
         calls = [b for b in message.content if b.type == "tool_use" and b.name == tool["name"]]
-        return calls[0].input if calls and message.stop_reason != "max_tokens" else None
+        return _cleaned(calls[0].input) if calls and message.stop_reason != "max_tokens" else None
 
     async def complete(
         self,
@@ -263,7 +268,8 @@ class ModelClient:
             total = _add(total, _usage(message))
             calls = [b for b in message.content if b.type == "tool_use"]
             if message.stop_reason != "tool_use" or not calls:
-                text = "".join(b.text for b in message.content if b.type == "text").strip()
+                text = model_text("".join(b.text for b in message.content if b.type == "text"))
+                text = text.strip()
                 stop = message.stop_reason or "end_turn"
                 return Reply(text, total, round_no, timing[1] * 1000, timing[0] * 1000, stop)
             content = [b.model_dump(mode="json", exclude_none=True) for b in message.content]
@@ -295,8 +301,9 @@ async def _streamed(
             elif event.type == "content_block_delta":
                 delta = event.delta
                 if delta.type == "text_delta":
-                    pieces[event.index].append(delta.text)
-                    shown += delta.text
+                    piece = model_text(delta.text)
+                    pieces[event.index].append(piece)
+                    shown += piece
                     await on_text(shown)
                 elif delta.type == "input_json_delta":
                     pieces[event.index].append(delta.partial_json)
@@ -324,6 +331,17 @@ def _totals(usage: anthropic.types.Usage, delta: anthropic.types.MessageDeltaUsa
         usage.cache_creation_input_tokens = delta.cache_creation_input_tokens
     if delta.cache_read_input_tokens is not None:
         usage.cache_read_input_tokens = delta.cache_read_input_tokens
+
+
+def _cleaned(value: object) -> object:
+    """A forced tool's input with `model_text` applied to every string in it."""
+    if isinstance(value, str):
+        return model_text(value)
+    if isinstance(value, dict):
+        return {model_text(str(k)): _cleaned(v) for k, v in value.items()}
+    if isinstance(value, list):
+        return [_cleaned(v) for v in value]
+    return value
 
 
 async def _run_tool(tools: dict[str, Tool], call: Any) -> dict[str, Any]:
