@@ -45,7 +45,9 @@ DB_NAME = "soulbot.db"
 #    a reply to one of them is known, and quoted, after a restart too.
 # 5: PostgreSQL's budget_totals keeps a row for each process (`instance`), so one
 #    process's call never waits on another's uncommitted total (SQLite: no change).
-SCHEMA_VERSION = 5
+# 6: the table session_bindings (the soul and scope a session's history was said under),
+#    so a changed binding starts a new conversation.
+SCHEMA_VERSION = 6
 
 SCHEMA = """
 CREATE TABLE IF NOT EXISTS usage (
@@ -83,6 +85,11 @@ CREATE INDEX IF NOT EXISTS history_live ON history (session, generation, id)
 CREATE TABLE IF NOT EXISTS sessions (
     session TEXT PRIMARY KEY,
     generation INTEGER NOT NULL
+);
+CREATE TABLE IF NOT EXISTS session_bindings (
+    session TEXT PRIMARY KEY,
+    soul TEXT NOT NULL,
+    scope TEXT NOT NULL
 );
 CREATE TABLE IF NOT EXISTS reply_addresses (
     session TEXT PRIMARY KEY,
