@@ -216,30 +216,18 @@ async def test_a_reply_to_the_bots_message_resolves_after_a_restart(tmp_path: Pa
             # The platform names the message replied to, not whose it was.
             await platform.hear(said("why?", reply_to_id="sent-1"))
             await platform.replies(1)
-    assert reply.text == "Paris is lovely in May."
-    row = user_texts(model.requests[-1])[-1]
-    assert row == 'Ann: (in reply to your own message: "Paris is lovely in May.")\nwhy?'
-
-
-async def test_a_person_named_you_is_never_quoted_as_the_bot(tmp_path: Path) -> None:
-    async with FakeAnthropic() as model:
-        config = make_config(tmp_path, model.url)
-        model.script_text("Paris is lovely in May.")
-        async with running(config, "telegram") as (_, platform):
-            await platform.hear(said("where should I go?", mention=True))
-            await platform.replies(1)
-            await platform.hear(said("why?", reply_to_id="sent-1"))
-            await platform.replies(2)
+            # A person whose display name is "you", quoted.
             you = Quote("you", "Paris is lovely in May.")
             await platform.hear(said("why?", mention=True, quote=you, reply_to_id="m9"))
-            await platform.replies(3)
-    to_bot = user_texts(model.requests[1])[-1]
-    to_person = user_texts(model.requests[2])[-1]
+            await platform.replies(2)
+    assert reply.text == "Paris is lovely in May."
+    to_bot, to_person = (user_texts(request)[-1] for request in model.requests[1:])
+    assert to_bot == 'Ann: (in reply to your own message: "Paris is lovely in May.")\nwhy?'
     # A person's name follows a fixed head no reply to the bot begins with, so no
     # display name, "you" or any other, makes a quote that reads as the bot's.
     head = "Ann: " + prompts.QUOTED.partition("{name}")[0]
     assert to_person == head + 'you: "Paris is lovely in May.")\nwhy?'
-    assert not to_bot.startswith(head) and to_bot != to_person
+    assert not to_bot.startswith(head)
 
 
 def image(data: bytes = PNG, *, size: int | None = None, kind: str = "photo",
