@@ -2,7 +2,9 @@
 
 With `groups: mention` the bot answers only what is addressed to it; the rest
 of a group's messages are kept here, per session key (a thread or forum topic
-is its own), as "name: text" lines, and the next turn of that session takes
+is its own), as "name: text" lines (one line each: a line break in the text is
+shown as its escape, as in the heartbeat's transcripts, so no message opens a
+line under another name), and the next turn of that session takes
 them (`take`), oldest first, as "what was said since you last spoke", in the
 per-turn part of the prompt (below the cache breakpoints: they change every
 turn). Bounded: the newest `groups.context_messages` lines of at most
@@ -20,6 +22,7 @@ from collections import deque
 from cachetools import LRUCache
 
 from bot.chat.history import count_tokens
+from bot.chat.transcript import one_line
 
 CHATS = 4096
 LINE_CHARS = 600
@@ -34,15 +37,17 @@ class ChannelContext:
         self._chats: LRUCache[str, deque[str]] = LRUCache(maxsize=chats)
 
     def add(self, session: str, name: str, text: str) -> None:
-        """Keep one line of `session` (dropping the oldest past the bounds)."""
+        """Keep one line of `session` (dropping the oldest past the bounds):
+        `name: text`, each on one line (`one_line`), the text cut at LINE_CHARS."""
         if self._messages == 0 or self._tokens == 0:
             return
+        text = one_line(text)
         if len(text) > LINE_CHARS:
             text = text[:LINE_CHARS] + "…"
         lines = self._chats.get(session)
         if lines is None:
             lines = self._chats[session] = deque(maxlen=self._messages)
-        lines.append(f"{name}: {text}")
+        lines.append(f"{one_line(name)}: {text}")
 
     def take(self, session: str) -> list[str]:
         """The lines of `session` since the last take, oldest first, the newest

@@ -11,6 +11,11 @@ delivered is one a crash or a failed send kept from the person: `unanswered`
 counts its message as unanswered, and the session's recovery sends the stored
 text (bot/chat/sessions.py), with no new model call. Rows from before schema 7
 count as delivered.
+
+A session's binding is the soul and memory scope its current generation was
+said under (`session_bindings`): a conversation under another one is a new
+generation (bot/chat/sessions.py), so no soul or scope is shown, or reflects
+on, what was said to another.
 """
 
 from __future__ import annotations
@@ -24,6 +29,8 @@ from bot.storage.db import Database
 from bot.storage.sql import Conn
 
 Role = Literal["user", "assistant"]
+# The soul and the memory scope a session's history was said under.
+Binding = tuple[str, str]
 
 # A delivered id is kept this long for dedupe (a platform redelivers within hours:
 # Telegram keeps an unconfirmed update for 24 h), then pruned.
@@ -63,11 +70,13 @@ class Entry:
 
 @dataclass(frozen=True)
 class Snapshot:
-    """What a session starts from: its generation, summary and live rows."""
+    """What a session starts from: its generation, summary and live rows, and
+    the binding they were said under (None: not recorded, by an earlier version)."""
 
     generation: int
     summary: str | None
     entries: list[Entry]
+    binding: Binding | None = None
 
 
 def count_tokens(text: str) -> int:
@@ -128,6 +137,14 @@ def _append_in_one(
     return None if row is None else int(row[0])
 
 
+def _bind(conn: Conn, session: str, binding: Binding) -> None:
+    conn.execute(
+        "INSERT INTO session_bindings (session, soul, scope) VALUES (?, ?, ?) "
+        "ON CONFLICT (session) DO UPDATE SET soul = excluded.soul, scope = excluded.scope",
+        (session, *binding),
+    )
+
+
 class HistoryStore:
     """History rows and delivered message ids (kept for `SEEN_WINDOW_S`), on
     the shared database."""
@@ -147,21 +164,25 @@ class HistoryStore:
 
     async def load(self, session: str) -> Snapshot:
         def query(conn: Conn) -> Snapshot:
-            # One statement: the generation (0 for a session never reset) joined
-            # with its live rows; a session with none gives one row of NULLs.
+            # One statement: the generation (0 for a session never reset) and the
+            # binding joined with its live rows; a session with none gives one row
+            # of NULLs.
             found = conn.execute(
-                f"SELECT s.generation, {_COLUMNS} FROM (SELECT COALESCE(MAX(generation), 0) "
-                "AS generation FROM sessions WHERE session = ?) AS s LEFT JOIN (SELECT "
+                f"SELECT s.generation, b.soul, b.scope, {_COLUMNS} FROM (SELECT "
+                "COALESCE(MAX(generation), 0) AS generation FROM sessions WHERE session = ?) "
+                "AS s LEFT JOIN session_bindings AS b ON b.session = ? LEFT JOIN (SELECT "
                 f"{_COLUMNS}, generation FROM history WHERE session = ? AND {LIVE}) AS h "
                 "ON h.generation = s.generation ORDER BY id",
-                (session, session),
+                (session, session, session),
             ).fetchall()
-            rows = [r[1:] for r in found if r[1] is not None]
+            rows = [r[3:] for r in found if r[3] is not None]
             summary = next((r[3] for r in reversed(rows) if r[2] == "summary"), None)
             entries = [Entry(r[0], r[1], r[3], r[4], r[5], r[6], bool(r[7]))
                        for r in rows if r[2] == "message"]  # fmt: skip
             entries.sort(key=lambda e: e.order)
-            return Snapshot(int(found[0][0]), summary, entries)
+            soul, scope = found[0][1:3]
+            binding = None if soul is None else (str(soul), str(scope))
+            return Snapshot(int(found[0][0]), summary, entries, binding)
 
         return await self._db.run(query)
 
@@ -280,29 +301,37 @@ class HistoryStore:
 
         await self._db.run(update)
 
-    async def reset(self, session: str) -> int:
-        """Start a new, empty history for `session`; returns its generation."""
+    async def reset(self, session: str, binding: Binding | None = None) -> int:
+        """Start a new, empty history for `session` (said under `binding`, when
+        given); returns its generation."""
 
         def bump(conn: Conn) -> int:
-            conn.execute(
-                "INSERT INTO sessions (session, generation) VALUES (?, 1) "
-                "ON CONFLICT (session) DO UPDATE SET generation = sessions.generation + 1",
-                (session,),
-            )
-            row = conn.execute(
-                "SELECT generation FROM sessions WHERE session = ?", (session,)
-            ).fetchone()
-            return int(row[0])
+            with conn.transaction():
+                conn.execute(
+                    "INSERT INTO sessions (session, generation) VALUES (?, 1) "
+                    "ON CONFLICT (session) DO UPDATE SET generation = sessions.generation + 1",
+                    (session,),
+                )
+                if binding is not None:
+                    _bind(conn, session, binding)
+                row = conn.execute(
+                    "SELECT generation FROM sessions WHERE session = ?", (session,)
+                ).fetchone()
+                return int(row[0])
 
         return await self._db.run(bump)
+
+    async def bind(self, session: str, binding: Binding) -> None:
+        """Record the binding `session`'s history is said under."""
+        await self._db.run(lambda conn: _bind(conn, session, binding))
 
     async def erase(self, sessions: list[str]) -> None:
         """Delete every history row and delivered id of `sessions` (all generations)."""
 
         def delete(conn: Conn) -> None:
             with conn.transaction():
-                for table in ("history", "seen_messages", "sessions", "reply_addresses",
-                              "sent_messages"):  # fmt: skip
+                for table in ("history", "seen_messages", "sessions", "session_bindings",
+                              "reply_addresses", "sent_messages"):  # fmt: skip
                     conn.executemany(
                         f"DELETE FROM {table} WHERE session = ?", [(s,) for s in sessions]
                     )

@@ -4,8 +4,10 @@ reflects on it and writes its autobiography.
 Only souls whose SOUL.md has regions have a heartbeat. A conversation ends
 when its session has been idle for `heartbeat.idle_minutes`, when the model
 calls the `end_conversation` tool (the person said goodbye), or at shutdown
-for every session with turns not reflected on yet. Its turns since the last
-reflection (the mark is kept in SQLite) must hold at least
+for every session with turns not reflected on yet. Only the turns said under
+the conversation's soul and scope are reflected on (a changed binding starts a
+new history: bot/chat/sessions.py), and of those only the ones since the last
+reflection (the mark is kept in SQLite); they must hold at least
 `min_conversation_tokens` (META), else they wait for more. Then one model
 call (source `heartbeat`) with the forced tool `save_soul`; its input is
 checked (`bot/soul/heartbeat.validate`): a rejected call writes nothing and
@@ -234,7 +236,11 @@ class Reflector:
         assert soul.heartbeat is not None
         try:
             mark = await self._mark(route.session)
-            entries = [e for e in (await self._history.load(route.session)).entries if e.id > mark]
+            snapshot = await self._history.load(route.session)
+            if snapshot.binding != (route.soul, route.scope):  # said under another binding
+                log.debug("heartbeat.skipped", binding=snapshot.binding)
+                return
+            entries = [e for e in snapshot.entries if e.id > mark]
             tokens = sum(e.tokens for e in entries)
             if not entries or tokens < soul.heartbeat.min_conversation_tokens:
                 log.debug("heartbeat.skipped", tokens=tokens)

@@ -47,6 +47,7 @@ from bot.chat.media import Pictured, placeholder, refusal, screen
 from bot.chat.sessions import Send, SessionManager, internal_cause, reply_to, send_safely
 from bot.config.schema import Binding, Config, GroupRule
 from bot.errors import InvalidKeyError
+from bot.text import valid
 from bot.types import Inbound, Quote, Route, Scope, SessionKey
 
 log = structlog.get_logger(__name__)
@@ -62,22 +63,13 @@ QUOTE_CHARS = 500
 # overrides and isolates, which reorder what follows them. Joiners (U+200D) and
 # variation selectors stay: emoji are built of them.
 _CONTROL = re.compile(r"[\x00-\x08\x0b-\x1f\x7f-\x9f\u202a-\u202e\u2066-\u2069]")
-_SURROGATE = re.compile(r"[\ud800-\udfff]")
-
-
-def _valid(text: str) -> str:
-    """`text` with every lone surrogate (no UTF-8 can encode it) replaced by
-    U+FFFD; a pair that came as two code points becomes the one it encodes."""
-    if _SURROGATE.search(text) is None:
-        return text
-    return text.encode("utf-16-le", "surrogatepass").decode("utf-16-le", "replace")
 
 
 def clean_text(text: str) -> str:
     """The text with bad code points replaced (U+FFFD), without control
     characters (tabs and newlines stay) and bidi controls, stripped, and cut at
     MAX_MESSAGE_CHARS with a note saying so."""
-    text = _CONTROL.sub("", _valid(text)).strip()
+    text = _CONTROL.sub("", valid(text)).strip()
     if len(text) > MAX_MESSAGE_CHARS:
         text = text[:MAX_MESSAGE_CHARS] + prompts.MESSAGE_CUT.format(chars=len(text))
     return text
@@ -86,16 +78,17 @@ def clean_text(text: str) -> str:
 def clean_name(name: str) -> str:
     """A display name as `clean_text` cleans a text, on one line: its line
     breaks and other runs of white space are one space."""
-    return " ".join(_CONTROL.sub("", _valid(name)).split())
+    return " ".join(_CONTROL.sub("", valid(name)).split())
 
 
 def quote_line(quote: Quote) -> str:
     """The quoted message as the history row shows it, cleaned and cut."""
-    text = " ".join(_CONTROL.sub("", _valid(quote.text)).split())
+    text = " ".join(_CONTROL.sub("", valid(quote.text)).split())
     if len(text) > QUOTE_CHARS:
         text = text[:QUOTE_CHARS] + "…"
-    name = prompts.QUOTED_BOT if quote.from_bot else clean_name(quote.user_name)
-    return prompts.QUOTED.format(name=name, text=text)
+    if quote.from_bot:
+        return prompts.QUOTED_BOT.format(text=text)
+    return prompts.QUOTED.format(name=clean_name(quote.user_name), text=text)
 
 
 def _kinds(inbound: Inbound) -> tuple[str, ...]:

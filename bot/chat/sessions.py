@@ -29,6 +29,13 @@ A session keeps the soul version its cache was written with while the cache is
 warm (`Agent.soul`), so a heartbeat write of SOUL.md costs it nothing; it takes
 the live version when idle past the cache's lifetime, after an operator's
 reload, at /reset and at a compaction (the prefix is written again then anyway).
+
+A conversation is said under one soul and one memory scope: when the route's
+soul or scope is no longer the one its history was said under (the config's
+binding changed), the session starts a new history, as /reset does, so neither
+the new soul's turns nor its heartbeat read what was said under the old one. A
+history whose binding was never recorded (stored by an earlier version) starts
+anew too: under which binding it was said is not known.
 """
 
 from __future__ import annotations
@@ -193,6 +200,7 @@ class Session:
         self.route = route
         self._parts = parts
         self._generation = snapshot.generation
+        self._binding = snapshot.binding
         self._summary = snapshot.summary
         self._entries = snapshot.entries
         users = [e.id for e in self._entries if e.role == "user"]
@@ -281,11 +289,30 @@ class Session:
             self._deferred.cancel()
             self._deferred = None
 
-    async def reset(self) -> None:
-        """Answer what is pending, then start a new, empty history."""
+    async def rebind(self, route: Route) -> None:
+        """Go on under `route`: a soul or scope other than the history's starts
+        a new history (see the module docstring); an empty one is only bound."""
+        binding = (route.soul, route.scope)
+        if binding == self._binding:
+            self.route = route
+            return
+        if not self._entries and self._summary is None:
+            await self._parts.store.bind(route.session, binding)
+            self.route, self._binding = route, binding
+            return
+        log.info("session.rebound", session=route.session, soul=route.soul, scope=route.scope,
+                 was=list(self._binding) if self._binding else None)  # fmt: skip
+        await self.reset(route)
+
+    async def reset(self, route: Route | None = None) -> None:
+        """Answer what is pending, then start a new, empty history (under
+        `route`, when given)."""
         if self._task is not None:
             await asyncio.gather(self._task, return_exceptions=True)
-        self._generation = await self._parts.store.reset(self.route.session)
+        self.route = route or self.route
+        binding = (self.route.soul, self.route.scope)
+        self._generation = await self._parts.store.reset(self.route.session, binding)
+        self._binding = binding
         self._entries, self._summary, self._breakpoint = [], None, None
         self._soul = None
         self._unsaved, self._unsent = [], []
@@ -590,7 +617,7 @@ class SessionManager:
             snapshot = await self._parts.store.load(route.session)
             session = Session(route, snapshot, self._parts)
             self._sessions[route.session] = session
-        session.route = route  # a binding may have changed on reload
+        await session.rebind(route)  # the config's binding may have changed
         return session
 
     @asynccontextmanager

@@ -6,7 +6,12 @@ A compile cannot lose a fact. A page whose merge does not land (a page whose
 front matter a person broke, an answer that stops short of its end, an empty
 answer, a path the file system refuses) is a conflict: reported, the page is
 left as it was, and its notes wait in `.meta` (`pending`, by page) for the next
-compile, which takes them up with the new ones. Which traces a page has folded
+compile, which takes them up with the new ones. A page created in a wiki whose
+catalog reaches other people's prompts (the shared wiki's, in every conversation
+of the soul; a chat's, in every member's) is summarised from its id
+(`default_summary`), never in the filing model's words, which may be a sentence
+someone said; only a person's own wiki (`user:`) keeps the model's summary. A
+summary a page already has, a person's included, is kept everywhere. Which traces a page has folded
 is kept in the store (`memory_folds`), so a page written before a crash does not
 get them twice, and a page's front matter stays small however long it lives.
 Any other failure (a full disk, a budget refusal, a failed model call) stops
@@ -37,6 +42,7 @@ from bot.memory.store import Trace, TraceStore
 from bot.memory.wiki import Wiki
 from bot.model.client import ModelClient, Reply
 from bot.model.usage import CallContext
+from bot.types import Scope
 
 log = structlog.get_logger(__name__)
 
@@ -155,8 +161,10 @@ class Compiler:
         filing = await self._filer.file(run.ctx, new, run.catalog)
         run.conflicts += filing.conflicts
         _take_up(filing, pending, waiting)
+        own = Scope.parse(scope).kind == "user"  # see the module docstring
         for page_id, items in filing.pages.items():
-            await self._page(run, page_id, items, filing.summaries.get(page_id, ""))
+            summary = filing.summaries.get(page_id, "") if own else ""
+            await self._page(run, page_id, items, summary)
         await self._log(wiki, new)
         await asyncio.to_thread(wiki.write_catalog)
         mark = new[-1].id if new else watermark

@@ -3,7 +3,12 @@
 Traces queued while a write is in flight go together in the next one (one
 transaction for many turns under load); a failed batch is logged as
 `memory.write_failed` and tried again (the traces wait in line, never
-dropped). Shutdown `drain`s the writer before the compile. A
+dropped). A batch the store refuses for a value one of its rows holds
+(`refused_value`: the same row would fail at every try) is split in halves
+until that row is alone; the row is then dropped, with one
+`memory.write_refused` line (its soul, scope and session, never its text), and
+everyone else's traces are written: one bad row never holds the queue.
+Shutdown `drain`s the writer before the compile. A
 trace of a scope erased after it was made is dropped (`memory.write_dropped`).
 """
 
@@ -15,6 +20,7 @@ import contextvars
 import structlog
 
 from bot.memory.store import NewTrace, TraceStore
+from bot.storage.sql import refused_value
 
 log = structlog.get_logger(__name__)
 
@@ -73,23 +79,47 @@ class TraceWriter:
                 continue
             self._in_flight = len(batch)
             try:
-                await self._store.add(batch)
-            except Exception as exc:
-                # Never dropped: the batch goes back first in line, and is tried
+                left, exc = await self._write(batch)
+                if exc is None:
+                    failures = 0
+                    continue
+                # Never dropped: what is left goes back first in line, and is tried
                 # again after a pause that doubles up to RETRY_MAX_S.
                 failures += 1
-                self._queued = batch + self._queued
+                self._queued = left + self._queued
                 delay = min(RETRY_MAX_S, RETRY_FIRST_S * 2 ** (failures - 1))
-                scopes = sorted({f"{t.soul} {t.scope}" for t in batch})
-                log.error("memory.write_failed", traces=len(batch), scopes=scopes[:10],
+                scopes = sorted({f"{t.soul} {t.scope}" for t in left})
+                log.error("memory.write_failed", traces=len(left), scopes=scopes[:10],
                           error_class=type(exc).__name__, error=str(exc),
                           retry_in_s=delay)  # fmt: skip
                 await asyncio.sleep(delay)
-            else:
-                failures = 0
             finally:
                 self._in_flight = 0
         self._erased.clear()  # idle: no trace made before an erase can come back
+
+    async def _write(self, batch: list[NewTrace]) -> tuple[list[NewTrace], Exception | None]:
+        """Store `batch`, splitting it around a row the store refuses (see the
+        module docstring). Returns what is left unwritten, in order, and the
+        error that left it (None: everything written or refused)."""
+        batch = self._keep(batch)
+        if not batch:
+            return [], None
+        try:
+            await self._store.add(batch)
+        except Exception as exc:
+            if not refused_value(exc):
+                return batch, exc
+            if len(batch) == 1:
+                [trace] = batch
+                log.error("memory.write_refused", soul=trace.soul, scope=trace.scope,
+                          session=trace.session, error_class=type(exc).__name__)  # fmt: skip
+                return [], None
+            half = len(batch) // 2
+            left, failed = await self._write(batch[:half])
+            if failed is not None:
+                return left + batch[half:], failed
+            return await self._write(batch[half:])
+        return [], None
 
     def pending(self) -> int:
         """Traces not stored yet (queued or being written)."""

@@ -19,6 +19,10 @@ may report no cache figures (they stay None: unknown) and may not do tool callin
 a turn whose tools it refuses (a 400) is sent again without them, and once that
 works the client's turns offer no tools (`llm.tools_refused`) and a forced tool
 it refuses is a ToolsUnsupported.
+
+The model's text leaves here as text every store and platform takes
+(`bot.text.model_text`: no NUL, no lone surrogate), streamed, whole or as a
+forced tool's input.
 """
 
 from __future__ import annotations
@@ -38,6 +42,7 @@ from bot.errors import ModelError, ModelRejected, ModelUnavailable, ToolsUnsuppo
 from bot.model.cause import failure_cause, server_reason
 from bot.model.images import block_tokens
 from bot.model.usage import CallContext, Ledger, Usage
+from bot.text import model_text
 from bot.types import Tool
 
 log = structlog.get_logger(__name__)
@@ -311,7 +316,7 @@ class ModelClient:
                 exc.status,
             ) from exc
         calls = [b for b in message.content if b.type == "tool_use" and b.name == name]
-        return calls[0].input if calls and message.stop_reason != "max_tokens" else None
+        return _cleaned(calls[0].input) if calls and message.stop_reason != "max_tokens" else None
 
     async def complete(
         self,
@@ -348,7 +353,8 @@ class ModelClient:
             total = _usage(message) if total is None else total + _usage(message)
             calls = [b for b in message.content if b.type == "tool_use"]
             if message.stop_reason != "tool_use" or not calls:
-                text = "".join(b.text for b in message.content if b.type == "text").strip()
+                text = model_text("".join(b.text for b in message.content if b.type == "text"))
+                text = text.strip()
                 stop = message.stop_reason or "end_turn"
                 return Reply(text, total, round_no, timing[1] * 1000, timing[0] * 1000, stop)
             content = [b.model_dump(mode="json", exclude_none=True) for b in message.content]
@@ -380,8 +386,9 @@ async def _streamed(
             elif event.type == "content_block_delta":
                 delta = event.delta
                 if delta.type == "text_delta":
-                    pieces[event.index].append(delta.text)
-                    shown += delta.text
+                    piece = model_text(delta.text)
+                    pieces[event.index].append(piece)
+                    shown += piece
                     await on_text(shown)
                 elif delta.type == "input_json_delta":
                     pieces[event.index].append(delta.partial_json)
@@ -409,6 +416,17 @@ def _totals(usage: anthropic.types.Usage, delta: anthropic.types.MessageDeltaUsa
         usage.cache_creation_input_tokens = delta.cache_creation_input_tokens
     if delta.cache_read_input_tokens is not None:
         usage.cache_read_input_tokens = delta.cache_read_input_tokens
+
+
+def _cleaned(value: object) -> object:
+    """A forced tool's input with `model_text` applied to every string in it."""
+    if isinstance(value, str):
+        return model_text(value)
+    if isinstance(value, dict):
+        return {model_text(str(k)): _cleaned(v) for k, v in value.items()}
+    if isinstance(value, list):
+        return [_cleaned(v) for v in value]
+    return value
 
 
 async def _run_tool(tools: dict[str, Tool], call: Any) -> dict[str, Any]:

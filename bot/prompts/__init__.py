@@ -230,7 +230,9 @@ CONTEXT_BLOCK = (
 )
 # A message that replies to another: the quoted message, before the message's own text.
 QUOTED = '(replying to {name}: "{text}")'
-QUOTED_BOT = "you"
+# A reply to the bot's own message. Its head is not QUOTED's: a display name fills only
+# QUOTED's `{name}`, after "(replying to ", so no name (not even "you") reads as this.
+QUOTED_BOT = '(in reply to your own message: "{text}")'
 # The per-turn note of a message that carries images, and what the history keeps of it.
 IMAGES_NOTE = (
     "(The newest message carries {count} image(s). Begin your answer with one line "

@@ -49,7 +49,9 @@ DB_NAME = "soulbot.db"
 #    (another server of the Messages API), unknown rather than 0 (`_nullable_cache`).
 # 7: history.delivered: a reply row is stored with 0 and set to 1 once sent, so a reply
 #    a crash kept from its chat is sent at the next start (rows before it count as sent).
-SCHEMA_VERSION = 7
+# 8: the table session_bindings (the soul and scope a session's history was said under),
+#    so a changed binding starts a new conversation.
+SCHEMA_VERSION = 8
 
 _USAGE = """
 CREATE TABLE IF NOT EXISTS {name} (
@@ -93,6 +95,11 @@ CREATE INDEX IF NOT EXISTS history_live ON history (session, generation, id)
 CREATE TABLE IF NOT EXISTS sessions (
     session TEXT PRIMARY KEY,
     generation INTEGER NOT NULL
+);
+CREATE TABLE IF NOT EXISTS session_bindings (
+    session TEXT PRIMARY KEY,
+    soul TEXT NOT NULL,
+    scope TEXT NOT NULL
 );
 CREATE TABLE IF NOT EXISTS reply_addresses (
     session TEXT PRIMARY KEY,

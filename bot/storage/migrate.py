@@ -96,6 +96,7 @@ TABLES: tuple[Table, ...] = (
         identity=True,
     ),
     Table("sessions", ("session", "generation"), ("session",)),
+    Table("session_bindings", ("session", "soul", "scope"), ("session",)),
     Table("reply_addresses", ("session", "inbound"), ("session",)),
     Table("seen_messages", ("session", "message_id", "ts"), ("session", "message_id")),
     Table("sent_messages", ("session", "message_id", "text", "ts"), ("session", "message_id")),

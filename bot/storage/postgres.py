@@ -79,6 +79,11 @@ CREATE TABLE IF NOT EXISTS sessions (
     session TEXT PRIMARY KEY,
     generation INTEGER NOT NULL
 );
+CREATE TABLE IF NOT EXISTS session_bindings (
+    session TEXT PRIMARY KEY,
+    soul TEXT NOT NULL,
+    scope TEXT NOT NULL
+);
 CREATE TABLE IF NOT EXISTS reply_addresses (
     session TEXT PRIMARY KEY,
     inbound TEXT NOT NULL

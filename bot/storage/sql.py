@@ -27,6 +27,7 @@ import contextlib
 import functools
 import json
 import sqlite3
+import sys
 from collections.abc import Iterable, Iterator, Sequence
 from typing import TYPE_CHECKING, Any, Literal, Protocol
 
@@ -102,6 +103,17 @@ class SqliteConn:
     def broken(self) -> bool:
         """A file does not go away: never."""
         return False
+
+
+def refused_value(exc: BaseException) -> bool:
+    """Whether the engine refused a value a statement carried (a string no
+    UTF-8 encodes, a NUL in PostgreSQL's `text`): the same row fails again
+    whenever it is tried, where a lost connection or a lock would pass later."""
+    psycopg = sys.modules.get("psycopg")  # never imported: none of its errors is raised
+    refusals: tuple[type[BaseException], ...] = (ValueError, sqlite3.DataError)
+    if psycopg is not None:
+        refusals += (psycopg.DataError,)
+    return isinstance(exc, refusals)
 
 
 @functools.lru_cache(maxsize=1024)

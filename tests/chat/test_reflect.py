@@ -334,3 +334,38 @@ async def test_a_message_cannot_forge_a_line_of_the_soul_in_the_heartbeat(
     assert [line.split(": ", 1)[0] for line in lines] == ["Them", "Lark", "Them", "Lark"]
     assert lines[2].startswith("Them: nice chat") and "obey Mallory" in lines[2]
     assert lines[3].startswith("Lark: Glad you liked it.") and "Mallory's now" in lines[3]
+
+
+WREN = "---\nagentId: wren\nname: Wren\n---\n# SOUL.md\n\nYou are Wren, a quiet friend.\n"
+
+
+@pytest.mark.parametrize("before", ["default_soul: wren\n", "default_soul: lark\n"],
+                         ids=["soul", "scope"])  # fmt: skip
+async def test_a_new_binding_starts_a_new_conversation_and_reflects_only_on_it(
+    tmp_path: Path, before: str
+) -> None:
+    """The terminal chat under another soul, or under lark in its private scope,
+    then lark's shared scope: what was said in private reaches neither the new
+    conversation nor the reflection that writes the SOUL.md every conversation reads."""
+    async with FakeAnthropic() as fake:
+        model = Model(fake)
+        private = slow_idle(soul_config(tmp_path, fake.url, before))
+        (tmp_path / "workspaces" / "wren").mkdir()
+        (tmp_path / "workspaces" / "wren" / "SOUL.md").write_text(WREN)
+        shared = slow_idle(make_config(tmp_path, fake.url, "default_soul: lark\n"
+                                       "memory: {scope: shared}\n"))  # fmt: skip
+        async with running(private, CONSOLE) as (_, platform):
+            await platform.say("my bank pin is ORCHID77", user="ann")
+            await platform.replies(1)
+            await platform.say("keep it to yourself", user="ann")
+            await platform.replies(2)
+        said_before = len(fake.requests)
+        async with running(shared, CONSOLE) as (runtime, platform):
+            await platform.say(LONG, user="ann")
+            await platform.replies(1)
+            await runtime.reflector.flush()
+    [reflection] = model.heartbeat_calls
+    assert "repotting my basil" in json.dumps(reflection)
+    for request in fake.requests[said_before:]:
+        assert "ORCHID77" not in json.dumps(request) and "to yourself" not in json.dumps(request)
+    assert "ORCHID77" not in soul_text(tmp_path)

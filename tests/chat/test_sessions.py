@@ -297,3 +297,23 @@ async def test_a_session_lock_lives_while_it_is_held_or_awaited(tmp_path: Path) 
         assert order == ["a in", "a out", "b in", "b out", "c in", "c out"]
         assert manager._locks == {}
         assert manager.evict_idle(0) == 1
+
+
+async def test_a_history_kept_under_the_same_binding_goes_on_and_one_of_unknown_binding_not(
+    tmp_path: Path,
+) -> None:
+    """A restart under the same soul and scope keeps the conversation; a history
+    an earlier version stored, with no binding recorded, starts anew: what it was
+    said under is not known (bot/chat/sessions.py)."""
+    async with FakeAnthropic() as fake:
+        config = make_config(tmp_path, fake.url)
+        for text in ("my locker is 42", "and my bike is blue", "anything new?"):
+            async with running(config) as (runtime, platform):
+                await platform.say(text)
+                await platform.replies(1)
+                if text == "and my bike is blue":  # as an earlier version left it
+                    await runtime.db.run(lambda c: c.execute("DELETE FROM session_bindings"))
+    kept, anew = fake.requests[1], fake.requests[2]
+    assert "my locker is 42" in user_texts(kept)
+    assert user_texts(anew)[-1].endswith("anything new?")
+    assert not any("locker" in t or "bike" in t for t in user_texts(anew))

@@ -87,6 +87,42 @@ async def test_notes_are_filed_on_pages_logged_catalogued_and_watermarked(tmp_pa
         assert again.traces == 0 and len(fake.requests) == calls
 
 
+@pytest.mark.parametrize("scope", ["shared", "chat:telegram:g1"])
+async def test_a_catalog_other_people_read_holds_no_summary_the_model_wrote(
+    tmp_path: Path, scope: str
+) -> None:
+    """The shared wiki's catalog is in every conversation's prompt, a group's in
+    every member's: a page created there is summarised from its id, never in
+    words the model took from what someone said. A person's own wiki keeps the
+    model's summary (test_notes_are_filed_on_pages_logged_catalogued_and_watermarked)."""
+    secret = "Noted: the cat's name is MARMALADE55"
+
+    def summarising(body: dict[str, Any]) -> Reply | None:
+        answer = librarian(body)
+        if answer is not None and body.get("tool_choice", {}).get("name") == "file_notes":
+            assert isinstance(answer.tool_input, dict)
+            for page in answer.tool_input["pages"]:
+                page["summary"] = secret
+        return answer
+
+    async with compiling(tmp_path) as (fake, runtime, _):
+        fake.responder = summarising
+        wiki = runtime.memory.wiki("lark", scope)
+        assert wiki is not None
+        said = NewTrace("lark", scope, "telegram:g1", "user", "Mal", "my cat is MARMALADE55", DAY)
+        await runtime.memory.store.add([said])
+        result = await runtime.memory.compile_one("lark", scope)
+        assert result.pages == ("entities/mal",)
+        page = wiki.read_page("entities/mal")
+        assert page is not None and page.summary == "Notes on mal compiled from conversations"
+        assert "MARMALADE55" in page.body  # the fact is kept, on its page
+        catalog = (wiki.root / "index.md").read_text()
+        assert "- [[entities/mal]]: Notes on mal compiled from conversations" in catalog
+        assert "MARMALADE55" not in catalog
+        soul = runtime.registry.get("lark")
+        assert soul is not None and "MARMALADE55" not in soul.wiki_index
+
+
 async def test_a_human_edit_and_summary_are_kept(tmp_path: Path) -> None:
     async with compiling(tmp_path) as (fake, runtime, wiki):
         await runtime.memory.store.add(traces("first fact"))

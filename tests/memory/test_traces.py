@@ -7,8 +7,9 @@ import asyncio
 
 import pytest
 
-from bot.memory.store import NewTrace
+from bot.memory.store import NewTrace, TraceStore
 from bot.memory.traces import TraceWriter
+from bot.storage.db import Database
 from tests.kit import capture_logs
 
 
@@ -85,3 +86,31 @@ async def test_a_failed_write_is_tried_again_not_dropped(monkeypatch: pytest.Mon
     assert [t for batch in store.batches for t in batch] == ["first", "second"]
     failed = [e for e in logs if e["event"] == "memory.write_failed"]
     assert [e["retry_in_s"] for e in failed] == [0.01, 0.02]
+
+
+async def test_a_row_the_store_refuses_is_dropped_alone_and_everyone_elses_written(
+    db: Database,
+) -> None:
+    """A lone surrogate (both engines) or a NUL (PostgreSQL's `text`) in one trace:
+    the batch is split until that row is alone, it is dropped with one line, and
+    every other person's traces are stored at once, without a retry."""
+    store = TraceStore(db)
+    writer = TraceWriter(store)
+    bad = ["\ud800"] + (["\x00"] if db.engine == "postgresql" else [])
+    scopes = [f"user:test:p{n}" for n in range(7)]
+    texts = [f"note {n}" for n in range(7)]
+    texts[2] += bad[0]
+    texts[5] += bad[-1]
+    with capture_logs() as logs:
+        for n, (scope, text) in enumerate(zip(scopes, texts, strict=True)):
+            writer.add(trace(scope, text, float(n)))
+        assert await writer.drain(10) == 0
+    stored = [t.text for scope in scopes for t in await store.after("lark", scope, 0)]
+    assert stored == [f"note {n}" for n in (0, 1, 3, 4, 6)]
+    refused = [e for e in logs if e["event"] == "memory.write_refused"]
+    assert [(e["soul"], e["scope"], e["session"]) for e in refused] == [
+        ("lark", scopes[2], "test:s"),
+        ("lark", scopes[5], "test:s"),
+    ]
+    assert all("note" not in str(e) for e in refused)  # what a person said is not logged
+    assert not [e for e in logs if e["event"] == "memory.write_failed"]

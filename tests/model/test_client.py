@@ -492,3 +492,29 @@ async def test_a_400_for_another_reason_is_not_taken_for_refused_tools(
     # Not sent again without its tools (it would be refused again), and still offered.
     assert ["tools" in r for r in fake.requests] == [True, True, True]
     assert not [e for e in logs if e["event"] == "llm.tools_refused"]
+
+
+async def test_model_text_leaves_the_client_as_text_every_store_takes(
+    fake: FakeAnthropic, db: Database
+) -> None:
+    """A NUL (PostgreSQL's `text` refuses it) or a lone surrogate (no UTF-8 encodes it)
+    in an answer never reaches the history, the traces or a platform."""
+    odd = "a\x00b\ud800c\udc00"
+    fake.configure(stream_chunk_chars=3)
+    told: list[str] = []
+
+    async def tell(text: str) -> None:
+        told.append(text)
+
+    model = client(db, fake.url)
+    fake.script_text(odd)
+    plain = await model.complete(CTX, SYSTEM, HELLO)
+    fake.script_text(odd)
+    streamed = await model.complete(CTX, SYSTEM, HELLO, on_text=tell)
+    fake.script_tool_use("file_notes", {"pages": [{"id": "concepts/x", "summary": odd}]})
+    filed = await model.use_tool(CTX, SYSTEM, HELLO, {"name": "file_notes", "input_schema": {}})
+    await model.close()
+    assert plain.text == streamed.text == told[-1] == "ab\ufffdc\ufffd"
+    assert filed == {"pages": [{"id": "concepts/x", "summary": "ab\ufffdc\ufffd"}]}
+    for text in [*told, json.dumps(filed, ensure_ascii=False)]:
+        assert "\x00" not in text and text.encode("utf-8")

@@ -106,6 +106,7 @@ def test_a_version_1_file_is_migrated(tmp_path: Path) -> None:
     conn.execute("DROP TABLE IF EXISTS memory_folds")
     conn.execute("DROP TABLE IF EXISTS sent_messages")
     conn.execute("ALTER TABLE history DROP COLUMN delivered")
+    conn.execute("DROP TABLE IF EXISTS session_bindings")
     conn.execute(
         "INSERT INTO history (session, generation, role, kind, content, tokens, ts) "
         "VALUES ('s', 0, 'user', 'message', 'kept', 1, 0)"
@@ -118,9 +119,9 @@ def test_a_version_1_file_is_migrated(tmp_path: Path) -> None:
     tables = {r[0] for r in conn.execute("SELECT name FROM sqlite_master WHERE type = 'table'")}
     content = conn.execute("SELECT content, delivered FROM history").fetchall()
     conn.close()
-    assert version == SCHEMA_VERSION == 7
+    assert version == SCHEMA_VERSION == 8
     assert {"history_live", "seen_messages_ts", "memory_folds_page", "sent_messages_ts"} <= indexes
-    assert {"memory_folds", "sent_messages"} <= tables
+    assert {"memory_folds", "sent_messages", "session_bindings"} <= tables
     assert content == [("kept", 1)]
 
 

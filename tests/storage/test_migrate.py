@@ -89,7 +89,7 @@ async def fill(target: Path | str, words: tuple[str, str] = ("tea", "pears")) ->
     async with opened(target) as db:
         history = HistoryStore(db, clock)
         for n, session in enumerate(SESSIONS):
-            generation = await history.reset(session)
+            generation = await history.reset(session, ("lark", f"user:test:{n}"))
             first = await history.append_message(
                 session, generation, f"I like green {words[0]}", f"m{n}", '{"chat": 1}'
             )
@@ -323,9 +323,9 @@ class StopAfter:
             raise Stop(table)
 
 
-# Two rows a batch: usage's 5 rows are 3 batches, memory's 5 are the 18th to 20th, and
-# the 21st is the last (the folds), before the budget totals.
-@pytest.mark.parametrize(("batches", "table"), [(3, "usage"), (19, "memory"), (21, "memory_folds")])
+# Two rows a batch: usage's 5 rows are 3 batches, memory's 5 are the 19th to 21st, and
+# the 22nd is the last (the folds), before the budget totals.
+@pytest.mark.parametrize(("batches", "table"), [(3, "usage"), (20, "memory"), (22, "memory_folds")])
 async def test_a_stopped_copy_run_again_ends_as_one_run_does(
     store: Path, pg: str, batches: int, table: str
 ) -> None:
