@@ -21,10 +21,11 @@ and the characters streamed / 4.
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import functools
 import json
 import time
-from collections.abc import Awaitable, Callable, Sequence
+from collections.abc import AsyncIterator, Awaitable, Callable, Sequence
 from dataclasses import dataclass
 from typing import Any
 
@@ -307,32 +308,25 @@ async def _streamed(
     pieces: dict[int, list[str]] = {}  # each block's text, or its tool input's JSON
     shown = ""
     stream = await client.messages.create(**request, stream=True)
-    try:
-        async with stream:
-            async for event in stream:
-                if event.type == "message_start":
-                    message = event.message
-                elif event.type == "content_block_start" and message is not None:
-                    message.content.append(event.content_block)
-                    pieces[event.index] = []
-                elif event.type == "content_block_delta":
-                    delta = event.delta
-                    if delta.type == "text_delta":
-                        pieces[event.index].append(delta.text)
-                        shown += delta.text
-                        await on_text(shown)
-                    elif delta.type == "input_json_delta":
-                        pieces[event.index].append(delta.partial_json)
-                elif event.type == "message_delta" and message is not None:
-                    message.stop_reason = event.delta.stop_reason
-                    message.stop_sequence = event.delta.stop_sequence
-                    _totals(message.usage, event.usage)
-    except BaseException:
-        if message is not None:
-            streamed = sum(len(p) for block in pieces.values() for p in block)
-            message.usage.output_tokens = max(message.usage.output_tokens, -(-streamed // 4))
-            await cut(message)
-        raise
+    async with stream, _counted_if_cut(lambda: message, pieces, cut):
+        async for event in stream:
+            if event.type == "message_start":
+                message = event.message
+            elif event.type == "content_block_start" and message is not None:
+                message.content.append(event.content_block)
+                pieces[event.index] = []
+            elif event.type == "content_block_delta":
+                delta = event.delta
+                if delta.type == "text_delta":
+                    pieces[event.index].append(delta.text)
+                    shown += delta.text
+                    await on_text(shown)
+                elif delta.type == "input_json_delta":
+                    pieces[event.index].append(delta.partial_json)
+            elif event.type == "message_delta" and message is not None:
+                message.stop_reason = event.delta.stop_reason
+                message.stop_sequence = event.delta.stop_sequence
+                _totals(message.usage, event.usage)
     if message is None:  # another try may well stream whole
         raise ModelUnavailable("StreamError", "the stream ended before its message began")
     for index, block in enumerate(message.content):
@@ -341,6 +335,26 @@ async def _streamed(
         elif block.type == "tool_use" and pieces.get(index):
             block.input = json.loads("".join(pieces[index]))
     return message
+
+
+@contextlib.asynccontextmanager
+async def _counted_if_cut(
+    begun: Callable[[], anthropic.types.Message | None],
+    pieces: dict[int, list[str]],
+    cut: Callable[[anthropic.types.Message], Awaitable[None]],
+) -> AsyncIterator[None]:
+    """Around a stream: when it fails after its message began (`begun()`),
+    await `cut` with that message, its output at least the characters of
+    `pieces` / 4, then let the error go on."""
+    try:
+        yield
+    except BaseException:
+        message = begun()
+        if message is not None:
+            streamed = sum(len(p) for block in pieces.values() for p in block)
+            message.usage.output_tokens = max(message.usage.output_tokens, -(-streamed // 4))
+            await cut(message)
+        raise
 
 
 def _totals(usage: anthropic.types.Usage, delta: anthropic.types.MessageDeltaUsage) -> None:
