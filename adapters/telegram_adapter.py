@@ -49,9 +49,9 @@ it for 5 s). The command menu is set with `setMyCommands` on start.
 Streaming (`streaming=True`, adapters/telegram_stream.py), at most one show a
 second: a draft in a private chat, a message edited as it grows in a group.
 
-Webhook (`webhook=Webhook(...)`, adapters/telegram_webhook.py): PTB's webhook
-server takes Telegram's posts in place of polling, the updates handled as polled
-ones; `stop` deletes the webhook at Telegram, pending updates kept.
+Webhook (`webhook=Webhook(...)`, adapters/telegram_webhook.py): our webhook
+server (adapters/telegram_posts.py) takes Telegram's posts in place of polling,
+the updates handled as polled ones; `stop` deletes the webhook at Telegram, pending updates kept.
 
 Liveness (`last_seen`): polling, the time of the last getUpdates Telegram
 answered with 200, messages or none (a long poll that ends empty after
@@ -59,8 +59,8 @@ answered with 200, messages or none (a long poll that ends empty after
 request object (`_Polls`); at start, the time getMe answered. A run of failed
 polls (a lost network, a 409 from another poller, which takes the updates)
 leaves it where it was. With a webhook: updates, setWebhook and getWebhookInfo
-(adapters/telegram_webhook.py). `connected` is PTB's updater running: polling,
-or the webhook server serving.
+(adapters/telegram_webhook.py). `connected` is PTB's updater polling, or the
+webhook server serving.
 
 Polling errors are one line each (`adapter.error`, `stage: polling`) rather than
 PTB's traceback per retry; a 409 `Conflict` (another process polls with this
@@ -291,8 +291,10 @@ class TelegramAdapter:
         self._heard = time.time()
 
     def connected(self) -> bool:
-        """Started, not stopped, PTB's updater running (polling, or the webhook
-        server serving)."""
+        """Started, not stopped, and PTB's updater polling or the webhook server
+        serving."""
+        if self._served is not None:
+            return self._receiving and self._served.serving
         app = self._app
         updater = app.updater if app is not None else None
         return self._receiving and updater is not None and updater.running

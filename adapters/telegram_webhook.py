@@ -2,16 +2,17 @@
 and meeting another process that takes this token's updates (`AnotherProcess`).
 adapters/telegram_adapter.py starts a `WebhookServer` in place of polling.
 
-PTB's own webhook server (tornado, the `webhooks` extra) listens on `host`:`port`
-for posts to `path` (a proxy in front takes Telegram's HTTPS at `url` and
-forwards them here), and `start_webhook` calls setWebhook with `url`,
-`allowed_updates=["message"]`, the secret and `drop_pending_updates=False`. PTB
+Our server (adapters/telegram_posts.py, tornado as PTB's, which it replaces)
+listens on `host`:`port` for posts to `path` (a proxy in front takes Telegram's
+HTTPS at `url` and forwards them here), then `start` calls setWebhook with `url`,
+`allowed_updates=["message"]`, the secret and `drop_pending_updates=False`. It
 answers 403 to a post without the `X-Telegram-Bot-Api-Secret-Token` header or
-with another value, and to a body that is not `application/json`; such a post is
-never delivered. PTB answers 200 once the update is queued, and the Application
+with another value, and to a body that is not `application/json`, before the
+body is read; 413 to a body over `max_body`; and closes a connection that stalls
+`timeout_s`. It answers 200 once the update is queued, and the Application
 handles it as a polled one: handlers, sending, streaming, dedupe and commands are
-the same in both modes. `stop` closes the server and deletes the webhook at
-Telegram (pending updates kept): Telegram holds the updates that come while the
+the same in both modes. `stop` deletes the webhook at Telegram and closes the server (
+pending updates kept): Telegram holds the updates that come while the
 process is down (up to 24 h) either way, and the next start's setWebhook has them
 posted, so a restart loses nothing; deleting it lets a poller with this token (the
 config switched back to polling, or one waiting on a 409, below) take the updates
@@ -45,7 +46,6 @@ of such meetings: again only after `CONFLICT_QUIET_S` without one.
 from __future__ import annotations
 
 import asyncio
-import re
 import time
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
@@ -56,6 +56,7 @@ from telegram import Bot, WebhookInfo
 from telegram.error import TelegramError
 from telegram.ext import Application
 
+from adapters.telegram_posts import UpdatePosts
 from bot.types import AdapterStartError
 
 log = structlog.get_logger(__name__)
@@ -63,6 +64,8 @@ log = structlog.get_logger(__name__)
 WEBHOOK_CHECK_S = 60.0  # how often getWebhookInfo is asked, with a webhook
 CONFLICT_QUIET_S = 600.0  # a run of meetings with another process ends after this long without
 ERROR_QUIET_S = 600.0  # the same delivery error is logged again after this long
+MAX_BODY = 1 << 20  # bytes: an update is a few kB
+TIMEOUT_S = 10.0  # a connection's headers, and then its body, must all come within this
 ANOTHER_PROCESS = (
     "another process polls with this token or takes its updates by webhook (a second "
     "soulbot, or another program using this bot): only one process may run the Telegram "
@@ -77,7 +80,9 @@ class Webhook:
     the public HTTPS URL given to Telegram, which a proxy forwards to `path` on
     `host`:`port`, where this process listens; `secret_token` comes with every
     post and is checked on each. `check_every_s` is how often getWebhookInfo is
-    asked. Raises ValueError without a secret: the server would take any post."""
+    asked; `max_body` (bytes) and `timeout_s` bound each post (see
+    adapters/telegram_posts.py). Raises ValueError without a secret: the server
+    would take any post."""
 
     url: str
     host: str
@@ -85,6 +90,8 @@ class Webhook:
     path: str = "/telegram"
     secret_token: str = field(default="", repr=False)
     check_every_s: float = WEBHOOK_CHECK_S
+    max_body: int = MAX_BODY
+    timeout_s: float = TIMEOUT_S
 
     def __post_init__(self) -> None:
         if not self.secret_token:
@@ -132,7 +139,7 @@ class DeliveryErrors:
 
 
 class WebhookServer:
-    """A started adapter's webhook: set at Telegram and served by PTB's updater
+    """A started adapter's webhook: served (`UpdatePosts`) and set at Telegram
     (`start`), checked with getWebhookInfo every `check_every_s` until `stop`
     deletes it. `answered` is called for each sign of life."""
 
@@ -152,44 +159,57 @@ class WebhookServer:
         self._adapter = adapter
         self._watch: asyncio.Task[None] | None = None  # the webhook check
         self._errors = DeliveryErrors()
+        self._posts: UpdatePosts | None = None  # from start to stop
+
+    @property
+    def serving(self) -> bool:
+        """Whether the server takes posts (started, not stopped)."""
+        return self._posts is not None and self._posts.serving
 
     async def start(self, app: Application[Any, Any, Any, Any, Any, Any]) -> None:
-        """Set the webhook at Telegram, serve it, and start its check. Raises
-        AdapterStartError when Telegram refuses it or the address is taken."""
+        """Serve the webhook, set it at Telegram, and start its check. Raises
+        AdapterStartError when the address is taken or Telegram refuses it."""
         hook = self._hook
-        assert app.updater is not None
         self._errors.after = int(time.time()) - 0.5  # Telegram's dates are whole seconds
+        posts = UpdatePosts(app.bot, app.update_queue, path=hook.path, secret=hook.secret_token,
+                            max_body=hook.max_body, timeout_s=hook.timeout_s)  # fmt: skip
         try:
-            await app.updater.start_webhook(
-                listen=hook.host, port=hook.port, url_path=re.escape(hook.path),
-                webhook_url=hook.url, secret_token=hook.secret_token,
-                allowed_updates=self._allowed_updates, drop_pending_updates=False,
-            )  # fmt: skip
-        except TelegramError as exc:
-            raise AdapterStartError(
-                f"telegram: Telegram refused the webhook {hook.url} "
-                f"(adapters.telegram.webhook.url): {exc}"
-            ) from None
+            posts.listen(hook.host, hook.port)
         except OSError as exc:
             raise AdapterStartError(
                 f"telegram: cannot listen for the webhook on {hook.host}:{hook.port} "
                 f"(adapters.telegram.webhook.listen): {exc.strerror or exc}"
             ) from None
+        try:
+            await app.bot.set_webhook(hook.url, allowed_updates=self._allowed_updates,
+                                      secret_token=hook.secret_token, max_connections=40,
+                                      drop_pending_updates=False)  # fmt: skip
+        except TelegramError as exc:
+            await posts.close()
+            raise AdapterStartError(
+                f"telegram: Telegram refused the webhook {hook.url} "
+                f"(adapters.telegram.webhook.url): {exc}"
+            ) from None
+        self._posts = posts
         self._answered()  # setWebhook was answered
         self._watch = asyncio.create_task(self._watch_webhook(app.bot), name="telegram.webhook")
 
     async def stop(self, bot: Bot) -> None:
-        """End the check and delete the webhook at Telegram (pending updates kept
-        for the next start); the caller stops PTB's updater, which closes the server."""
+        """End the check, delete the webhook at Telegram (pending updates kept
+        for the next start) and close the server. Idempotent."""
         watch, self._watch = self._watch, None
         if watch is not None:
             watch.cancel()
             await asyncio.gather(watch, return_exceptions=True)
+        posts, self._posts = self._posts, None
+        if posts is None:
+            return
         try:
             await bot.delete_webhook(drop_pending_updates=False)
         except TelegramError as exc:  # it stays set: Telegram keeps the updates all the same
             log.warning("adapter.error", adapter=self._adapter, stage="delete_webhook",
                         error=f"{type(exc).__name__}: {exc}")  # fmt: skip
+        await posts.close()
 
     async def _watch_webhook(self, bot: Bot) -> None:
         """Ask getWebhookInfo every `check_every_s` until cancelled (by `stop`);

@@ -4,7 +4,8 @@ Every line carries `event`, `level` and an ISO-8601 UTC `timestamp`. Values of
 keys that look like secrets are replaced by `[redacted]`, and so is any known
 secret value (the configured tokens and keys) found inside any other string,
 exception text included, in every form it may take there: as registered or
-without the whitespace around it, and URL-encoded (either case of hex digits).
+without the whitespace around it, and URL-encoded (either case of hex digits);
+so is the password of any URL in a string (`without_password`: a store URL's).
 The standard library's logging (discord.py, python-telegram-bot, httpx) and
 Python warnings go through the same renderer, so stderr holds nothing but log
 lines. discord.py's warnings that voice is not supported (no PyNaCl, no davey)
@@ -51,6 +52,7 @@ from typing import Any, Literal, TextIO, cast
 import structlog
 
 from bot.config.validation import SECRET_KEY
+from bot.storage.postgres import without_password
 
 LogFormat = Literal["json", "console"]
 _CHATTY = ("httpx", "httpx2", "httpcore", "apscheduler")
@@ -96,6 +98,7 @@ class SecretRedactor:
 
     def _scrub(self, value: Any) -> Any:
         if isinstance(value, str):
+            value = without_password(value)
             return self._secrets.sub(REDACTED, value) if self._secrets else value
         if isinstance(value, dict):
             return {k: self._field(str(k), v) for k, v in value.items()}

@@ -13,6 +13,7 @@ from bot.cli.common import common_options, fail, setup
 from bot.config.schema import Config
 from bot.errors import SoulbotError
 from bot.storage.backup import Places, restore_backup, write_backup
+from bot.storage.backup_checks import size_text
 from bot.storage.postgres import is_postgres
 
 # Under data_dir, what is not data: the daemon's lock, pid and health files, the
@@ -25,18 +26,6 @@ def _places(config: Config) -> Places:
     """What a backup of this config holds, and where a restore puts it."""
     mine = {instance_file(name, config.instance) for name in (LOCK_FILE, PID_FILE, HEALTH_FILE)}
     return Places(config.data_dir, config.workspaces, NOT_DATA | mine)
-
-
-def _size(count: int) -> str:
-    """`count` bytes for a person: 512 bytes, 3.4 KiB, 12.0 MiB, 1.2 GiB."""
-    if count < 1024:
-        return f"{count} bytes"
-    value = float(count)
-    for unit in ("KiB", "MiB", "GiB"):
-        value /= 1024
-        if value < 1024 or unit == "GiB":
-            break
-    return f"{value:.1f} {unit}"
 
 
 @click.command()
@@ -58,7 +47,7 @@ def backup(dest: Path, config_path: Path | None, log_format: str | None) -> None
     files, souls = made.manifest["files"], made.manifest["souls"]
     database = "the database, " if made.manifest["database"] else "no database, "
     click.echo(
-        f"backup written: {made.path} ({_size(made.size)}: {database}{files['data_dir']} "
+        f"backup written: {made.path} ({size_text(made.size)}: {database}{files['data_dir']} "
         f"file(s) of data_dir, {len(souls)} soul folder(s) with {files['workspaces']} file(s))"
     )
 

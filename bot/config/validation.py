@@ -14,6 +14,8 @@ from typing import Any, get_args
 from pydantic import BaseModel, ValidationError
 from pydantic_core import ErrorDetails
 
+from bot.storage.postgres import without_password
+
 # A key whose last name matches holds a secret: `token`, `bot_token`, `api_key`, but not
 # `max_tokens` or `input_tokens`.
 SECRET_KEY = re.compile(
@@ -51,14 +53,15 @@ def key_path(loc: Sequence[int | str]) -> str:
 
 
 def describe_value(value: Any) -> str:
-    """A short, safe rendering of a bad value for an error message."""
+    """A short, safe rendering of a bad value for an error message: a URL's
+    password is never in it."""
     if isinstance(value, dict):
         return "a mapping"
     if isinstance(value, list | tuple):
         return "a list"
     if value is None:
         return "nothing"
-    text = repr(value)
+    text = repr(without_password(value) if isinstance(value, str) else value)
     return text if len(text) <= 60 else text[:57] + "..."
 
 

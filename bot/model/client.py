@@ -12,11 +12,14 @@ A ModelUnavailable call is sent once more to `model.fallback` when one is set
 with the round's text so far after each delta; a tool round's text is
 followed by the next round's, from empty again, and a fallback starts over.
 A stream that breaks mid-way is a ModelUnavailable like any lost call (the
-SDK retries a request only before its answer starts).
+SDK retries a request only before its answer starts). The API bills it all the
+same, so once its message began it is one ledger row too: the input as
+`message_start` gave it, the output the larger of the last count the stream gave
+and the characters streamed / 4.
 
 Another server of the Messages API behind `model.base_url` (docs/model-servers.md)
 may report no cache figures (they stay None: unknown) and may not do tool calling:
-a turn whose tools it refuses (a 400) is sent again without them, and once that
+a turn whose tools it refuses (a 400 whose reason speaks of tools) is sent again without them, and once that
 works the client's turns offer no tools (`llm.tools_refused`) and a forced tool
 it refuses is a ToolsUnsupported.
 
@@ -28,9 +31,11 @@ forced tool's input.
 from __future__ import annotations
 
 import asyncio
+import contextlib
+import functools
 import json
 import time
-from collections.abc import Awaitable, Callable, Iterator, Sequence
+from collections.abc import AsyncIterator, Awaitable, Callable, Iterator, Sequence
 from dataclasses import dataclass
 from typing import Any
 
@@ -190,7 +195,7 @@ class ModelClient:
             await self._ledger.check(ctx, estimate)
         model = self.model
         try:
-            message = await self._send(self._client, request, timing, on_text)
+            message = await self._send(ctx, self._client, request, timing, on_text)
         except ModelUnavailable as primary:
             if self._config.fallback is None:
                 raise
@@ -241,7 +246,7 @@ class ModelClient:
         log.warning("llm.fallback", model=self.model, fallback=fallback,
                     error_class=primary.error_class, source=ctx.source)  # fmt: skip
         try:
-            return await self._send(self._fallback_client, request, timing, on_text)
+            return await self._send(ctx, self._fallback_client, request, timing, on_text)
         except ModelError as failed:
             log.warning("llm.fallback_failed", model=self.model, fallback=fallback,
                         error_class=failed.error_class, source=ctx.source)  # fmt: skip
@@ -249,13 +254,15 @@ class ModelClient:
 
     async def _send(
         self,
+        ctx: CallContext,
         client: anthropic.AsyncAnthropic,
         request: dict[str, Any],
         timing: list[float],
         on_text: OnText | None = None,
     ) -> anthropic.types.Message:
         """One request through `client`, in a `max_concurrency` slot, streamed
-        when there is `on_text`. Raises ModelError."""
+        when there is `on_text` (a stream cut after it began is recorded here:
+        `_record_cut`). Raises ModelError."""
         queued = time.perf_counter()
         async with self._semaphore:
             started = time.perf_counter()
@@ -263,7 +270,8 @@ class ModelClient:
                 if on_text is None:
                     message: anthropic.types.Message = await client.messages.create(**request)
                 else:
-                    message = await _streamed(client, request, on_text)
+                    cut = functools.partial(self._record_cut, ctx)
+                    message = await _streamed(client, request, on_text, cut)
             except anthropic.APIError as exc:
                 raise _translate(exc, self._cause(exc, client)) from exc
             finally:
@@ -276,6 +284,15 @@ class ModelClient:
         cause = failure_cause(exc, str(client.base_url), self._config.timeout_s)
         key = self._config.api_key.get_secret_value().strip()
         return cause.replace(key, "[redacted]") if len(key) >= 8 else cause
+
+    async def _record_cut(self, ctx: CallContext, begun: anthropic.types.Message) -> None:
+        """Record the usage of a stream cut after its message began (billed by
+        the API); a failed write is one line, as the cut's own error goes on."""
+        try:
+            await self._ledger.record(ctx, begun.model, _usage(begun))
+        except Exception as exc:
+            log.warning("llm.usage_lost", model=begun.model, source=ctx.source,
+                        error=f"{type(exc).__name__}: {exc}")  # fmt: skip
 
     async def use_tool(
         self,
@@ -366,17 +383,23 @@ class ModelClient:
 
 
 async def _streamed(
-    client: anthropic.AsyncAnthropic, request: dict[str, Any], on_text: OnText
+    client: anthropic.AsyncAnthropic,
+    request: dict[str, Any],
+    on_text: OnText,
+    cut: Callable[[anthropic.types.Message], Awaitable[None]],
 ) -> anthropic.types.Message:
     """`request` streamed: `on_text` gets the text so far after each delta;
-    returns the whole message, as `create` would. The raw events, gathered
-    here: the SDK's `messages.stream` helper costs about twice the CPU a call
-    (bench/turns.py), for event objects nothing here reads."""
+    returns the whole message, as `create` would. When the stream fails after
+    its message began, `cut` is awaited with that message (its usage so far,
+    the output at least the characters streamed / 4) before the error goes on.
+    The raw events, gathered here: the SDK's `messages.stream` helper costs
+    about twice the CPU a call (bench/turns.py), for event objects nothing here
+    reads."""
     message: anthropic.types.Message | None = None
     pieces: dict[int, list[str]] = {}  # each block's text, or its tool input's JSON
     shown = ""
     stream = await client.messages.create(**request, stream=True)
-    async with stream:
+    async with stream, _counted_if_cut(lambda: message, pieces, cut):
         async for event in stream:
             if event.type == "message_start":
                 message = event.message
@@ -404,6 +427,26 @@ async def _streamed(
         elif block.type == "tool_use" and pieces.get(index):
             block.input = json.loads("".join(pieces[index]))
     return message
+
+
+@contextlib.asynccontextmanager
+async def _counted_if_cut(
+    begun: Callable[[], anthropic.types.Message | None],
+    pieces: dict[int, list[str]],
+    cut: Callable[[anthropic.types.Message], Awaitable[None]],
+) -> AsyncIterator[None]:
+    """Around a stream: when it fails after its message began (`begun()`),
+    await `cut` with that message, its output at least the characters of
+    `pieces` / 4, then let the error go on."""
+    try:
+        yield
+    except BaseException:
+        message = begun()
+        if message is not None:
+            streamed = sum(len(p) for block in pieces.values() for p in block)
+            message.usage.output_tokens = max(message.usage.output_tokens, -(-streamed // 4))
+            await cut(message)
+        raise
 
 
 def _totals(usage: anthropic.types.Usage, delta: anthropic.types.MessageDeltaUsage) -> None:

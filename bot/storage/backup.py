@@ -28,7 +28,9 @@ A restore checks the whole file before it writes anything: the manifest (a
 backup of a newer format, or of a database schema newer than SCHEMA_VERSION,
 is refused), then every member (an absolute path, a `..`, a name out of the
 two folders, a hard link, a special file, a link that leads out of its folder,
-a name given twice: refused, naming the member). Each folder is extracted
+a name given twice: refused, naming the member), then the members together
+(bot/storage/backup_checks.py: every link followed link by link stays in its
+folder; the files fit under a cap and in the free space). Each folder is extracted
 (with tarfile's "data" filter as a second guard) into a new folder beside its
 target, folders get their modes back, and only then is it put in place:
 workspaces first, data_dir last. A target that holds anything (but
@@ -64,6 +66,7 @@ from typing import IO, Any
 
 from bot import __version__
 from bot.errors import SoulbotError
+from bot.storage.backup_checks import MAX_SIZE, check_links, check_room
 from bot.storage.db import DB_NAME, SCHEMA_VERSION
 from bot.storage.files import (
     PRIVATE_FILE,
@@ -165,13 +168,14 @@ def write_backup(places: Places, dest: Path, now: datetime | None = None) -> Bac
 
 def restore_backup(places: Places, archive: Path, *, force: bool = False,
                    hold: Callable[[], AbstractContextManager[object]] = contextlib.nullcontext,
-                   now: datetime | None = None) -> Restored:  # fmt: skip
+                   now: datetime | None = None, max_size: int = MAX_SIZE) -> Restored:  # fmt: skip
     """Restore the backup `archive` into `places` (see the module's docstring).
     `hold()` is entered once the file is checked, before anything is looked
     at or written in the targets, and left at the end: the caller's lock on
     data_dir. Raises SoulbotError (one line) for a file that is not a soulbot
-    backup, one newer than this soulbot reads, a member refused, a target that
-    is not empty without `force`, or a failed write; nothing is changed then,
+    backup, one newer than this soulbot reads, a member refused, one that
+    unpacks to more than `max_size` or the free space (bot/storage/backup_checks.py),
+    a target that is not empty without `force`, or a failed write; nothing is changed then,
     but for a failure while the folders are put in place, which says where
     everything is. What `hold()` raises goes through."""
     stamp = (now or datetime.now(UTC)).astimezone(UTC).strftime(STAMP)
@@ -180,7 +184,9 @@ def restore_backup(places: Places, archive: Path, *, force: bool = False,
     with _open_archive(archive) as (tar, members):
         manifest = _check_manifest(tar, members, archive)
         parts = _check_members(members, archive)
+        check_links(members, archive)
         targets = {root: target for root, target in targets.items() if root in parts}
+        check_room(parts, targets, archive, max_size)
         with hold():
             full = [t for root, t in targets.items() if _occupied(t, skip[root])]
             if full and not force:

@@ -25,6 +25,7 @@ async API, which would need every store written twice.
 
 from __future__ import annotations
 
+import re
 from typing import Any
 
 from bot.errors import SoulbotError, StorageError
@@ -163,14 +164,31 @@ def is_postgres(url: str) -> bool:
     return url.startswith(("postgresql://", "postgres://"))
 
 
+# A URL's password: `scheme://user:PASSWORD@` (up to the last @ before a /, as libpq
+# reads it, spaces and all: a URL refused may be anything), or `password=PASSWORD`.
+_PASSWORD = re.compile(
+    r"(?P<keep>[A-Za-z][A-Za-z0-9+.-]*://[^\s:/@]*:)[^/\n]*?(?=@[^@/\n]*(?:/|$|\s))"
+    r"|(?P<key>(?i:\bpassword)=)[^&\s]*"
+)
+
+
+def without_password(text: str) -> str:
+    """`text` with the password of every URL in it (valid or not) replaced by
+    `***`: the one way a store URL is shown, in messages, errors and logs."""
+    if "://" not in text and "=" not in text:  # most log strings: no regex
+        return text
+    return _PASSWORD.sub(lambda m: f"{m['keep'] or m['key']}***", text)
+
+
 def shown(url: str) -> str:
-    """The URL without its password, for messages and logs."""
+    """A store URL for a person: `postgresql://user@host:port/db`; one that
+    does not parse, as written but its password (`without_password`)."""
     import psycopg.conninfo
 
     try:
         parts = psycopg.conninfo.conninfo_to_dict(url)
     except psycopg.ProgrammingError:
-        return "postgresql://..."
+        return without_password(url)
     host, port, name = parts.get("host", ""), parts.get("port", ""), parts.get("dbname", "")
     user = f"{parts['user']}@" if parts.get("user") else ""
     return f"postgresql://{user}{host}{':' + str(port) if port else ''}/{name}"
@@ -187,6 +205,7 @@ def connect(url: str, version: int) -> PostgresConn:
         raw: psycopg.Connection[Any] = psycopg.connect(url, autocommit=True, connect_timeout=10)
     except psycopg.Error as exc:
         reason = str(exc).strip().splitlines()[0] if str(exc).strip() else type(exc).__name__
+        reason = without_password(reason)  # libpq quotes a URL it cannot parse
         raise StorageError(shown(url), f"cannot be reached or used: {reason}") from exc
     try:
         raw.execute("SELECT pg_advisory_lock(%s)", (SCHEMA_LOCK,))

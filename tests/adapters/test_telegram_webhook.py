@@ -4,6 +4,7 @@ the Bot API fake, the real runtime against the model fake."""
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import socket
 from collections.abc import AsyncIterator, Iterator, MutableMapping
 from contextlib import asynccontextmanager, contextmanager
@@ -22,6 +23,7 @@ from bot.cli.serve import _adapters
 from bot.types import AdapterStartError
 from tests.fakes.anthropic_fake import FakeAnthropic
 from tests.fakes.telegram_fake import FakeTelegram, free_port
+from tests.fakes.telegram_webhook_fake import SECRET_HEADER
 from tests.kit import Inbox, capture_logs, delivering, make_config, serving, user_texts
 
 pytestmark = pytest.mark.timeout(30)
@@ -32,11 +34,12 @@ SECRET = "s3cret-token_1"
 QUICK_S = 0.05  # the webhook check, in tests
 
 
-def hook(port: int | None = None, *, url: str | None = None) -> Webhook:
-    """A webhook on a free loopback port; `url` (where Telegram posts) defaults to it."""
+def hook(port: int | None = None, *, url: str | None = None, **limits: Any) -> Webhook:
+    """A webhook on a free loopback port; `url` (where Telegram posts) defaults to it;
+    `limits`: `max_body`, `timeout_s`."""
     port = free_port() if port is None else port
     url = url or f"http://127.0.0.1:{port}/telegram"
-    return Webhook(url, "127.0.0.1", port, "/telegram", SECRET, check_every_s=QUICK_S)
+    return Webhook(url, "127.0.0.1", port, "/telegram", SECRET, check_every_s=QUICK_S, **limits)
 
 
 def webhook_adapter(tg: FakeTelegram, webhook: Webhook) -> TelegramAdapter:
@@ -69,6 +72,34 @@ async def refused(port: int) -> bool:
     writer.close()
     await writer.wait_closed()
     return False
+
+
+def post_head(secret: str | None, length: int | None) -> bytes:
+    """A post's request line and headers, as a client that is not Telegram may send
+    them: `secret` in the header (None: none), a `length` (None: chunked)."""
+    lines = ["POST /telegram HTTP/1.1", "Host: 127.0.0.1", "Content-Type: application/json"]
+    lines.append("Transfer-Encoding: chunked" if length is None else f"Content-Length: {length}")
+    if secret is not None:
+        lines.append(f"{SECRET_HEADER}: {secret}")
+    return ("\r\n".join(lines) + "\r\n\r\n").encode()
+
+
+@asynccontextmanager
+async def raw(port: int) -> AsyncIterator[tuple[asyncio.StreamReader, asyncio.StreamWriter]]:
+    """A bare connection to the webhook server, closed after."""
+    reader, writer = await asyncio.open_connection("127.0.0.1", port)
+    try:
+        yield reader, writer
+    finally:
+        writer.close()
+        with contextlib.suppress(OSError):
+            await writer.wait_closed()
+
+
+async def answer(reader: asyncio.StreamReader) -> bytes:
+    """What the server sends until it closes the connection, which it must within 5 s."""
+    async with asyncio.timeout(5):
+        return await reader.read()
 
 
 @asynccontextmanager
@@ -141,6 +172,50 @@ async def test_a_post_without_the_secret_is_refused_and_not_delivered() -> None:
             assert seen is not None and seen >= heard
     assert got.text == "the real one"
     assert [i.text for i in inbox.got] == ["the real one"]
+
+
+@pytest.mark.parametrize("secret", [None, "guessed"])
+async def test_a_post_without_the_secret_is_refused_before_its_body_comes(
+    secret: str | None,
+) -> None:
+    async with FakeTelegram() as tg:
+        webhook = hook()
+        async with delivering(webhook_adapter(tg, webhook)), raw(webhook.port) as (reader, writer):
+            writer.write(post_head(secret, 100 * 2**20))  # and never the 100 MB it announces
+            refused = await answer(reader)  # and the connection closed
+    assert refused.startswith(b"HTTP/1.1 403 ")
+
+
+async def test_a_body_over_the_cap_is_refused() -> None:
+    async with FakeTelegram() as tg:
+        webhook = hook(max_body=1000)
+        async with delivering(webhook_adapter(tg, webhook)):
+            async with raw(webhook.port) as (reader, writer):
+                writer.write(post_head(SECRET, 1001))  # announced: refused before it comes
+                announced = await answer(reader)
+            async with raw(webhook.port) as (reader, writer):
+                writer.write(post_head(SECRET, None))  # chunked: refused once past the cap
+                for _ in range(3):
+                    writer.write(b"200\r\n" + b" " * 512 + b"\r\n")
+                streamed = await answer(reader)
+            tg.push_message(ADMIN, "small enough", user_id=ADMIN)
+            await tg.wait_for(lambda f: bool(f.pushes), what="a post")
+            assert tg.pushes[0].status == 200
+    assert announced.startswith(b"HTTP/1.1 413 ")
+    assert streamed.startswith(b"HTTP/1.1 400 ")
+
+
+@pytest.mark.parametrize(
+    "sent",
+    [b"", b"POST /telegram HTTP/1.1\r\nHost: 127.0.0.1\r\n", post_head(SECRET, 50)],
+    ids=["nothing", "half its headers", "no body"],
+)
+async def test_a_connection_that_stalls_is_closed_within_the_timeout(sent: bytes) -> None:
+    async with FakeTelegram() as tg:
+        webhook = hook(timeout_s=0.2)
+        async with delivering(webhook_adapter(tg, webhook)), raw(webhook.port) as (reader, writer):
+            writer.write(sent)
+            assert b" 200 " not in await answer(reader)
 
 
 async def test_stop_closes_the_server_and_a_restart_gets_what_came_meanwhile() -> None:

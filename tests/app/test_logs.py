@@ -171,6 +171,21 @@ def test_a_registered_secret_inside_another_string_is_redacted() -> None:
     assert API_KEY not in stream.getvalue()
 
 
+def test_the_password_of_a_url_is_redacted_though_unknown_and_the_url_invalid() -> None:
+    stream = setup(secrets=())
+    cannot = 'missing "]" in URI: "postgresql://bob:hunter2 secret@[::1/souls"'
+    structlog.get_logger().error("adapter.error", error=cannot, detail=[f"at {cannot}"])
+    logging.getLogger("psycopg").warning("connecting to postgres://amy:s3cr3t@db/x?sslmode=a")
+    structlog.get_logger().info("store.opened", dsn="host=db password=pw-in-conninfo user=bob")
+
+    cut, library, conninfo = json_lines(stream)
+    assert cut["error"] == 'missing "]" in URI: "postgresql://bob:***@[::1/souls"'
+    assert cut["detail"] == [f"at {cut['error']}"]
+    assert library["event"] == "connecting to postgres://amy:***@db/x?sslmode=a"
+    assert conninfo["dsn"] == "host=db password=*** user=bob"
+    assert not {"hunter2", "s3cr3t", "pw-in-conninfo"} & set(stream.getvalue().split())
+
+
 def test_a_registered_secret_in_the_event_name_is_redacted() -> None:
     stream = setup()
     structlog.get_logger().info(f"GET http://x/bot{SECRET}/getUpdates")

@@ -118,6 +118,22 @@ def test_a_postgresql_store_is_shown_without_its_password(example: Path) -> None
     assert "hunter2" not in out + err
 
 
+@pytest.mark.parametrize("command", ["check", "usage"])
+@pytest.mark.parametrize(
+    "url",
+    ["postgresql://bot:hunter2 secret@db.example/souls", "postgresql://bot:hunter2@[::1/souls"],
+    ids=["refused by the config", "refused by libpq"],
+)
+def test_an_invalid_postgresql_url_is_shown_without_its_password(
+    example: Path, command: str, url: str
+) -> None:
+    result = soulbot(command, "--log-format", "json", cwd=example,
+                     env=_environ({"SOULBOT_STORE_URL": url}))  # fmt: skip
+    said = result.stdout + result.stderr
+    assert "postgresql://bot:***@" in said
+    assert "hunter2" not in said
+
+
 def test_a_missing_workspaces_folder_is_named_by_its_absolute_path(example: Path) -> None:
     shutil.rmtree(example / "workspaces")
     code, out, err = check(example)

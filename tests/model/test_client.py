@@ -518,3 +518,24 @@ async def test_model_text_leaves_the_client_as_text_every_store_takes(
     assert filed == {"pages": [{"id": "concepts/x", "summary": "ab\ufffdc\ufffd"}]}
     for text in [*told, json.dumps(filed, ensure_ascii=False)]:
         assert "\x00" not in text and text.encode("utf-8")
+
+
+async def test_a_stream_cut_mid_way_is_billed_so_it_is_in_the_ledger(
+    fake: FakeAnthropic, db: Database
+) -> None:
+    from tests.fakes.anthropic_fake import Reply
+
+    async def tell(text: str) -> None:
+        return None
+
+    model = client(db, fake.url)
+    whole = await model.complete(CTX, SYSTEM, HELLO)
+    fake.script(Reply.of_stream_error("It was going well until it was not", after_chars=16))
+    with pytest.raises(ModelUnavailable):
+        await model.complete(CTX, SYSTEM, HELLO, on_text=tell)
+    await model.close()
+    # The input as message_start gave it; the output, the 16 characters streamed (4 tokens).
+    assert await ledger_rows(db) == [
+        ("turn", whole.usage.input_tokens, whole.usage.output_tokens),
+        ("turn", whole.usage.input_tokens, 4),
+    ]

@@ -8,6 +8,7 @@ import errno
 import io
 import json
 import os
+import shutil
 import sqlite3
 import stat
 import tarfile
@@ -306,6 +307,60 @@ def test_a_hostile_member_is_refused_and_nothing_written(
     assert message.startswith(f"{path}: member {says}") and "\n" not in message
     assert message.endswith("; nothing was restored")
     assert sorted(p.name for p in tmp_path.iterdir()) == ["evil.tar.gz"]
+
+
+LINK = tarfile.SYMTYPE
+
+
+@pytest.mark.parametrize(
+    ("members", "says"),
+    [
+        ([member("data_dir/e", LINK, "d/d/d/../../.."), member("data_dir/d", LINK, ".")],
+         "'data_dir/e': a link out of data_dir/ (d/d/d/../../..), followed link by link"),
+        ([member("data_dir/d", LINK, "."), member("data_dir/e", LINK, "d/d/d/../../..")],
+         "'data_dir/e': a link out of data_dir/ (d/d/d/../../..), followed link by link"),
+        ([member("data_dir/m", tarfile.DIRTYPE), member("data_dir/e", LINK, "m/up/m/up/../.."),
+          member("data_dir/m/up", LINK, "..")],
+         "'data_dir/e': a link out of data_dir/ (m/up/m/up/../..), followed link by link"),
+        ([member("data_dir/sub", tarfile.DIRTYPE), member("data_dir/l", LINK, "sub"),
+          member("data_dir/l/x.md")],
+         "'data_dir/l/x.md': inside the link data_dir/l"),
+    ],
+    ids=["chain-first", "chain-last", "chain-below", "through-a-link"],
+)  # fmt: skip
+def test_a_chain_of_links_out_is_refused_and_nothing_written(
+    tmp_path: Path, members: list[tarfile.TarInfo], says: str
+) -> None:
+    path = archive(tmp_path / "chain.tar.gz", *((m, b"x") for m in members))
+    with pytest.raises(SoulbotError) as caught:
+        restore_backup(fresh(tmp_path), path)
+    assert str(caught.value) == f"{path}: member {says}; nothing was restored"
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["chain.tar.gz"]
+
+
+def test_a_gzip_bomb_is_refused_in_one_line_before_anything_is_written(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    path = archive(tmp_path / "bomb.tar.gz", (member("data_dir/zeros"), bytes(16 << 20)))
+    assert path.stat().st_size < 64 << 10
+    target = fresh(tmp_path)
+    free = shutil.disk_usage(tmp_path)._replace(free=8 << 20)
+    with monkeypatch.context() as disk:
+        disk.setattr(shutil, "disk_usage", lambda where: free)
+        with pytest.raises(SoulbotError) as full:
+            restore_backup(target, path)
+    assert str(full.value) == (
+        f"{path}: refused: it unpacks to 16.0 MiB on the disk of {tmp_path}, which has 8.0 MiB "
+        "free (a restore leaves 64.0 MiB): free some space, or restore elsewhere; nothing was "
+        "restored"
+    )
+    with pytest.raises(SoulbotError) as capped:
+        restore_backup(target, path, max_size=1 << 20)
+    assert str(capped.value) == (
+        f"{path}: refused: it unpacks to 16.0 MiB, more than the 1.0 MiB a restore takes (a "
+        "damaged or hostile file?); nothing was restored"
+    )
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["bomb.tar.gz"]
 
 
 def test_the_manifest_is_checked_first(tmp_path: Path) -> None:
