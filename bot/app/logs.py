@@ -284,7 +284,8 @@ def away_from_the_chat(path: Path, level: str, secrets: Iterable[str]) -> Iterat
     try:
         stream = _open_log(path)
     except OSError as exc:
-        structlog.get_logger(__name__).warning("logs.file_failed", path=str(path), error=str(exc))
+        log = structlog.get_logger(__name__)
+        log.warning("logs.file_failed", path=str(path), error=str(exc))
         yield None
         return
     handlers, root_level, saved = list(root.handlers), root.level, structlog.get_config()
