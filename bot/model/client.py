@@ -88,7 +88,7 @@ def estimate_request_tokens(*parts: Any) -> int:
     return sum(len(json.dumps(p, ensure_ascii=False)) for p in parts) // 4
 
 
-def _sdk_client(
+def sdk_client(
     config: ModelConfig, base_url: str | None, max_retries: int
 ) -> anthropic.AsyncAnthropic:
     return anthropic.AsyncAnthropic(
@@ -110,10 +110,10 @@ class ModelClient:
         self._config = config
         self._ledger = ledger
         self._semaphore = asyncio.Semaphore(config.max_concurrency)
-        self._client = _sdk_client(config, config.base_url, config.max_retries)
+        self._client = sdk_client(config, config.base_url, config.max_retries)
         # The fallback is asked once: no retries of its own.
         self._own_fallback_client = (
-            _sdk_client(config, config.fallback_base_url, 0)
+            sdk_client(config, config.fallback_base_url, 0)
             if config.fallback_base_url not in (None, config.base_url)
             else None
         )
@@ -199,7 +199,7 @@ class ModelClient:
                 else:
                     message = await _streamed(client, request, on_text)
             except anthropic.APIError as exc:
-                raise _translate(exc) from exc
+                raise translate(exc) from exc
             finally:
                 timing[0] += started - queued
                 timing[1] += time.perf_counter() - started
@@ -338,7 +338,7 @@ async def _run_tool(tools: dict[str, Tool], call: Any) -> dict[str, Any]:
         return {**result, "content": f"{type(exc).__name__}: {exc}", "is_error": True}
 
 
-def _translate(exc: anthropic.APIError) -> ModelError:
+def translate(exc: anthropic.APIError) -> ModelError:
     """The SDK's error as ours: ModelRejected for a 4xx our request caused
     (another try gets the same answer), ModelUnavailable for the rest
     (timeouts, lost connections, 429, 5xx, 529)."""

@@ -14,10 +14,11 @@ from pathlib import Path
 
 import pytest
 
+from tests.fakes.anthropic_fake import FakeAnthropic
 from tests.fakes.discord_fake import FakeDiscord
 from tests.fakes.telegram_fake import FakeTelegram
 from tests.kit import example_souls
-from tests.run_cli import soulbot
+from tests.run_cli import MODEL_ENV, soulbot
 
 REPO = Path(__file__).resolve().parents[2]
 EXAMPLE = REPO / "deploy" / "soulbot.example.yaml"
@@ -25,6 +26,12 @@ EXAMPLE = REPO / "deploy" / "soulbot.example.yaml"
 TG_TOKEN = "123456:AAtest-token-made-for-the-fake-0123"
 DC_TOKEN = "TEST-DISCORD-TOKEN-OF-THE-FAKE.test.SIGNATURE-OF-THE-FAKE-BOT"
 PLATFORM_VARS = ("TELEGRAM_", "DISCORD_", "SOULBOT_")
+# The example config's default soul is wren: twinkle, the example soul with heartbeat
+# regions, answers nowhere.
+TWINKLE = (
+    "twinkle: its heartbeat never writes SOUL.md: it answers nowhere (it is not the default "
+    "soul, and no binding on a platform that starts names it)"
+)
 
 
 @pytest.fixture
@@ -36,9 +43,9 @@ def example(tmp_path: Path) -> Path:
 
 
 def _environ(env: dict[str, str]) -> dict[str, str]:
-    """The test's environment with no platform setting but `env`'s."""
+    """The test's environment with no platform setting but `env`'s, and a model key."""
     environ = {k: v for k, v in os.environ.items() if not k.startswith(PLATFORM_VARS)}
-    return {**environ, **env}
+    return {**environ, **MODEL_ENV, **env}
 
 
 def check(cwd: Path, *args: str, **env: str) -> tuple[int, str, str]:
@@ -153,7 +160,7 @@ def test_with_no_token_the_terminal_chat_alone_starts(example: Path) -> None:
         "discord: off (adapters.discord.token is not set)",
         "terminal chat: on (adapters.console.enabled is auto and no platform token is set)",
     ]
-    assert "notes:" not in out  # no token: nothing --online could ask
+    assert "no platform was asked" not in out  # no token: nothing --online could ask
 
 
 def test_both_platforms_with_a_webhook_and_shards(example: Path) -> None:
@@ -201,7 +208,7 @@ def test_when_nothing_would_start_check_says_so_and_fails(example: Path) -> None
         "nothing will start: `soulbot run` stops at once (see errors)",
     ]
     assert part(out, "errors") == [
-        "- adapters: no adapter will start: set adapters.telegram.token or "
+        "- adapters: no adapter is enabled: set adapters.telegram.token or "
         "adapters.discord.token, or adapters.console.enabled: true"
     ]
 
@@ -229,7 +236,7 @@ def test_a_telegram_token_of_the_wrong_shape(example: Path, token: str, flaw: st
         "123456789:AA... (the bot's number, ':', then 35 letters, digits, - and _)"
     ]
     assert token not in out + err
-    assert "notes:" not in out  # a token that cannot be one is not offered to --online
+    assert "no platform was asked" not in out  # a token that cannot be one is not offered
 
 
 @pytest.mark.parametrize(
@@ -266,8 +273,9 @@ async def test_without_online_no_platform_is_asked(example: Path) -> None:
         assert tg.calls == [] and dc.requests == []
     assert code == 0, out + err
     assert part(out, "notes") == [
+        TWINKLE,
         "no platform was asked: with --online, check asks Telegram (getMe: the token, privacy "
-        "mode) and Discord (the token, the Message Content intent)"
+        "mode) and Discord (the token, the Message Content intent)",
     ]
 
 
@@ -275,11 +283,12 @@ async def test_without_online_no_platform_is_asked(example: Path) -> None:
 async def test_online_says_when_telegram_privacy_mode_hides_the_groups(
     example: Path, privacy: bool
 ) -> None:
-    async with FakeTelegram(token=TG_TOKEN) as tg:
+    async with FakeTelegram(token=TG_TOKEN) as tg, FakeAnthropic() as model:
         tg.privacy_mode = privacy
         code, out, err = await check_async(
-            example, "--online", TELEGRAM_TOKEN=TG_TOKEN, TELEGRAM_BASE_URL=tg.base_url
-        )
+            example, "--online", TELEGRAM_TOKEN=TG_TOKEN, TELEGRAM_BASE_URL=tg.base_url,
+            ANTHROPIC_BASE_URL=model.url,
+        )  # fmt: skip
         assert [c.method.lower() for c in tg.calls] == ["getme"]
     assert code == 0, out + err
     assert ("Telegram privacy mode is on" in out) is privacy
@@ -294,10 +303,11 @@ async def test_online_says_when_telegram_privacy_mode_hides_the_groups(
 async def test_online_fails_when_the_message_content_intent_is_off(
     example: Path, flags: int, intent: bool
 ) -> None:
-    async with FakeDiscord(token=DC_TOKEN, application_flags=flags) as dc:
+    async with FakeDiscord(token=DC_TOKEN, application_flags=flags) as dc, FakeAnthropic() as m:
         code, out, err = await check_async(
-            example, "--online", DISCORD_TOKEN=DC_TOKEN, DISCORD_API_BASE_URL=dc.api_base_url
-        )
+            example, "--online", DISCORD_TOKEN=DC_TOKEN, DISCORD_API_BASE_URL=dc.api_base_url,
+            ANTHROPIC_BASE_URL=m.url,
+        )  # fmt: skip
         assert any(r.path == "/applications/@me" for r in dc.requests)
     intent_off = (
         "- adapters.discord: the Message Content intent is off: turn it on in the Developer "
@@ -316,13 +326,18 @@ async def test_online_with_platforms_that_do_not_answer_or_refuse_the_token(
     example: Path,
 ) -> None:
     """A note each, no error: the check cannot tell (exit 0)."""
-    async with FakeTelegram(token="654321:AAanother-bot-of-the-fake-00000000") as tg:
+    async with (
+        FakeTelegram(token="654321:AAanother-bot-of-the-fake-00000000") as tg,
+        FakeAnthropic() as model,
+    ):
         code, out, err = await check_async(
             example, "--online", TELEGRAM_TOKEN=TG_TOKEN, TELEGRAM_BASE_URL=tg.base_url,
             DISCORD_TOKEN=DC_TOKEN, DISCORD_API_BASE_URL=closed_port_url() + "/api/v10",
+            ANTHROPIC_BASE_URL=model.url,
         )  # fmt: skip
     assert code == 0, out + err
     assert part(out, "notes") == [
+        TWINKLE,
         "telegram: no answer to getMe (Telegram unreachable, or the token refused)",
         "discord: no answer about the application (Discord unreachable, or the token refused)",
     ]
