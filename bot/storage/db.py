@@ -161,6 +161,9 @@ CREATE VIRTUAL TABLE IF NOT EXISTS memory_fts USING fts5(
 _BUSY, _LOCKED, _READONLY, _CORRUPT, _FULL, _CANTOPEN, _NOTADB = 5, 6, 8, 11, 13, 14, 26
 
 
+_READ_ONLY = (
+    "read-only: soulbot must write the file and its folder (the -wal and -shm files go beside it)"
+)
 _FILE_IN_THE_WAY = (
     "a file is where a folder must be: data_dir must be a folder, or a path to make one"
 )
@@ -188,10 +191,7 @@ def _sqlite_problem(exc: sqlite3.Error) -> str:
             "stop it and start again"
         )
     if code == _READONLY:
-        return (
-            "read-only: soulbot must write the file and its folder (the -wal and -shm "
-            "files go beside it)"
-        )
+        return _READ_ONLY
     if code == _FULL:
         return "the disk is full"
     if code == _CANTOPEN:
@@ -248,6 +248,8 @@ def store_problem(data_dir: Path, url: str | None) -> SoulbotError | None:
             return problem
     if isinstance(target, str) or not os.path.lexists(target):
         return None
+    if not os.access(target, os.R_OK | os.W_OK):  # SQLite would open it read-only
+        return StorageError(target, _READ_ONLY)
     try:
         conn = sqlite3.connect(
             f"{target.absolute().as_uri()}?mode=rw", uri=True, isolation_level=None
