@@ -1,7 +1,10 @@
 """`soulbot check` says what will run: the paths as absolute paths, which adapters
-start and why, tokens that cannot be tokens (named by key, never shown), and with
-`--online` what Telegram and Discord say (the fakes, on loopback). Without
-`--online` no platform is asked."""
+start and why, tokens that cannot be tokens (named by key, never shown), the model
+(its name, with a did-you-mean when the price table knows no such model; where it
+is served; whether a key is set, never the key; a missing key and base URL is an
+error naming `make fake`), and with `--online` what Telegram, Discord and the
+model say (the fakes, on loopback: a 1-token call says who answers, a forced tool
+call whether tools work). Without `--online` nothing is asked."""
 
 from __future__ import annotations
 
@@ -16,6 +19,7 @@ import pytest
 
 from tests.fakes.anthropic_fake import FakeAnthropic
 from tests.fakes.discord_fake import FakeDiscord
+from tests.fakes.process import FakeProcess
 from tests.fakes.telegram_fake import FakeTelegram
 from tests.kit import example_souls
 from tests.run_cli import MODEL_ENV, soulbot
@@ -340,4 +344,128 @@ async def test_online_with_platforms_that_do_not_answer_or_refuse_the_token(
         TWINKLE,
         "telegram: no answer to getMe (Telegram unreachable, or the token refused)",
         "discord: no answer about the application (Discord unreachable, or the token refused)",
+    ]
+
+
+# --- the model ----------------------------------------------------------------------
+
+KEY = "sk-ant-test-KEEPTHISHIDDEN-0123456789"
+
+
+def _name(example: Path, name: str) -> None:
+    config = example / "soulbot.yaml"
+    config.write_text(config.read_text().replace("name: claude-sonnet-4-6", f"name: {name}"))
+
+
+def test_the_model_part_names_the_model_and_where_never_the_key(example: Path) -> None:
+    code, out, err = check(example, ANTHROPIC_API_KEY=KEY, ANTHROPIC_BASE_URL="")
+    assert code == 0, out + err
+    assert part(out, "model") == [
+        "name: claude-sonnet-4-6",
+        "served at: https://api.anthropic.com (the Anthropic API: model.base_url and "
+        "ANTHROPIC_BASE_URL unset)",
+        "API key: set",
+        "not asked: with --online, check makes a 1-token call and a tiny tool call",
+    ]
+    assert "KEEPTHISHIDDEN" not in out + err
+    code, out, err = check(
+        example, ANTHROPIC_API_KEY="", ANTHROPIC_BASE_URL="http://proxy:pa55word@127.0.0.1:9/x"
+    )
+    assert code == 0, out + err
+    assert part(out, "model")[1:3] == ["served at: http://127.0.0.1:9/x", "API key: not set"]
+    assert "pa55word" not in out + err
+
+
+@pytest.mark.parametrize(
+    ("name", "hint"),
+    [("claude-sonet-4-6", " (did you mean 'claude-sonnet-4-6'?)"), ("gpt-4o", "")],
+    ids=["misspelt", "another-provider"],
+)
+def test_a_model_name_outside_the_price_table_is_a_warning(
+    example: Path, name: str, hint: str
+) -> None:
+    _name(example, name)
+    code, out, err = check(example)
+    assert code == 0, out + err  # `run` serves it: a warning, not an error
+    assert part(out, "model")[0] == f"name: {name}"
+    assert part(out, "warnings") == [
+        f"model.name: '{name}' is no model of the price table{hint}: a misspelt name is "
+        "refused by the API at every turn; a model served elsewhere is not priced in "
+        "`soulbot usage` (add it to model.prices)"
+    ]
+
+
+def test_no_key_and_no_base_url_is_an_error_naming_make_fake(example: Path) -> None:
+    code, out, _ = check(example, ANTHROPIC_API_KEY="", ANTHROPIC_BASE_URL="")
+    assert code == 1
+    assert "API key: not set" in part(out, "model")
+    assert part(out, "errors") == [
+        "- model: no credentials: set ANTHROPIC_API_KEY (or model.api_key, or model.base_url "
+        "for a gateway or local server) and start again; to try soulbot without a key, run "
+        "`make fake` (a demo model on http://127.0.0.1:8765) and start with "
+        "ANTHROPIC_BASE_URL=http://127.0.0.1:8765 ANTHROPIC_API_KEY=any"
+    ]
+
+
+async def test_online_says_who_answers_and_that_tools_work(example: Path) -> None:
+    async with FakeAnthropic() as fake:
+        fake.script_text("OK")
+        fake.script_tool_use("report_ready", {"ready": True})
+        code, out, err = await check_async(
+            example, "--online", ANTHROPIC_BASE_URL=fake.url, ANTHROPIC_API_KEY=KEY
+        )
+        requests = fake.requests
+    assert code == 0, out + err
+    assert part(out, "model")[3:] == [
+        f"answered: claude-sonnet-4-6 at {fake.url}",
+        "tool calls: work (a forced tool call came back as one)",
+    ]
+    assert [r["max_tokens"] for r in requests] == [1, 64]
+    assert requests[1]["tool_choice"] == {"type": "tool", "name": "report_ready"}
+    assert "KEEPTHISHIDDEN" not in out + err
+
+
+async def test_online_warns_when_tool_calls_do_not_work(example: Path) -> None:
+    async with FakeAnthropic() as fake:  # it answers a forced tool call with text
+        code, out, err = await check_async(example, "--online", ANTHROPIC_BASE_URL=fake.url)
+        assert len(fake.requests) == 2
+    assert code == 0, out + err
+    why = "it answered without the tool call (stop: end_turn)"
+    assert part(out, "model")[-1] == f"tool calls: do not work ({why})"
+    assert part(out, "warnings") == [
+        f"model: tool calls do not work with claude-sonnet-4-6 at {fake.url} ({why}): the "
+        "memory compile and the heartbeat need them and will fail (memory stays in unfiled "
+        "notes, no soul writes itself); chat turns still work"
+    ]
+
+
+async def test_online_fails_when_the_model_does_not_answer(example: Path) -> None:
+    _name(example, "claude-sonet-4-6")
+    async with FakeAnthropic() as fake:
+        fake.script_error(404, "not_found_error", "model: claude-sonet-4-6")
+        code, out, _ = await check_async(example, "--online", ANTHROPIC_BASE_URL=fake.url)
+        assert len(fake.requests) == 1  # no tool call after a failed first call
+    assert code == 1
+    [answered] = [line for line in part(out, "model") if line.startswith("answered:")]
+    [error] = part(out, "errors")
+    said = answered.removeprefix("answered: no (").removesuffix(")")
+    assert said.startswith("NotFoundError: HTTP 404: ") and "claude-sonet-4-6" in said
+    assert error == f"- model: claude-sonet-4-6 at {fake.url} did not answer: {said}"
+    closed = closed_port_url()
+    code, out, _ = await check_async(example, "--online", ANTHROPIC_BASE_URL=closed)
+    assert code == 1
+    [error] = part(out, "errors")  # one line, whatever the HTTP client's words
+    assert error.startswith(f"- model: claude-sonet-4-6 at {closed} did not answer: ")
+    assert "APIConnectionError: " in error
+
+
+async def test_online_against_the_demo_model_of_make_fake(example: Path) -> None:
+    with FakeProcess(demo=True) as demo:
+        code, out, err = await check_async(
+            example, "--online", ANTHROPIC_BASE_URL=demo.url, ANTHROPIC_API_KEY="any"
+        )
+    assert code == 0, out + err
+    assert part(out, "model")[3:] == [
+        f"answered: demo at {demo.url}",
+        "tool calls: work (a forced tool call came back as one)",
     ]
