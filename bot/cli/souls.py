@@ -159,7 +159,10 @@ def _heartbeat_notes(config: Config, registry: SoulRegistry) -> list[str]:
     if not souls:
         return []
     if not config.heartbeat.enabled:
-        return [f"heartbeat.enabled is false: {', '.join(souls)} never reflect or write SOUL.md"]
+        return [
+            "heartbeat.enabled is false: no soul reflects or writes its SOUL.md (souls with "
+            f"heartbeat regions: {', '.join(souls)})"
+        ]
     try:
         default = pick_default_soul(config, registry)
     except SoulbotError:

@@ -469,3 +469,29 @@ async def test_online_against_the_demo_model_of_make_fake(example: Path) -> None
         f"answered: demo at {demo.url}",
         "tool calls: work (a forced tool call came back as one)",
     ]
+
+
+# --- the heartbeat -------------------------------------------------------------------
+
+
+def test_a_soul_whose_heartbeat_never_writes_soul_md_is_noted_with_why(example: Path) -> None:
+    config = example / "soulbot.yaml"
+    config.write_text(config.read_text().replace("default_soul: wren", "default_soul: twinkle"))
+    code, out, err = check(example)
+    assert code == 0, out + err
+    assert part(out, "notes") == [
+        "twinkle: its heartbeat never writes SOUL.md, which it does only from a group, "
+        "channel or terminal conversation whose memory is shared; it answers in the terminal "
+        "(memory auto), so each reflection goes to its conversation's own `self` page: set "
+        "memory.scope: shared, or memory: shared on a binding of it, for it to write itself"
+    ]
+    config.write_text(config.read_text().replace("scope: auto", "scope: shared"))
+    _, out, _ = check(example)
+    assert "twinkle" not in "\n".join(part(out, "notes"))  # the terminal shares its wiki
+    off = "  enabled: false\n  # A conversation"
+    config.write_text(config.read_text().replace("  enabled: true\n  # A conversation", off))
+    _, out, _ = check(example)
+    assert part(out, "notes")[-1] == (
+        "heartbeat.enabled is false: no soul reflects or writes its SOUL.md (souls with "
+        "heartbeat regions: twinkle)"
+    )
