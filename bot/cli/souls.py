@@ -16,6 +16,7 @@ from typing import Any
 import click
 from click.core import ParameterSource
 
+from bot.app.owner import serving
 from bot.app.preflight import console_enabled, pick_default_soul, platforms, refusals
 from bot.chat.places import heartbeat_blocked
 from bot.cli.common import (
@@ -73,7 +74,9 @@ def check(online: bool, config_path: Path | None, log_format: str | None) -> Non
     model = model_part(config, online)
     _part("model", model.lines)
     warnings = [w for soul in registry.all() for w in [*soul.warnings, *_links_out(soul)]]
-    _part("warnings", warnings + _open_data_dir(config) + model.warnings)
+    served = serving(config.data_dir, config.instance)  # refused by `run`, but not by a restart
+    served_by = [f"{served} (`soulbot run` stops at once while it serves)"] if served else []
+    _part("warnings", warnings + _open_data_dir(config) + served_by + model.warnings)
     shapes = _token_problems(config)
     asked = _ask(config, shapes) if online else _not_asked(config, shapes)
     _part("notes", scope_notes(config) + _heartbeat_notes(config, registry) + asked.notes)

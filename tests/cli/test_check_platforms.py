@@ -495,3 +495,20 @@ def test_a_soul_whose_heartbeat_never_writes_soul_md_is_noted_with_why(example: 
         "heartbeat.enabled is false: no soul reflects or writes its SOUL.md (souls with "
         "heartbeat regions: twinkle)"
     )
+
+
+def test_a_daemon_serving_the_data_dir_is_a_warning(example: Path) -> None:
+    """`run` refuses a second daemon on a data_dir; check, run beside the daemon before
+    a restart, says so without failing (and without taking the daemon's lock)."""
+    (example / "data").mkdir(mode=0o700)
+    (example / "data" / "soulbot.pid").write_text(f"{os.getpid()}\n")  # a live process
+    code, out, err = check(example)
+    assert code == 0, out + err
+    assert part(out, "warnings") == [
+        f"data is in use by another soulbot (pid {os.getpid()}): stop it first, or give this "
+        "one a data_dir of its own (`soulbot run` stops at once while it serves)"
+    ]
+    assert not (example / "data" / "soulbot.lock").exists()
+    (example / "data" / "soulbot.pid").write_text("99999999\n")  # above any pid_max: no one
+    _, out, _ = check(example)
+    assert "warnings:" not in out
