@@ -44,26 +44,30 @@ class ProbeResult:
     tools_error: str | None = None
 
 
-def _line(error: object) -> str:
-    return "; ".join(str(error).splitlines())
+def _line(error: object, key: str) -> str:
+    """`error` on one line, the API key masked should a server echo it."""
+    text = "; ".join(str(error).splitlines())
+    return text.replace(key, "[key]") if key else text
 
 
 async def probe(config: ModelConfig) -> ProbeResult:
     """Ask the model of `config` (see the module docstring). Never raises for
     what the model or the network answers."""
     client = sdk_client(config, config.base_url, max_retries=0)
+    key = config.api_key.get_secret_value()
     ask = {"model": config.name, "max_tokens": 1}
     try:
         try:
             first = await _create(client, ask, prompts.PROBE_USER)
         except anthropic.APIError as exc:
-            return ProbeResult(None, _line(translate(exc)))
+            return ProbeResult(None, _line(translate(exc), key))
         forced = {"type": "tool", "name": prompts.PROBE_TOOL_NAME}
         ask |= {"max_tokens": TOOL_MAX_TOKENS, "tools": [PROBE_TOOL], "tool_choice": forced}
         try:
             second = await _create(client, ask, prompts.PROBE_TOOL_USER)
         except anthropic.APIError as exc:
-            return ProbeResult(first.model, tools=False, tools_error=_line(translate(exc)))
+            error = _line(translate(exc), key)
+            return ProbeResult(first.model, tools=False, tools_error=error)
         called = any(
             block.type == "tool_use" and block.name == prompts.PROBE_TOOL_NAME
             for block in second.content

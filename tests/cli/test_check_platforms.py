@@ -512,3 +512,14 @@ def test_a_daemon_serving_the_data_dir_is_a_warning(example: Path) -> None:
     (example / "data" / "soulbot.pid").write_text("99999999\n")  # above any pid_max: no one
     _, out, _ = check(example)
     assert "warnings:" not in out
+
+
+async def test_online_never_shows_the_key_a_server_echoes(example: Path) -> None:
+    async with FakeAnthropic() as fake:
+        fake.script_error(401, "authentication_error", f"invalid x-api-key: {KEY}")
+        code, out, err = await check_async(
+            example, "--online", ANTHROPIC_BASE_URL=fake.url, ANTHROPIC_API_KEY=KEY
+        )
+    assert code == 1
+    assert "KEEPTHISHIDDEN" not in out + err
+    assert "invalid x-api-key: [key]" in part(out, "errors")[0]
