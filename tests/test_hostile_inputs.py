@@ -435,14 +435,20 @@ FAULTS: dict[str, Callable[[Path, Callable[[Path], None]], tuple[Path, str]]] = 
 }
 
 
+def with_fault(cwd: Path, fault: str, hold: Callable[[Path], None]) -> tuple[Path, str]:
+    """The example souls in `cwd`, and `fault` made at the data_dir `cwd/box/data`:
+    the path `run`'s error names and what it says."""
+    example_souls(cwd)
+    (cwd / "box").mkdir()
+    return FAULTS[fault](cwd / "box" / "data", hold)
+
+
 @pytest.mark.timeout(60)
 @pytest.mark.parametrize("fault", list(FAULTS))
 def test_an_operator_fault_is_one_error_line_and_exit_2(
     fault: str, tmp_path: Path, hold_lock: Callable[[Path], None]
 ) -> None:
-    example_souls(tmp_path)
-    (tmp_path / "box").mkdir()
-    path, reason = FAULTS[fault](tmp_path / "box" / "data", hold_lock)
+    path, reason = with_fault(tmp_path, fault, hold_lock)
     try:
         result = soulbot_run(tmp_path, tmp_path / "box" / "data")
     finally:

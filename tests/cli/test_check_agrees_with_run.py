@@ -18,7 +18,7 @@ import pytest
 from bot.storage.db import DB_NAME, SCHEMA_VERSION
 from tests.kit import example_souls
 from tests.run_cli import MODEL_ENV
-from tests.test_hostile_inputs import FAULTS, without_override
+from tests.test_hostile_inputs import FAULTS, with_fault, without_override
 
 # A config that `run` serves (the terminal chat, which reads end-of-input and stops).
 GOOD = "default_soul: wren\ndata_dir: {data}\nadapters: {{console: {{enabled: true}}}}\n"
@@ -82,9 +82,7 @@ def agree(cwd: Path, config: str, env: dict[str, str], code: int) -> None:
 def test_check_fails_on_each_operator_fault_with_runs_line(
     fault: str, tmp_path: Path, hold_lock: Callable[[Path], None]
 ) -> None:
-    example_souls(tmp_path)
-    (tmp_path / "box").mkdir()
-    FAULTS[fault](tmp_path / "box" / "data", hold_lock)
+    with_fault(tmp_path, fault, hold_lock)
     agree(tmp_path, GOOD, {}, 2)
 
 
