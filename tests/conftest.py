@@ -2,7 +2,8 @@ from __future__ import annotations
 
 import contextlib
 import os
-from collections.abc import AsyncIterator
+import sqlite3
+from collections.abc import AsyncIterator, Callable, Iterator
 from pathlib import Path
 
 import pytest
@@ -38,3 +39,19 @@ async def db(request: pytest.FixtureRequest, tmp_path: Path) -> AsyncIterator[Da
             yield database
         finally:
             await database.close()
+
+
+@pytest.fixture
+def hold_lock() -> Iterator[Callable[[Path], None]]:
+    """`hold(path)` takes the write lock of the SQLite database at `path` until the
+    test ends (another process that must write waits past its busy timeout)."""
+    held: list[sqlite3.Connection] = []
+
+    def hold(path: Path) -> None:
+        conn = sqlite3.connect(path, isolation_level=None)
+        conn.execute("BEGIN EXCLUSIVE")
+        held.append(conn)
+
+    yield hold
+    for conn in held:
+        conn.close()

@@ -20,6 +20,7 @@ import yaml
 
 from bot.config.load import parse_config
 from bot.config.schema import Config, split_listen
+from tests.run_cli import MODEL_ENV
 
 ROOT = Path(__file__).resolve().parents[1]
 DEPLOY = ROOT / "deploy"
@@ -116,7 +117,9 @@ def test_the_image_layout_passes_soulbot_check(tmp_path: Path) -> None:
     assert {WORKDIR / name for name in made_folders()} == VOLUMES
     for name in made_folders():
         (cwd / name).mkdir(parents=True)
-    env = {k: v for k, v in os.environ.items() if k not in SECRETS}
+    env = {
+        k: v for k, v in os.environ.items() if k not in SECRETS
+    } | MODEL_ENV  # the key, as set there
     env["SOULBOT_CONFIG"] = str(image / PurePosixPath(ENV["SOULBOT_CONFIG"]).relative_to("/"))
     check = [sys.executable, "-m", "bot", "check"]
     result = subprocess.run(check, cwd=cwd, env=env, capture_output=True, text=True, timeout=30)
@@ -266,7 +269,9 @@ def test_every_bind_mount_exists_after_the_readme_steps(tmp_path: Path) -> None:
     assert config.get("read_only") is True
     # What the container then sees: the config from the mount, relative paths from its
     # WORKDIR, where ./workspaces and ./data are the mounts.
-    env = {k: v for k, v in os.environ.items() if k not in SECRETS}
+    env = {
+        k: v for k, v in os.environ.items() if k not in SECRETS
+    } | MODEL_ENV  # the key, as set there
     env["SOULBOT_CONFIG"] = str(sources[PurePosixPath(ENV["SOULBOT_CONFIG"])])
     check = [sys.executable, "-m", "bot", "check"]
     result = subprocess.run(

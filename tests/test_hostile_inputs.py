@@ -15,12 +15,11 @@ import ctypes
 import json
 import os
 import resource
-import sqlite3
 import subprocess
 import sys
 import textwrap
 import tracemalloc
-from collections.abc import Callable, Iterator
+from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -38,6 +37,7 @@ from bot.soul.registry import SoulRegistry
 from bot.storage.db import DB_NAME, connect
 from tests.fakes.anthropic_fake import FakeAnthropic
 from tests.kit import example_souls, make_config, running, user_texts
+from tests.run_cli import MODEL_ENV
 from tests.soul.conftest import GOOD_SOUL
 
 REPO = Path(__file__).resolve().parents[1]
@@ -344,7 +344,7 @@ async def test_a_lone_surrogate_in_a_message_and_a_name_is_answered(tmp_path: Pa
 # --- operator faults: one `error:` line, exit 2, the log still JSON -------------------------
 
 
-def _without_override() -> None:
+def without_override() -> None:
     """As root, drop the capabilities that ignore file modes, so a read-only file
     is read-only (a non-root user needs nothing)."""
     if os.geteuid() != 0:
@@ -371,7 +371,7 @@ def soulbot_run(cwd: Path, data_dir: Path) -> subprocess.CompletedProcess[str]:
         text=True,
         timeout=50,
         check=False,
-        preexec_fn=_without_override,
+        preexec_fn=without_override,
     )
 
 
@@ -383,20 +383,6 @@ def json_then_one_error(stderr: str) -> str:
     assert last.startswith("error: "), stderr[-2000:]
     assert "Traceback" not in stderr
     return last
-
-
-@pytest.fixture
-def hold_lock(tmp_path: Path) -> Iterator[Callable[[Path], None]]:
-    held: list[sqlite3.Connection] = []
-
-    def hold(path: Path) -> None:
-        conn = sqlite3.connect(path, isolation_level=None)
-        conn.execute("BEGIN EXCLUSIVE")
-        held.append(conn)
-
-    yield hold
-    for conn in held:
-        conn.close()
 
 
 def _corrupt(data: Path, hold: Callable[[Path], None]) -> tuple[Path, str]:
@@ -449,14 +435,20 @@ FAULTS: dict[str, Callable[[Path, Callable[[Path], None]], tuple[Path, str]]] = 
 }
 
 
+def with_fault(cwd: Path, fault: str, hold: Callable[[Path], None]) -> tuple[Path, str]:
+    """The example souls in `cwd`, and `fault` made at the data_dir `cwd/box/data`:
+    the path `run`'s error names and what it says."""
+    example_souls(cwd)
+    (cwd / "box").mkdir()
+    return FAULTS[fault](cwd / "box" / "data", hold)
+
+
 @pytest.mark.timeout(60)
 @pytest.mark.parametrize("fault", list(FAULTS))
 def test_an_operator_fault_is_one_error_line_and_exit_2(
     fault: str, tmp_path: Path, hold_lock: Callable[[Path], None]
 ) -> None:
-    example_souls(tmp_path)
-    (tmp_path / "box").mkdir()
-    path, reason = FAULTS[fault](tmp_path / "box" / "data", hold_lock)
+    path, reason = with_fault(tmp_path, fault, hold_lock)
     try:
         result = soulbot_run(tmp_path, tmp_path / "box" / "data")
     finally:
@@ -508,13 +500,16 @@ def test_run_and_check_with_a_soul_nested_1000_deep(tmp_path: Path) -> None:
     )
 
 
-def test_check_warns_of_a_data_dir_that_is_a_file(tmp_path: Path) -> None:
+def test_check_fails_on_a_data_dir_that_is_a_file(tmp_path: Path) -> None:
     example_souls(tmp_path)
     (tmp_path / "data").write_text("not a folder")
     env = {k: v for k, v in os.environ.items() if not k.startswith("SOULBOT_")}
     result = subprocess.run(
-        [sys.executable, "-m", "bot", "check"], cwd=tmp_path, env=env,
+        [sys.executable, "-m", "bot", "check"], cwd=tmp_path, env=env | MODEL_ENV,
         capture_output=True, text=True, timeout=50, check=False,
     )  # fmt: skip
-    assert result.returncode == 0, result.stdout + result.stderr
-    assert "data: data_dir is not a folder: `soulbot run` stops at once (exit 2)" in result.stdout
+    assert result.returncode == 1, result.stdout + result.stderr
+    assert (
+        "  - data: a file is where a folder must be: data_dir must be a folder, or a path to "
+        "make one\n"
+    ) in result.stdout

@@ -40,6 +40,26 @@ def _holder(pid_file: Path) -> str:
         return "unknown"
 
 
+def serving(data_dir: Path, instance: str | None = None) -> DataDirInUse | None:
+    """The DataDirInUse `own_data_dir` would raise now, judged by the pid file
+    alone (a live process of that pid), without taking the lock: a daemon
+    starting at the same moment is never turned away by this look."""
+    pid = _holder(data_dir / instance_file(PID_FILE, instance))
+    if not pid.isdigit():
+        return None
+    try:
+        os.kill(int(pid), 0)
+    except ProcessLookupError:
+        return None
+    except PermissionError:  # alive, another user's
+        pass
+    return DataDirInUse(_where(data_dir, instance), pid)
+
+
+def _where(data_dir: Path, instance: str | None) -> str:
+    return str(data_dir) if instance is None else f"{data_dir} (instance {instance})"
+
+
 @contextlib.contextmanager
 def own_data_dir(data_dir: Path, instance: str | None = None) -> Iterator[None]:
     """Hold `data_dir` (or this `instance` of it) while the context is open.
@@ -51,8 +71,7 @@ def own_data_dir(data_dir: Path, instance: str | None = None) -> Iterator[None]:
     try:
         lock.acquire(timeout=0)
     except Timeout:
-        where = data_dir if instance is None else f"{data_dir} (instance {instance})"
-        raise DataDirInUse(where, _holder(pid_file)) from None
+        raise DataDirInUse(_where(data_dir, instance), _holder(pid_file)) from None
     try:
         pid_file.write_text(f"{os.getpid()}\n")
         yield

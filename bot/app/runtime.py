@@ -15,13 +15,15 @@ import structlog
 
 from adapters.base import Adapter
 from bot.app.logs import away_from_the_chat
+from bot.app.preflight import pick_default_soul
 from bot.chat.access import Access
 from bot.chat.commands import Commands
 from bot.chat.context import ChannelContext
 from bot.chat.history import HistoryStore
 from bot.chat.limits import RateLimit
+from bot.chat.places import CONSOLE
 from bot.chat.reflect import Reflector
-from bot.chat.router import CONSOLE, Router
+from bot.chat.router import Router
 from bot.chat.sessions import SessionManager, SessionParts
 from bot.chat.turn import Agent
 from bot.config.schema import Config
@@ -42,21 +44,6 @@ MEDIA_FOLDER = "media"  # under data_dir: the images `media.keep` keeps
 LOG_FILE = "logs/soulbot.log"  # under data_dir: the log while the terminal chat runs
 
 
-def pick_default_soul(config: Config, registry: SoulRegistry) -> str:
-    """`default_soul`, or the only soul loaded. Raises SoulbotError otherwise."""
-    ids = [s.id for s in registry.all()]
-    if config.default_soul is not None:
-        if config.default_soul not in ids:
-            raise SoulbotError(
-                f"default_soul: no soul with id '{config.default_soul}' is loaded "
-                f"(loaded: {', '.join(ids) or 'none'})"
-            )
-        return config.default_soul
-    if len(ids) == 1:
-        return ids[0]
-    raise SoulbotError(f"default_soul: set it to one of the loaded souls ({', '.join(ids)})")
-
-
 def settle_gc() -> None:
     """Call once the runtime is open. Freeze what was loaded (it lives as long as
     the process: the collector need not scan it again), and make full
@@ -66,16 +53,6 @@ def settle_gc() -> None:
     gc.freeze()
     young, middle, _ = gc.get_threshold()
     gc.set_threshold(young, middle, FULL_GC_THRESHOLD)
-
-
-def missing_credentials(config: Config) -> str | None:
-    """The one line to print when the model cannot be reached, else None."""
-    if config.model.api_key.get_secret_value() or config.model.base_url:
-        return None
-    return (
-        "no model credentials: set ANTHROPIC_API_KEY (or model.api_key, or model.base_url "
-        "for a gateway or local server) and start again"
-    )
 
 
 @dataclass

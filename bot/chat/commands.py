@@ -107,11 +107,12 @@ def _day(epoch_s: float) -> str:
 
 
 def reload_lines(report: ReloadReport) -> list[str]:
-    """One line per soul of a reload: loaded, failed (and why), removed."""
-    lines = [
-        f"- {soul.id}: loaded (version {soul.version}; {', '.join(soul.files)})"
-        for soul in report.loaded
-    ]
+    """One line per soul of a reload: loaded (then one line per warning of its
+    load: a field ignored, with its did-you-mean, ...), failed (and why), removed."""
+    lines = []
+    for soul in report.loaded:
+        lines.append(f"- {soul.id}: loaded (version {soul.version}; {', '.join(soul.files)})")
+        lines += [f"  - warning: {_error(warning)}" for warning in soul.warnings]
     for failure, kept in report.failed:
         after = "its previous version stays live" if kept else "it is not live"
         lines.append(f"- {plain(failure.path.name)}: failed: {_error(failure.error)} ({after})")

@@ -44,15 +44,14 @@ from bot import prompts
 from bot.chat.access import Access
 from bot.chat.commands import Commands
 from bot.chat.media import Pictured, placeholder, refusal, screen
+from bot.chat.places import binding_for, memory_mode, memory_scope
 from bot.chat.sessions import Send, SessionManager, internal_cause, reply_to, send_safely
 from bot.config.schema import Binding, Config, GroupRule
 from bot.errors import InvalidKeyError
 from bot.text import valid
-from bot.types import Inbound, Quote, Route, Scope, SessionKey
+from bot.types import Inbound, Quote, Route, SessionKey
 
 log = structlog.get_logger(__name__)
-
-CONSOLE = "console"
 
 # A longer message is cut (the platforms' own caps are 4,096 characters on
 # Telegram and 4,000 on Discord): one paste must not eat a day's budget.
@@ -106,16 +105,6 @@ def session_key(inbound: Inbound) -> str:
     return str(SessionKey(inbound.platform, inbound.chat_id, inbound.thread_id))
 
 
-def _matches(binding: Binding, inbound: Inbound) -> bool:
-    if binding.platform != inbound.platform:
-        return False
-    if binding.guild is not None and str(binding.guild) != inbound.guild_id:
-        return False
-    if binding.channel is not None and str(binding.channel) != inbound.chat_id:
-        return False
-    return binding.chat is None or str(binding.chat) == inbound.chat_id
-
-
 class Router:
     """Gates messages, routes them to sessions and hands commands over."""
 
@@ -138,7 +127,7 @@ class Router:
         self._commands = commands
 
     def _binding(self, inbound: Inbound) -> Binding | None:
-        return next((b for b in self._config.bindings if _matches(b, inbound)), None)
+        return binding_for(self._config.bindings, inbound)
 
     def route(self, inbound: Inbound) -> Route:
         """Where `inbound` lives (see the module docstring). A private place
@@ -150,18 +139,8 @@ class Router:
         whoever spoke last."""
         binding = self._binding(inbound)
         soul = binding.soul if binding else self._default_soul
-        mode = (binding.memory if binding and binding.memory else None) or self._config.memory.scope
+        scope = memory_scope(inbound, memory_mode(self._config, binding))
         place = inbound.thread_id if inbound.private_thread and inbound.thread_id else None
-        # The console is the operator's own terminal: theirs to share with the soul.
-        operator = inbound.platform == CONSOLE and mode == "shared"
-        if inbound.is_dm and not operator:
-            scope = Scope("user", inbound.platform, inbound.user_id)
-        elif place is not None:
-            scope = Scope("chat", inbound.platform, place)
-        elif mode == "shared":
-            scope = Scope("shared")
-        else:
-            scope = Scope("chat", inbound.platform, inbound.chat_id)
         payer = inbound.user_id if inbound.is_dm else f"chat:{place or inbound.chat_id}"
         return Route(
             soul=soul,

@@ -26,9 +26,6 @@ F = TypeVar("F", bound=Callable[..., Any])
 DEFAULT_CONFIG = Path("soulbot.yaml")
 # Without ./soulbot.yaml, what `make run` runs: the example config, when it is there.
 EXAMPLE_CONFIG = Path("deploy/soulbot.example.yaml")
-# The exit code of a fault only the operator can fix (no credentials, a data_dir or a
-# database soulbot cannot use): the systemd unit does not restart on it.
-OPERATOR_FAULT = 2
 # The commands whose output a person reads in the terminal: their log lines there
 # are warnings and worse (see `setup`).
 PERSON_READS = frozenset({"check", "prompt", "chat"})
@@ -163,11 +160,11 @@ def folder_problem(key: str, path: Path) -> str | None:
 
 
 def reference_errors(config: Config, registry: SoulRegistry) -> list[str]:
-    """Config keys that name a soul that is not loaded."""
+    """The bindings that name a soul that is not loaded (`default_soul` is one
+    of `refusals`)."""
     known = {s.id for s in registry.all()}
     listed = ", ".join(sorted(known)) or "none"
-    named = [("default_soul", config.default_soul)]
-    named += [(f"bindings[{i}].soul", b.soul) for i, b in enumerate(config.bindings)]
+    named = [(f"bindings[{i}].soul", b.soul) for i, b in enumerate(config.bindings)]
     return [
         f"{key}: no soul with id '{value}' is loaded (loaded: {listed})"
         for key, value in named

@@ -12,6 +12,7 @@ from typing import TYPE_CHECKING, Any, TypeVar
 
 import click
 
+from bot.app.preflight import OPERATOR_FAULT, missing_credentials
 from bot.cli.common import common_options, fail, load_registry, setup
 from bot.config.schema import Config
 from bot.errors import InvalidKeyError, SoulbotError
@@ -95,14 +96,12 @@ def _check_scope(scope: str) -> None:
 def compile_command(soul: str | None, scope: str | None, config_path: Path | None,
                     log_format: str | None) -> None:  # fmt: skip
     """Fold new traces into the memory wikis (of SOUL, or of every soul)."""
-    from bot.app.runtime import missing_credentials
-
     config = setup(config_path, log_format)
     if scope is not None:
         _check_scope(scope)
     problem = missing_credentials(config)
     if problem:
-        fail(problem, 2)
+        fail(problem, OPERATOR_FAULT)
 
     async def work(runtime: Runtime) -> list[CompileResult | tuple[str, str, str]]:
         souls = [soul] if soul else None

@@ -11,7 +11,8 @@ import click
 import structlog
 
 from adapters.base import Adapter
-from bot.cli.common import OPERATOR_FAULT, common_options, fail, load_registry, setup
+from bot.app.preflight import OPERATOR_FAULT, console_enabled, pick_default_soul, refusals
+from bot.cli.common import common_options, fail, load_registry, setup
 from bot.config.schema import Config, ConsoleConfig, DiscordConfig, TelegramConfig
 from bot.errors import SoulbotError, StorageError
 from bot.soul.registry import SoulRegistry
@@ -60,27 +61,16 @@ def _adapters(config: Config, soul_name: str, on_eof: Callable[[], None]) -> lis
     return adapters
 
 
-def console_enabled(config: Config) -> bool:
-    """`adapters.console.enabled`, with `auto` on when no platform token is set."""
-    console = config.adapters.console.enabled
-    tokens = (config.adapters.discord.token, config.adapters.telegram.token)
-    return console is True or (console == "auto" and not any(t.get_secret_value() for t in tokens))
-
-
 async def _serve(config: Config, registry: SoulRegistry) -> int:
     # The runtime pulls in the model SDK (a second to import): only run and chat need it.
     from bot.app.daemon import Daemon
     from bot.app.owner import own_data_dir
-    from bot.app.runtime import Runtime, pick_default_soul, settle_gc
+    from bot.app.runtime import Runtime, settle_gc
 
     stop: list[Callable[[], None]] = []
     default = registry.get(pick_default_soul(config, registry))
     name = default.name if default else "soul"
     adapters = _adapters(config, name, lambda: stop[0]())
-    if not adapters:
-        raise SoulbotError(
-            "no adapter is enabled: set a platform token or adapters.console.enabled"
-        )
     with own_data_dir(config.data_dir, config.instance):
         runtime = await Runtime.open(config, registry, adapters)
         settle_gc()
@@ -91,15 +81,10 @@ async def _serve(config: Config, registry: SoulRegistry) -> int:
 
 
 def _start(config: Config, registry: SoulRegistry) -> None:
-    from bot.app.runtime import missing_credentials
-
-    if not registry.all():
-        click.echo("error: no soul loaded; `soulbot check` lists what failed", err=True)
-        raise SystemExit(1)
-    problem = missing_credentials(config)
-    if problem:
-        click.echo(f"error: {problem}", err=True)
-        raise SystemExit(2)
+    """Serve, or exit with the first of `refusals` (what `soulbot check` lists too)."""
+    refused = refusals(config, registry)
+    if refused:
+        fail(refused[0].line, refused[0].code)
     try:
         prepare_data_dir(config.data_dir)
         code = asyncio.run(_serve(config, registry))

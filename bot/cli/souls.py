@@ -16,6 +16,9 @@ from typing import Any
 import click
 from click.core import ParameterSource
 
+from bot.app.owner import serving
+from bot.app.preflight import console_enabled, pick_default_soul, platforms, refusals
+from bot.chat.places import heartbeat_blocked
 from bot.cli.common import (
     absolute,
     command_path,
@@ -26,7 +29,7 @@ from bot.cli.common import (
     seed_workspaces,
     setup,
 )
-from bot.cli.serve import console_enabled
+from bot.cli.model_part import model_part
 from bot.config.notes import scope_notes
 from bot.config.schema import Config
 from bot.errors import SoulbotError
@@ -46,16 +49,19 @@ from bot.storage.postgres import shown
     "--online",
     is_flag=True,
     help="Ask the platforms whose token is set: Telegram (getMe: the token, privacy mode) "
-    "and Discord (the token, the Message Content intent). Without it nothing is sent.",
+    "and Discord (the token, the Message Content intent); and the model (a 1-token call: "
+    "who answers; a tiny forced tool call: whether tools work). Without it nothing is sent.",
 )
 @common_options
 def check(online: bool, config_path: Path | None, log_format: str | None) -> None:
     """Load the config and every soul; list them, the paths used, the platforms that will
-    start, the warnings (links out of a soul folder, a data_dir others may open), notes,
-    and every error (exit 1): a token that cannot be one, nothing to start, and with
-    --online what the platforms say."""
+    start, the model, the warnings (links out of a soul folder, a data_dir others may open,
+    a model name with no price), notes (souls whose heartbeat never writes SOUL.md), and
+    every error (exit 1): each reason `soulbot run` would stop at once, a token that cannot
+    be one, and with --online what the platforms and the model say."""
     config = setup(config_path, log_format)
     registry, report = load_registry(config)
+    refused = [refusal.line for refusal in refusals(config, registry)]
     rows = [("ID", "NAME", "FILES", "PROMPT TOKENS")]
     for soul in registry.all():
         size = sum(estimate_tokens(b.text) for b in system_blocks(soul))
@@ -65,14 +71,18 @@ def check(online: bool, config_path: Path | None, log_format: str | None) -> Non
         click.echo("  ".join(cell.ljust(w) for cell, w in zip(row, widths, strict=True)).rstrip())
     _part("paths", _paths(config))
     _part("platforms", _platforms(config))
+    model = model_part(config, online)
+    _part("model", model.lines)
     warnings = [w for soul in registry.all() for w in [*soul.warnings, *_links_out(soul)]]
-    _part("warnings", warnings + _open_data_dir(config))
+    served = serving(config.data_dir, config.instance)  # refused by `run`, but not by a restart
+    served_by = [f"{served} (`soulbot run` stops at once while it serves)"] if served else []
+    _part("warnings", warnings + _open_data_dir(config) + served_by + model.warnings)
     shapes = _token_problems(config)
     asked = _ask(config, shapes) if online else _not_asked(config, shapes)
-    _part("notes", scope_notes(config) + asked.notes)
+    _part("notes", scope_notes(config) + _heartbeat_notes(config, registry) + asked.notes)
     errors = [failure.error for failure, _ in report.failed]
-    errors += reference_errors(config, registry)
-    errors += list(shapes.values()) + asked.errors + _nothing_starts(config)
+    errors += refused + reference_errors(config, registry)
+    errors += list(shapes.values()) + asked.errors + model.errors
     if errors:
         click.echo("\nerrors:")
         for error in errors:
@@ -140,20 +150,29 @@ def _platforms(config: Config) -> list[str]:
         lines.append(f"terminal chat: on ({why})")
     else:
         lines.append(f"terminal chat: off ({why}; `soulbot chat` opens one anyway)")
-    if not _nothing_starts(config):
+    if platforms(config):
         return lines
     return [*lines, "nothing will start: `soulbot run` stops at once (see errors)"]
 
 
-def _nothing_starts(config: Config) -> list[str]:
-    """The error when `soulbot run` would start no adapter."""
-    tokens = (config.adapters.telegram.token, config.adapters.discord.token)
-    if console_enabled(config) or any(t.get_secret_value() for t in tokens):
+def _heartbeat_notes(config: Config, registry: SoulRegistry) -> list[str]:
+    """One line per soul with heartbeat regions whose heartbeat can never write
+    its SOUL.md under this config, saying why."""
+    souls = [soul.id for soul in registry.all() if soul.heartbeat is not None]
+    if not souls:
         return []
-    return [
-        "adapters: no adapter will start: set adapters.telegram.token or "
-        "adapters.discord.token, or adapters.console.enabled: true"
-    ]
+    if not config.heartbeat.enabled:
+        return [
+            "heartbeat.enabled is false: no soul reflects or writes its SOUL.md (souls with "
+            f"heartbeat regions: {', '.join(souls)})"
+        ]
+    try:
+        default = pick_default_soul(config, registry)
+    except SoulbotError:
+        return []  # one of `refusals`: where each soul answers is not known yet
+    on = platforms(config)
+    notes = (heartbeat_blocked(config, soul, default, on) for soul in souls)
+    return [note for note in notes if note]
 
 
 # BotFather's tokens: the bot's number, ':', then 35 of A-Z a-z 0-9 _ - (123456789:AA...).
@@ -287,16 +306,15 @@ def _links_out(soul: Soul) -> list[str]:
 
 
 def _open_data_dir(config: Config) -> list[str]:
-    """A line when data_dir exists and is not a folder, or its group or others
-    have any access to it (even search alone reaches a file of an older soulbot
-    that is not private)."""
+    """A line when data_dir is a folder its group or others have any access to
+    (even search alone reaches a file of an older soulbot that is not private)."""
     path = config.data_dir
     try:
         info = path.stat()
     except (FileNotFoundError, NotADirectoryError):
         return []
     if not stat.S_ISDIR(info.st_mode):
-        return [f"{path}: data_dir is not a folder: `soulbot run` stops at once (exit 2)"]
+        return []  # one of `refusals`
     mode = stat.S_IMODE(info.st_mode)
     if not mode & 0o077:
         return []

@@ -15,7 +15,8 @@ from typing import TYPE_CHECKING
 import click
 
 from bot.app.owner import own_data_dir
-from bot.cli.common import OPERATOR_FAULT, common_options, fail, setup
+from bot.app.preflight import OPERATOR_FAULT
+from bot.cli.common import common_options, fail, setup
 from bot.config.schema import Config
 from bot.errors import SoulbotError, StorageError
 from bot.storage import postgres

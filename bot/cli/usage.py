@@ -7,7 +7,8 @@ from pathlib import Path
 
 import click
 
-from bot.cli.common import OPERATOR_FAULT, common_options, fail, setup
+from bot.app.preflight import OPERATOR_FAULT
+from bot.cli.common import common_options, fail, setup
 from bot.errors import StorageError
 from bot.model.usage import usage_table
 from bot.storage.db import open_conn, store_target

@@ -130,7 +130,7 @@ def _pieces(part: Any) -> Iterator[Any]:
             yield message
 
 
-def _sdk_client(
+def sdk_client(
     config: ModelConfig, base_url: str | None, max_retries: int
 ) -> anthropic.AsyncAnthropic:
     return anthropic.AsyncAnthropic(
@@ -152,10 +152,10 @@ class ModelClient:
         self._config = config
         self._ledger = ledger
         self._semaphore = asyncio.Semaphore(config.max_concurrency)
-        self._client = _sdk_client(config, config.base_url, config.max_retries)
+        self._client = sdk_client(config, config.base_url, config.max_retries)
         # The fallback is asked once: no retries of its own.
         self._own_fallback_client = (
-            _sdk_client(config, config.fallback_base_url, 0)
+            sdk_client(config, config.fallback_base_url, 0)
             if config.fallback_base_url not in (None, config.base_url)
             else None
         )
@@ -273,7 +273,7 @@ class ModelClient:
                     cut = functools.partial(self._record_cut, ctx)
                     message = await _streamed(client, request, on_text, cut)
             except anthropic.APIError as exc:
-                raise _translate(exc, self._cause(exc, client)) from exc
+                raise translate(exc, self._cause(exc, client)) from exc
             finally:
                 timing[0] += started - queued
                 timing[1] += time.perf_counter() - started
@@ -484,7 +484,7 @@ async def _run_tool(tools: dict[str, Tool], call: Any) -> dict[str, Any]:
         return {**result, "content": f"{type(exc).__name__}: {exc}", "is_error": True}
 
 
-def _translate(exc: anthropic.APIError, cause: str) -> ModelError:
+def translate(exc: anthropic.APIError, cause: str = "") -> ModelError:
     """The SDK's error as ours: ModelRejected for a 4xx our request caused
     (another try gets the same answer), ModelUnavailable for the rest
     (timeouts, lost connections, 429, 5xx, 529); `cause` for the operator."""

@@ -21,8 +21,9 @@ from `DEFAULT_PRICES` or the config's `model.prices`, and is for the report.
 
 from __future__ import annotations
 
+import difflib
 import time
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Callable, Collection, Mapping, Sequence
 from dataclasses import astuple, dataclass
 from datetime import UTC, datetime, timedelta
 from typing import Any, Literal
@@ -95,6 +96,25 @@ def price_for(model: str, overrides: Mapping[str, Price] = {}) -> Price | None:
         if prefixes:
             return table[max(prefixes, key=len)]
     return None
+
+
+def unpriced_model(
+    key: str, model: str, known: Collection[str], overrides: Mapping[str, Price]
+) -> str | None:
+    """A warning when the model name `model` (of config key `key`) has no price
+    (`price_for`): likely a misspelt name, which the API refuses at every turn,
+    with the closest of `known` names and the price table's keys; None when it
+    has one."""
+    if price_for(model, overrides) is not None:
+        return None
+    names = [*known, *overrides, *DEFAULT_PRICES]
+    close = difflib.get_close_matches(model, list(dict.fromkeys(names)), n=1)
+    hint = f" (did you mean '{close[0]}'?)" if close else ""
+    return (
+        f"{key}: '{model}' is no model of the price table{hint}: a misspelt name is refused "
+        "by the API at every turn; a model served elsewhere is not priced in `soulbot usage` "
+        "(add it to model.prices)"
+    )
 
 
 def _utc_day(ts: float) -> str:

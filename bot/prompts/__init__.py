@@ -284,3 +284,10 @@ DEFAULT_EMPTY_PHRASES = (
     "I became more empathetic",
 )
 SELF_PAGE_SUMMARY = "What I noticed about myself in this conversation, and facts to keep"
+
+# `soulbot check --online`: the 1-token call that asks who answers, and the forced
+# tool call that asks whether tools work there (bot/model/probe.py).
+PROBE_USER = "Say OK."
+PROBE_TOOL_NAME = "report_ready"
+PROBE_TOOL_DESCRIPTION = "Report that you are ready."
+PROBE_TOOL_USER = "Call report_ready with ready set to true."

@@ -19,6 +19,7 @@ import hashlib
 import os
 import queue
 import sqlite3
+import stat
 import threading
 from collections.abc import Callable
 from dataclasses import dataclass
@@ -178,14 +179,20 @@ CREATE VIRTUAL TABLE IF NOT EXISTS memory_fts USING fts5(
 _BUSY, _LOCKED, _READONLY, _CORRUPT, _FULL, _CANTOPEN, _NOTADB = 5, 6, 8, 11, 13, 14, 26
 
 
+_READ_ONLY = (
+    "read-only: soulbot must write the file and its folder (the -wal and -shm files go beside it)"
+)
+_FILE_IN_THE_WAY = (
+    "a file is where a folder must be: data_dir must be a folder, or a path to make one"
+)
+_CANNOT_WRITE = "data_dir must be a folder this user may create and write"
+
+
 def _os_problem(exc: OSError) -> str:
     if exc.errno in (errno.EEXIST, errno.ENOTDIR):
-        return "a file is where a folder must be: data_dir must be a folder, or a path to make one"
+        return _FILE_IN_THE_WAY
     if exc.errno in (errno.EACCES, errno.EPERM, errno.EROFS):
-        return (
-            f"cannot be written ({exc.strerror}): data_dir must be a folder this user may "
-            "create and write"
-        )
+        return f"cannot be written ({exc.strerror}): {_CANNOT_WRITE}"
     return f"cannot be made or written: {exc.strerror}"
 
 
@@ -202,10 +209,7 @@ def _sqlite_problem(exc: sqlite3.Error) -> str:
             "stop it and start again"
         )
     if code == _READONLY:
-        return (
-            "read-only: soulbot must write the file and its folder (the -wal and -shm "
-            "files go beside it)"
-        )
+        return _READ_ONLY
     if code == _FULL:
         return "the disk is full"
     if code == _CANTOPEN:
@@ -216,15 +220,70 @@ def _sqlite_problem(exc: sqlite3.Error) -> str:
 def prepare_data_dir(folder: Path) -> None:
     """Make the folder `folder` (data_dir) when it is missing (PRIVATE_FOLDER,
     and the folders above it) and check that this process may write in it.
-    Raises StorageError naming the folder."""
+    Raises StorageError naming the folder (`data_dir_problem`, or what the
+    making met)."""
+    problem = data_dir_problem(folder)
+    if problem is not None:
+        raise problem
     try:
         make_folders(folder, PRIVATE_FOLDER)
     except OSError as exc:
         raise StorageError(Path(exc.filename or folder), _os_problem(exc)) from exc
-    if not os.access(folder, os.W_OK | os.X_OK):
-        raise StorageError(
-            folder, "cannot be written: data_dir must be a folder this user may create and write"
+
+
+def data_dir_problem(folder: Path) -> StorageError | None:
+    """Why `prepare_data_dir(folder)` would fail, found without making or
+    changing anything: a file where the folder, or one above it, must be; the
+    folder, or the nearest one above it when it is missing, not writable by
+    this process. None when it would succeed."""
+    for path in (folder, *folder.parents):
+        try:
+            info = path.stat()
+        except (FileNotFoundError, NotADirectoryError):
+            continue
+        except OSError as exc:
+            return StorageError(folder, _os_problem(exc))
+        if not stat.S_ISDIR(info.st_mode):
+            return StorageError(folder, _FILE_IN_THE_WAY)
+        if not os.access(path, os.W_OK | os.X_OK):
+            return StorageError(folder, f"cannot be written: {_CANNOT_WRITE}")
+        return None
+    return None
+
+
+def store_problem(data_dir: Path, url: str | None) -> SoulbotError | None:
+    """Why the store of a config (`store_target`) could not be opened, found
+    without making or changing anything: `data_dir_problem` of data_dir (and of
+    a SQLite file's folder); then, when the SQLite file is there, a StorageError
+    when it is not a database, is damaged, read-only or locked past the busy
+    timeout (`connect`'s words), a SoulbotError when a newer soulbot wrote it.
+    A PostgreSQL server is not asked. None when no problem is found."""
+    target = store_target(data_dir, url)
+    folders = [data_dir] if isinstance(target, str) else [data_dir, target.parent]
+    for folder in dict.fromkeys(folders):
+        problem = data_dir_problem(folder)
+        if problem is not None:
+            return problem
+    if isinstance(target, str) or not os.path.lexists(target):
+        return None
+    if not os.access(target, os.R_OK | os.W_OK):  # SQLite would open it read-only
+        return StorageError(target, _READ_ONLY)
+    try:
+        conn = sqlite3.connect(
+            f"{target.absolute().as_uri()}?mode=rw", uri=True, isolation_level=None
         )
+        try:
+            conn.execute("PRAGMA busy_timeout=5000")
+            _check_version(conn, target)
+            conn.execute("BEGIN IMMEDIATE")  # the write lock `connect` takes, given back
+            conn.execute("ROLLBACK")
+        finally:
+            conn.close()
+    except sqlite3.Error as exc:
+        return StorageError(target, _sqlite_problem(exc))
+    except SoulbotError as exc:
+        return exc
+    return None
 
 
 def connect(path: Path) -> sqlite3.Connection:
@@ -265,13 +324,11 @@ def open_conn(target: Path | str) -> Conn:
 
 def _open(path: Path) -> sqlite3.Connection:
     conn = sqlite3.connect(path, check_same_thread=False, isolation_level=None)
-    version = conn.execute("PRAGMA user_version").fetchone()[0]
-    if version > SCHEMA_VERSION:
+    try:
+        version = _check_version(conn, path)
+    except SoulbotError:
         conn.close()
-        raise SoulbotError(
-            f"{path}: written by a newer soulbot (schema {version}; this one reads "
-            f"{SCHEMA_VERSION})"
-        )
+        raise
     conn.execute("PRAGMA journal_mode=WAL")
     conn.execute("PRAGMA synchronous=NORMAL")
     conn.execute("PRAGMA busy_timeout=5000")
@@ -301,6 +358,18 @@ def _nullable_cache(conn: sqlite3.Connection) -> None:
     except BaseException:
         conn.execute("ROLLBACK")
         raise
+
+
+def _check_version(conn: sqlite3.Connection, path: Path) -> int:
+    """The schema version of the database at `path`. Raises SoulbotError when a
+    newer soulbot wrote it."""
+    version = int(conn.execute("PRAGMA user_version").fetchone()[0])
+    if version > SCHEMA_VERSION:
+        raise SoulbotError(
+            f"{path}: written by a newer soulbot (schema {version}; this one reads "
+            f"{SCHEMA_VERSION})"
+        )
+    return version
 
 
 class Database:

@@ -71,6 +71,20 @@ async def test_reload_of_a_good_soul_reports_its_new_version(tmp_path: Path) -> 
     assert f"- lark: loaded (version {after}; SOUL.md, memory/index.md)" in reply.text
 
 
+async def test_reload_answers_with_the_warnings_of_a_soul_it_loaded(tmp_path: Path) -> None:
+    config = make_config(tmp_path, "http://127.0.0.1:9", ADMIN)
+    async with running(config, "telegram") as (runtime, platform):
+        soul_md = config.workspaces / "lark" / "SOUL.md"
+        soul_md.write_text(soul_md.read_text().replace("---\n", "---\ndefaultMod: calm\n", 1))
+        await platform.say("/soul reload lark", user="1")
+        [reply] = await platform.replies(1)
+        [warning] = runtime.registry.get("lark").warnings  # type: ignore[union-attr]
+    assert "defaultMod" in warning and "did you mean" in warning
+    loaded, said = reply.text.split("\n")[1:3]
+    assert loaded.startswith("- lark: loaded (version ")
+    assert said == f"  - warning: {plain(warning)}"
+
+
 async def test_status_usage_and_compile(tmp_path: Path) -> None:
     async with FakeAnthropic() as fake:
         config = make_config(tmp_path, fake.url, ADMIN)

@@ -133,6 +133,12 @@ def test_init_then_check(tmp_path: Path) -> None:
     result = soulbot("init", "luna", cwd=tmp_path)
     assert result.returncode == 0, result.stderr
     assert (tmp_path / "workspaces" / "luna" / "SOUL.md").is_file()
+    check = soulbot("check", cwd=tmp_path)  # luna and the example souls: which one answers?
+    assert check.returncode == 1
+    assert check.stdout.endswith(
+        "errors:\n  - default_soul: set it to one of the loaded souls (luna, twinkle, wren)\n"
+    )
+    (tmp_path / "soulbot.yaml").write_text("default_soul: luna\n")
     check = soulbot("check", cwd=tmp_path)
     assert check.returncode == 0, check.stdout + check.stderr
     assert check.stdout.splitlines()[1].split()[:2] == ["luna", "luna"]

@@ -95,7 +95,8 @@ def test_soulbot_yaml_and_an_explicit_config_come_before_the_example(checkout: P
 def test_without_either_the_built_in_defaults_as_before(tmp_path: Path) -> None:
     example_souls(tmp_path)
     result = soulbot("check", cwd=tmp_path)
-    assert result.returncode == 0, result.stdout + result.stderr
+    assert result.returncode == 1  # no default_soul, and two souls: as `run` refuses
+    assert "- default_soul: set it to one of the loaded souls (twinkle, wren)" in result.stdout
     assert FALLBACK not in result.stderr
     events = [json.loads(line)["event"] for line in result.stderr.splitlines()]
     assert "config.default_used" in events
@@ -183,6 +184,7 @@ def test_init_takes_any_name_with_a_slug(tmp_path: Path) -> None:
     soul_md = (tmp_path / "workspaces" / "zoe-unal" / "SOUL.md").read_text(encoding="utf-8")
     fields = yaml.safe_load(soul_md.split("---\n")[1])
     assert (fields["name"], fields["agentId"]) == ("Zoë Ünal", "zoe-unal")
+    (tmp_path / "soulbot.yaml").write_text("default_soul: zoe-unal\n")
     check = soulbot("check", cwd=tmp_path)
     assert check.returncode == 0, check.stdout + check.stderr
     rows = [line.split()[:3] for line in check.stdout.splitlines()]

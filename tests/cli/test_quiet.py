@@ -16,6 +16,7 @@ from pathlib import Path
 import pytest
 
 from tests.kit import example_souls
+from tests.run_cli import MODEL_ENV
 
 REPO = Path(__file__).resolve().parents[2]
 EXAMPLE = REPO / "deploy" / "soulbot.example.yaml"
@@ -25,7 +26,7 @@ VOICE = ("PyNaCl is not installed, voice will NOT be supported",
 
 def _environ(extra: dict[str, str] | None = None) -> dict[str, str]:
     environ = {k: v for k, v in os.environ.items() if not k.startswith("SOULBOT_")}
-    return {**environ, **(extra or {})}
+    return {**environ, **MODEL_ENV, **(extra or {})}
 
 
 def on_a_terminal(

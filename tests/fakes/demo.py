@@ -8,7 +8,8 @@ call soulbot makes briefly and validly, as a model named "demo" that costs nothi
   it was given, one that `bot.soul.heartbeat.validate` accepts: it quotes the longest
   thing "Them" said, keeps that as one fact (importance 0.6), and proposes no rule;
 * the heartbeat's fold: one overview line of the folded entries;
-* a compaction: one line saying how many messages were folded in, and the last one.
+* a compaction: one line saying how many messages were folded in, and the last one;
+* `soulbot check --online`'s forced `report_ready` call: made, with `ready` true.
 
 `DemoAnthropic` is the fake with this responder, every answer reporting the model
 `DEMO_MODEL` ("demo", priced at 0 in bot/model/usage.py's `DEFAULT_PRICES`), so
@@ -135,6 +136,8 @@ def summary(conversation: str) -> Reply:
 def demo(body: JSON) -> Reply:
     """The demo model's answer to any request soulbot makes (see the module docstring)."""
     forced = (body.get("tool_choice") or {}).get("name")
+    if forced == prompts.PROBE_TOOL_NAME:  # `soulbot check --online`: do tools work here?
+        return Reply.of_tool_use(forced, {"ready": True})
     if forced == "save_soul":
         conversation = _between(_user_text(body), prompts.HEARTBEAT_USER, "transcript")
         return Reply.of_tool_use("save_soul", reflection(conversation))
