@@ -3,7 +3,7 @@
 It owns the whole order. Start: the adapters, the reflector's idle sweep, the
 nightly scheduler (the memory compile), the health file. Signal handlers only
 set flags (uvicorn's pattern). The first SIGTERM/SIGINT starts the graceful
-shutdown (DESIGN §7), all of it within `shutdown.deadline_s`: adapters stop
+shutdown (docs/conversations.md), all of it within `shutdown.deadline_s`: adapters stop
 taking messages; the messages already taken are stored; up to
 `memory.compile.shutdown_wait_s` for the turns in flight (replies still go
 out), then for their memory writes; whatever is left is logged as

@@ -1,4 +1,4 @@
-"""Chat commands (DESIGN §8): `/help`, `/reset`, `/forget`, `/memory ...` for
+"""Chat commands (docs/commands.md): `/help`, `/reset`, `/forget`, `/memory ...` for
 everyone; `/soul ...` and `/pair ...` for admins.
 
 Admins are the ids in `admins.<platform>`; the console (the operator's own

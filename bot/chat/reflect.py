@@ -1,4 +1,4 @@
-"""The heartbeat in the runtime (DESIGN §6): when a conversation ends, the soul
+"""The heartbeat in the runtime (docs/heartbeat.md): when a conversation ends, the soul
 reflects on it and writes its autobiography.
 
 Only souls whose SOUL.md has regions have a heartbeat. A conversation ends

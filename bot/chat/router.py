@@ -1,6 +1,6 @@
 """Inbound message -> gate -> route (soul, memory scope, session) -> session or command.
 
-The gate (DESIGN §2): a private chat passes the DM policy (bot/chat/access.py); a
+The gate (docs/memory.md): a private chat passes the DM policy (bot/chat/access.py); a
 group message is answered when it is addressed to the bot (a mention or a
 reply to the bot) or when the rule is `always` (`adapters.telegram.groups`,
 `adapters.discord.guilds`, or a binding's `respond`). A command (a message

@@ -1,6 +1,6 @@
 """One turn of a soul: the prompt laid out for the cache, then the model.
 
-Layout (DESIGN §10), in the order the API caches it: tools; the soul's system
+Layout (docs/conversations.md), in the order the API caches it: tools; the soul's system
 blocks, ending at a breakpoint (the same bytes for every session on one version
 of the soul); the session's own system blocks (its scope's memory index, the
 compacted-history summary), ending at a breakpoint; the history, with a

@@ -1,6 +1,6 @@
 """Where each wiki lives, and the scope index a turn shows (cached).
 
-Scopes (DESIGN §5): the shared wiki of a soul is its workspace's `memory/`;
+Scopes (docs/memory.md): the shared wiki of a soul is its workspace's `memory/`;
 the wiki of `user:<platform>:<id>` or `chat:<platform>:<id>` lives under
 `data_dir/memory/<soul>/<user|chat>/<platform>/<id>/`, a path built only from
 the scope's validated parts (bot/types.py `Scope`).

@@ -1,4 +1,4 @@
-"""The usage ledger and the daily token budgets (DESIGN.md §9, §10).
+"""The usage ledger and the daily token budgets (docs/conversations.md).
 
 Every model call is one row in the `usage` table (`bot.storage.db`) and one `llm.usage`
 log line. `Ledger.check` refuses a call, before it is made, when it would take

@@ -1,4 +1,4 @@
-"""The heartbeat's checks and edits of a SOUL.md text (DESIGN §6), as pure functions.
+"""The heartbeat's checks and edits of a SOUL.md text (docs/heartbeat.md), as pure functions.
 
 `validate` turns the model's `save_soul` input into a `Reflection` or raises
 `Rejected` with the reason; nothing is written for a rejected call. Every

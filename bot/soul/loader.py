@@ -55,7 +55,7 @@ class Soul:
     lists the workspace files that were read; `version` is the first 8 hex
     digits of a sha256 over what was read, so two loads of unchanged files
     have the same version. `heartbeat` is set when SOUL.md has regions (a
-    self-writing SOUL.md, DESIGN §6).
+    self-writing SOUL.md, docs/heartbeat.md).
     """
 
     id: str

@@ -1,4 +1,4 @@
-"""SOUL.md regions (DESIGN §6): the parts of a self-writing SOUL.md.
+"""SOUL.md regions (docs/heartbeat.md): the parts of a self-writing SOUL.md.
 
 A region starts at a marker line, `<!-- SOUL_META -->`, `<!-- SOUL_CORE -->`,
 `<!-- SOUL_MEMORY -->` or `<!-- SOUL_AUTOBIOGRAPHY -->` (alone on its line,
@@ -133,7 +133,7 @@ def set_meta(body: str, values: dict[str, str]) -> str:
 
 @dataclass(frozen=True)
 class HeartbeatParams:
-    """The heartbeat's parameters from META (DESIGN §6)."""
+    """The heartbeat's parameters from META (docs/heartbeat.md)."""
 
     min_conversation_tokens: int = 50
     max_autobiography_entries: int = 10

@@ -1,5 +1,5 @@
 """`soulbot run` as a process against the fake model: console in, replies out,
-signals, and the shutdown order (DESIGN §7)."""
+signals, and the shutdown order (docs/conversations.md)."""
 
 from __future__ import annotations
 

@@ -1,4 +1,4 @@
-"""configure_logging: JSON lines, redaction, stdlib logging and warnings (DESIGN.md §9)."""
+"""configure_logging: JSON lines, redaction, stdlib logging and warnings (docs/operations.md)."""
 
 from __future__ import annotations
 

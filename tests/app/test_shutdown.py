@@ -1,4 +1,4 @@
-"""The shutdown order in process (DESIGN §7): replies of turns in flight go out,
+"""The shutdown order in process (docs/conversations.md): replies of turns in flight go out,
 then the shutdown tasks run, then the database closes."""
 
 from __future__ import annotations

@@ -1,4 +1,4 @@
-"""Session keys, bindings and memory scopes (DESIGN §2, §3)."""
+"""Session keys, bindings and memory scopes (docs/memory.md, docs/commands.md)."""
 
 from __future__ import annotations
 

@@ -1,4 +1,4 @@
-"""Prompt layout for the cache (DESIGN §10)."""
+"""Prompt layout for the cache (docs/conversations.md)."""
 
 from __future__ import annotations
 

@@ -1,4 +1,4 @@
-"""soulbot.yaml: parse_config / load_config behaviour (DESIGN.md §3)."""
+"""soulbot.yaml: parse_config / load_config behaviour (docs/commands.md)."""
 
 from __future__ import annotations
 

@@ -1,4 +1,4 @@
-"""Nothing said in one user's DM reaches another user's prompt (DESIGN §5)."""
+"""Nothing said in one user's DM reaches another user's prompt (docs/memory.md)."""
 
 from __future__ import annotations
 

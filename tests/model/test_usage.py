@@ -1,4 +1,4 @@
-"""The usage ledger, prices and the daily token budgets (DESIGN.md §9, §10)."""
+"""The usage ledger, prices and the daily token budgets (docs/conversations.md)."""
 
 from __future__ import annotations
 
