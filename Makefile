@@ -11,10 +11,12 @@ CONFIG := $(if $(wildcard soulbot.yaml),soulbot.yaml,deploy/soulbot.example.yaml
 
 # The lock: the exact versions, with their hashes, that the suite passed on, for every
 # Python from 3.11 to 3.13 (a universal resolution). run.txt holds what `make run` needs,
-# dev.txt that and the test tools. `make upgrade` refreshes them; nothing else does.
-LOCK_RUN := requirements/run.txt
-LOCK_DEV := requirements/dev.txt
-COMPILE   = $(BIN)/uv pip compile pyproject.toml --quiet --universal --python-version 3.11 --generate-hashes
+# dev.txt that and the test tools, build.txt the build backend soulbot itself is installed
+# with. `make upgrade` refreshes them; nothing else does.
+LOCK_RUN   := requirements/run.txt
+LOCK_DEV   := requirements/dev.txt
+LOCK_BUILD := requirements/build.txt
+COMPILE     = $(BIN)/uv pip compile --quiet --universal --python-version 3.11 --generate-hashes
 
 .PHONY: run test lint bench fake upgrade clean
 
@@ -25,16 +27,19 @@ $(BIN)/python:
 	$(BIN)/python -m pip install --quiet --upgrade pip
 
 # Stamps record which install is in the venv; they are redone when the lock changes.
-# The locked versions come first, each checked against its hash, then soulbot itself
-# with nothing more: a dependency missing from the lock fails here, not later.
-$(VENV)/.installed: $(LOCK_RUN) pyproject.toml | $(BIN)/python
-	$(BIN)/python -m pip install --quiet --require-hashes --no-deps -r $(LOCK_RUN)
-	$(BIN)/python -m pip install --quiet --no-deps -e .
+# The locked versions come first, each checked against its hash, then soulbot itself,
+# built by the locked backend with nothing more: a dependency missing from the lock
+# fails here, not later.
+INSTALL_SELF = $(BIN)/python -m pip install --quiet --no-build-isolation --no-deps -e .
+
+$(VENV)/.installed: $(LOCK_RUN) $(LOCK_BUILD) pyproject.toml | $(BIN)/python
+	$(BIN)/python -m pip install --quiet --require-hashes --no-deps -r $(LOCK_BUILD) -r $(LOCK_RUN)
+	$(INSTALL_SELF)
 	touch $@
 
-$(VENV)/.installed-dev: $(LOCK_DEV) pyproject.toml | $(BIN)/python
-	$(BIN)/python -m pip install --quiet --require-hashes --no-deps -r $(LOCK_DEV)
-	$(BIN)/python -m pip install --quiet --no-deps -e .
+$(VENV)/.installed-dev: $(LOCK_DEV) $(LOCK_BUILD) pyproject.toml | $(BIN)/python
+	$(BIN)/python -m pip install --quiet --require-hashes --no-deps -r $(LOCK_BUILD) -r $(LOCK_DEV)
+	$(INSTALL_SELF)
 	touch $@ $(VENV)/.installed
 
 run: $(VENV)/.installed
@@ -79,8 +84,9 @@ fake: $(VENV)/.installed-dev
 # Refreshes the lock to the newest versions pyproject.toml allows, installs them and runs
 # the whole suite on them: commit requirements/ only when it passes.
 upgrade: $(VENV)/.installed-dev
-	$(COMPILE) --upgrade --extra dev -o $(LOCK_DEV)
-	$(COMPILE) --constraint $(LOCK_DEV) -o $(LOCK_RUN)
+	$(COMPILE) pyproject.toml --upgrade --extra dev -o $(LOCK_DEV)
+	$(COMPILE) pyproject.toml --constraint $(LOCK_DEV) -o $(LOCK_RUN)
+	$(COMPILE) requirements/build.in --upgrade --constraint $(LOCK_DEV) -o $(LOCK_BUILD)
 	$(MAKE) test
 
 clean:

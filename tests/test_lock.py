@@ -1,6 +1,6 @@
-"""The lock (requirements/run.txt and dev.txt) is what make installs: it must pin every
-dependency pyproject.toml declares, at a version the declared range allows, with hashes,
-and the two files must agree. A pyproject.toml edited without `make upgrade` fails here."""
+"""The lock (requirements/run.txt, dev.txt and build.txt) is what make installs: it must
+pin every dependency pyproject.toml declares (and its build backend), at a version the
+declared range allows, with hashes, and the files must agree. A pyproject.toml edited without `make upgrade` fails here."""
 
 from __future__ import annotations
 
@@ -33,15 +33,20 @@ def pins(name: str) -> dict[str, Version]:
 
 
 def declared(extra: str | None = None) -> list[Requirement]:
-    project = tomllib.loads((REPO / "pyproject.toml").read_text())["project"]
-    listed = project["optional-dependencies"][extra] if extra else project["dependencies"]
+    """The project's dependencies (with `extra`'s), or the build backend's for "build"."""
+    pyproject = tomllib.loads((REPO / "pyproject.toml").read_text())
+    project = pyproject["project"]
+    if extra == "build":
+        listed = pyproject["build-system"]["requires"]
+    else:
+        listed = project["optional-dependencies"][extra] if extra else project["dependencies"]
     return [Requirement(spec) for spec in listed]
 
 
 @pytest.mark.parametrize(
     ("lock", "wanted"),
-    [("run", declared()), ("dev", declared() + declared("dev"))],
-    ids=["run", "dev"],
+    [("run", declared()), ("dev", declared() + declared("dev")), ("build", declared("build"))],
+    ids=["run", "dev", "build"],
 )
 def test_every_declared_dependency_is_locked_within_its_range(
     lock: str, wanted: list[Requirement]
@@ -56,8 +61,9 @@ def test_every_declared_dependency_is_locked_within_its_range(
 
 
 def test_the_run_lock_is_the_dev_lock_without_the_test_tools() -> None:
-    run, dev = pins("run"), pins("dev")
+    run, dev, build = pins("run"), pins("dev"), pins("build")
     assert {name: dev.get(name) for name in run} == run
+    assert {name: dev.get(name, version) for name, version in build.items()} == build
     assert canonicalize_name("pytest") in dev and canonicalize_name("pytest") not in run
 
 
@@ -74,5 +80,7 @@ def test_make_installs_the_lock_checked_by_its_hashes(target: str, lock: str) ->
         check=True,
     ).stdout
     installs = [line for line in dry.splitlines() if " -m pip install " in line]
-    assert any(f"--require-hashes --no-deps -r requirements/{lock}.txt" in i for i in installs)
+    locked = f"--require-hashes --no-deps -r requirements/build.txt -r requirements/{lock}.txt"
+    assert any(line.endswith(locked) for line in installs), installs
+    assert any(line.endswith("--no-build-isolation --no-deps -e .") for line in installs)
     assert all("--no-deps" in line or "--upgrade pip" in line for line in installs), installs
