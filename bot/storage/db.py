@@ -52,7 +52,10 @@ DB_NAME = "soulbot.db"
 #    a crash kept from its chat is sent at the next start (rows before it count as sent).
 # 8: the table session_bindings (the soul and scope a session's history was said under),
 #    so a changed binding starts a new conversation.
-SCHEMA_VERSION = 8
+# 9: SQLite's history ids are AUTOINCREMENT: an id is never given twice, so a row written
+#    after an erase (`forget`) is above every id before it, the ones a live session holds
+#    included (`_autoincrement_history`; PostgreSQL's identity never repeats already).
+SCHEMA_VERSION = 9
 
 _USAGE = """
 CREATE TABLE IF NOT EXISTS {name} (
@@ -73,13 +76,9 @@ CREATE TABLE IF NOT EXISTS {name} (
 );
 """
 
-SCHEMA = (
-    _USAGE.format(name="usage")
-    + """
-CREATE INDEX IF NOT EXISTS usage_day_soul ON usage (day, soul);
-CREATE INDEX IF NOT EXISTS usage_day_user ON usage (day, user);
-CREATE TABLE IF NOT EXISTS history (
-    id INTEGER PRIMARY KEY,
+_HISTORY = """
+CREATE TABLE IF NOT EXISTS {name} (
+    id INTEGER PRIMARY KEY AUTOINCREMENT,
     session TEXT NOT NULL,
     generation INTEGER NOT NULL,
     role TEXT NOT NULL,
@@ -90,6 +89,15 @@ CREATE TABLE IF NOT EXISTS history (
     ts REAL NOT NULL,
     delivered INTEGER NOT NULL DEFAULT 1
 );
+"""
+_HISTORY_COLUMNS = "id, session, generation, role, kind, content, tokens, reply_to, ts, delivered"
+
+SCHEMA = (
+    _USAGE.format(name="usage")
+    + _HISTORY.format(name="history")
+    + """
+CREATE INDEX IF NOT EXISTS usage_day_soul ON usage (day, soul);
+CREATE INDEX IF NOT EXISTS usage_day_user ON usage (day, user);
 CREATE INDEX IF NOT EXISTS history_session ON history (session, generation, id);
 CREATE INDEX IF NOT EXISTS history_live ON history (session, generation, id)
     WHERE kind IN ('message', 'summary');
@@ -334,10 +342,9 @@ def _open(path: Path) -> sqlite3.Connection:
     conn.execute("PRAGMA busy_timeout=5000")
     if version < 6:
         _nullable_cache(conn)
+    if version < 9:
+        _autoincrement_history(conn)
     conn.executescript(SCHEMA)
-    columns = {row[1] for row in conn.execute("PRAGMA table_info(history)")}
-    if "delivered" not in columns:  # a file before schema 7: the table, not its column
-        conn.execute("ALTER TABLE history ADD COLUMN delivered INTEGER NOT NULL DEFAULT 1")
     conn.execute(f"PRAGMA user_version={SCHEMA_VERSION}")
     return conn
 
@@ -354,6 +361,36 @@ def _nullable_cache(conn: sqlite3.Connection) -> None:
             conn.execute("INSERT INTO usage_v6 SELECT * FROM usage")
             conn.execute("DROP TABLE usage")
             conn.execute("ALTER TABLE usage_v6 RENAME TO usage")
+        conn.execute("COMMIT")
+    except BaseException:
+        conn.execute("ROLLBACK")
+        raise
+
+
+def _autoincrement_history(conn: sqlite3.Connection) -> None:
+    """Schema 9: a history table of before (ids reused after a delete) made
+    again with AUTOINCREMENT ids, its rows and their ids kept (SQLite cannot
+    add it in place), so the next id is above the highest kept; a table
+    before schema 7 gets its `delivered` column so (its rows count as sent).
+    Nothing when there is no such table, or it is made so already; the indexes come back with SCHEMA."""
+    conn.execute("BEGIN IMMEDIATE")  # another process upgrading at once waits here
+    try:
+        row = conn.execute(
+            "SELECT sql FROM sqlite_master WHERE type = 'table' AND name = 'history'"
+        ).fetchone()
+        columns = {info[1] for info in conn.execute("PRAGMA table_info(history)")}
+        if row is not None and (
+            "AUTOINCREMENT" not in row[0].upper() or "delivered" not in columns
+        ):
+            kept = (
+                _HISTORY_COLUMNS
+                if "delivered" in columns
+                else _HISTORY_COLUMNS.replace("delivered", "1")
+            )
+            conn.execute(_HISTORY.format(name="history_v9"))
+            conn.execute(f"INSERT INTO history_v9 ({_HISTORY_COLUMNS}) SELECT {kept} FROM history")
+            conn.execute("DROP TABLE history")
+            conn.execute("ALTER TABLE history_v9 RENAME TO history")
         conn.execute("COMMIT")
     except BaseException:
         conn.execute("ROLLBACK")
