@@ -372,7 +372,8 @@ def _autoincrement_history(conn: sqlite3.Connection) -> None:
     again with AUTOINCREMENT ids, its rows and their ids kept (SQLite cannot
     add it in place), so the next id is above the highest kept; a table
     before schema 7 gets its `delivered` column so (its rows count as sent).
-    Nothing when there is no such table, or it is made so already; the indexes come back with SCHEMA."""
+    Nothing when there is no such table, or it is made so already; the
+    indexes come back with SCHEMA."""
     conn.execute("BEGIN IMMEDIATE")  # another process upgrading at once waits here
     try:
         row = conn.execute(
