@@ -21,7 +21,7 @@ import queue
 import sqlite3
 import stat
 import threading
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, TypeVar
@@ -353,18 +353,10 @@ def _nullable_cache(conn: sqlite3.Connection) -> None:
     """Schema 6: a usage table of before (its cache columns NOT NULL) made again
     with nullable ones, its rows kept (SQLite cannot drop a NOT NULL in place).
     Nothing when there is no such table; the indexes come back with SCHEMA."""
-    conn.execute("BEGIN IMMEDIATE")  # another process upgrading at once waits here
-    try:
+    with _upgrading(conn):
         columns = {row[1]: row[3] for row in conn.execute("PRAGMA table_info(usage)")}
         if columns.get("cache_read_input_tokens"):  # notnull
-            conn.execute(_USAGE.format(name="usage_v6"))
-            conn.execute("INSERT INTO usage_v6 SELECT * FROM usage")
-            conn.execute("DROP TABLE usage")
-            conn.execute("ALTER TABLE usage_v6 RENAME TO usage")
-        conn.execute("COMMIT")
-    except BaseException:
-        conn.execute("ROLLBACK")
-        raise
+            _remake(conn, "usage", _USAGE)
 
 
 def _autoincrement_history(conn: sqlite3.Connection) -> None:
@@ -374,28 +366,36 @@ def _autoincrement_history(conn: sqlite3.Connection) -> None:
     before schema 7 gets its `delivered` column so (its rows count as sent).
     Nothing when there is no such table, or it is made so already; the
     indexes come back with SCHEMA."""
-    conn.execute("BEGIN IMMEDIATE")  # another process upgrading at once waits here
-    try:
+    with _upgrading(conn):
         row = conn.execute(
             "SELECT sql FROM sqlite_master WHERE type = 'table' AND name = 'history'"
         ).fetchone()
         columns = {info[1] for info in conn.execute("PRAGMA table_info(history)")}
-        if row is not None and (
-            "AUTOINCREMENT" not in row[0].upper() or "delivered" not in columns
-        ):
-            kept = (
-                _HISTORY_COLUMNS
-                if "delivered" in columns
-                else _HISTORY_COLUMNS.replace("delivered", "1")
-            )
-            conn.execute(_HISTORY.format(name="history_v9"))
-            conn.execute(f"INSERT INTO history_v9 ({_HISTORY_COLUMNS}) SELECT {kept} FROM history")
-            conn.execute("DROP TABLE history")
-            conn.execute("ALTER TABLE history_v9 RENAME TO history")
-        conn.execute("COMMIT")
+        if row is None or ("AUTOINCREMENT" in row[0].upper() and "delivered" in columns):
+            return
+        delivered = "delivered" if "delivered" in columns else "1"
+        _remake(conn, "history", _HISTORY, _HISTORY_COLUMNS.replace("delivered", delivered))
+
+
+@contextlib.contextmanager
+def _upgrading(conn: sqlite3.Connection) -> Iterator[None]:
+    """One write transaction for a schema step, rolled back when it fails."""
+    conn.execute("BEGIN IMMEDIATE")  # another process upgrading at once waits here
+    try:
+        yield
     except BaseException:
         conn.execute("ROLLBACK")
         raise
+    conn.execute("COMMIT")
+
+
+def _remake(conn: sqlite3.Connection, table: str, create: str, select: str = "*") -> None:
+    """Make `table` again as the statement `create` (with `{name}`) makes it,
+    its rows copied (`select`: their columns in the new table's order)."""
+    conn.execute(create.format(name=f"{table}_new"))
+    conn.execute(f"INSERT INTO {table}_new SELECT {select} FROM {table}")
+    conn.execute(f"DROP TABLE {table}")
+    conn.execute(f"ALTER TABLE {table}_new RENAME TO {table}")
 
 
 def _check_version(conn: sqlite3.Connection, path: Path) -> int:
