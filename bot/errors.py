@@ -197,14 +197,15 @@ class StorageError(SoulbotError):
 
 
 class DataDirInUse(SoulbotError):
-    """Another soulbot daemon holds `data_dir`; `pid` is its process id (as it
-    wrote it, or "unknown")."""
+    """Another soulbot daemon holds `data_dir`; `where` names it (the folder, and
+    its instance), `pid` is its process id (as it wrote it, or "unknown")."""
 
     def __init__(self, data_dir: object, pid: str) -> None:
         super().__init__(
             f"{data_dir} is in use by another soulbot (pid {pid}): stop it first, or give "
             "this one a data_dir of its own"
         )
+        self.where = str(data_dir)
         self.pid = pid
 
 

@@ -8,12 +8,18 @@ the pid that holds it: two daemons would answer the same messages twice, and
 each would take the other's health file away. Processes that share `data_dir`
 and a PostgreSQL store each have an `instance` name, and each holds its own
 `soulbot-<instance>.lock`: two of one name are refused the same way.
+
+What must not run beside any daemon of the data, whatever its instance (a
+restore, a migrate of the config's store, `memory forget`), asks `servers`
+(every instance's pid file, without taking a lock) or holds `own_every_instance`
+(every instance's lock found in data_dir, and its own).
 """
 
 from __future__ import annotations
 
 import contextlib
 import os
+import re
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -56,6 +62,25 @@ def serving(data_dir: Path, instance: str | None = None) -> DataDirInUse | None:
     return DataDirInUse(_where(data_dir, instance), pid)
 
 
+def instances(data_dir: Path) -> list[str | None]:
+    """The instances that have a lock or a pid file in `data_dir` (None: the
+    one without a name), in name order; none when the folder is missing."""
+    pattern = re.compile(r"soulbot(?:-([a-z0-9][a-z0-9-]*))?\.(?:lock|pid)")
+    try:
+        names = [path.name for path in data_dir.iterdir()]
+    except (FileNotFoundError, NotADirectoryError):
+        return []
+    found = {m.group(1) for m in map(pattern.fullmatch, names) if m is not None}
+    return sorted(found, key=lambda name: name or "")
+
+
+def servers(data_dir: Path) -> list[DataDirInUse]:
+    """`serving` of every instance of `data_dir`: one DataDirInUse for each
+    daemon that serves it now, judged by the pid files alone."""
+    found = (serving(data_dir, instance) for instance in instances(data_dir))
+    return [served for served in found if served is not None]
+
+
 def _where(data_dir: Path, instance: str | None) -> str:
     return str(data_dir) if instance is None else f"{data_dir} (instance {instance})"
 
@@ -79,3 +104,15 @@ def own_data_dir(data_dir: Path, instance: str | None = None) -> Iterator[None]:
         with contextlib.suppress(OSError):
             pid_file.unlink()
         lock.release()
+
+
+@contextlib.contextmanager
+def own_every_instance(data_dir: Path, instance: str | None = None) -> Iterator[None]:
+    """Hold `data_dir` for `instance` and for every other instance with a lock
+    or pid file there, so that no daemon of it serves or starts while the
+    context is open. Raises DataDirInUse naming the first instance held by
+    another process, OSError when the folder cannot be made."""
+    with contextlib.ExitStack() as stack:
+        for name in dict.fromkeys([*instances(data_dir), instance]):  # the others' first
+            stack.enter_context(own_data_dir(data_dir, name))
+        yield

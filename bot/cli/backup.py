@@ -8,13 +8,14 @@ from pathlib import Path
 import click
 
 from bot.app.health import HEALTH_FILE
-from bot.app.owner import LOCK_FILE, PID_FILE, instance_file, own_data_dir
+from bot.app.owner import LOCK_FILE, PID_FILE, instance_file, instances, own_every_instance
 from bot.cli.common import common_options, fail, setup
 from bot.config.schema import Config
 from bot.errors import SoulbotError
 from bot.storage.backup import Places, restore_backup, write_backup
 from bot.storage.backup_checks import size_text
-from bot.storage.postgres import is_postgres
+from bot.storage.db import store_target
+from bot.storage.postgres import shown
 
 # Under data_dir, what is not data: the daemon's lock, pid and health files, the
 # compile locks (bot/memory/service.py) and the terminal chat's exports (copies of a
@@ -23,27 +24,58 @@ NOT_DATA = frozenset({LOCK_FILE, PID_FILE, HEALTH_FILE, "locks", "exports"})
 
 
 def _places(config: Config) -> Places:
-    """What a backup of this config holds, and where a restore puts it."""
-    mine = {instance_file(name, config.instance) for name in (LOCK_FILE, PID_FILE, HEALTH_FILE)}
-    return Places(config.data_dir, config.workspaces, NOT_DATA | mine)
+    """What a backup of this config holds, and where a restore puts it: the
+    SQLite file of its store (none for PostgreSQL); every instance's own files
+    under data_dir are not data."""
+    every = {config.instance, *instances(config.data_dir)}
+    mine = {instance_file(n, i) for n in (LOCK_FILE, PID_FILE, HEALTH_FILE) for i in every}
+    target = store_target(config.data_dir, config.store.url)
+    database = None if isinstance(target, str) else target
+    return Places(config.data_dir, config.workspaces, database, NOT_DATA | mine, config.instance)
+
+
+def _postgres_refusal(url: str) -> str:
+    """Why a backup of a PostgreSQL store stops, and the tools that do it."""
+    where = shown(url)
+    return (
+        f"the store is PostgreSQL ({where}), which soulbot does not copy: dump it with its own "
+        f"tools (`pg_dump --format=custom --file=soulbot.dump {where}`; back: `pg_restore "
+        f"--clean --if-exists --dbname={where} soulbot.dump`), and back up data_dir and "
+        "workspaces with `soulbot backup --no-database DEST`"
+    )
 
 
 @click.command()
 @click.argument("dest", type=click.Path(path_type=Path))
+@click.option(
+    "--no-database",
+    is_flag=True,
+    help="With a PostgreSQL store: back up data_dir and workspaces only "
+    "(the database is pg_dump's).",
+)
 @common_options
-def backup(dest: Path, config_path: Path | None, log_format: str | None) -> None:
-    """Write one backup file of the database, data_dir and the workspaces
-    folder into DEST: a folder (soulbot-backup-YYYYMMDD-HHMMSS.tar.gz, UTC, in
-    it) or a file path ending .tar.gz. Safe while the daemon runs."""
+def backup(dest: Path, no_database: bool, config_path: Path | None,
+           log_format: str | None) -> None:  # fmt: skip
+    """Write one backup file of the SQLite database (wherever store.url puts
+    it), data_dir and the workspaces folder into DEST: a folder
+    (soulbot-backup-YYYYMMDD-HHMMSS.tar.gz, UTC, in it) or a file path ending
+    .tar.gz. Safe while the daemon runs. A PostgreSQL store is refused (its
+    tools back it up) unless --no-database."""
     config = setup(config_path, log_format)
+    places = _places(config)
+    if places.database is None and not no_database and config.store.url:
+        fail(f"backup failed: {_postgres_refusal(config.store.url)}")
+    if places.database is not None and no_database:
+        fail(
+            f"backup failed: --no-database: the store is the SQLite file {places.database}, "
+            "which a backup copies safely while the daemon runs: leave the option out"
+        )
     try:
-        made = write_backup(_places(config), dest)
+        made = write_backup(places, dest)
     except SoulbotError as exc:
         fail(f"backup failed: {exc}")
     for note in made.notes:
         click.echo(f"warning: {note}", err=True)
-    if config.store.url and is_postgres(config.store.url):
-        click.echo("note: the database is PostgreSQL's: back it up with pg_dump", err=True)
     files, souls = made.manifest["files"], made.manifest["souls"]
     database = "the database, " if made.manifest["database"] else "no database, "
     click.echo(
@@ -62,15 +94,17 @@ def backup(dest: Path, config_path: Path | None, log_format: str | None) -> None
 )
 @common_options
 def restore(file: Path, force: bool, config_path: Path | None, log_format: str | None) -> None:
-    """Restore the backup FILE into this config's data_dir and workspaces. The
-    daemon must be stopped; the restore holds data_dir, so none starts meanwhile."""
+    """Restore the backup FILE into this config's data_dir, workspaces and
+    SQLite database; a backup of another store is refused. Every daemon of
+    data_dir must be stopped, whatever its instance; the restore holds them
+    all, so none starts meanwhile."""
     config = setup(config_path, log_format)
     try:
         restored = restore_backup(
             _places(config),
             file,
             force=force,
-            hold=lambda: own_data_dir(config.data_dir, config.instance),
+            hold=lambda: own_every_instance(config.data_dir, config.instance),
         )
     except OSError as exc:  # data_dir cannot be made to take its lock
         fail(f"restore failed: {exc.filename or config.data_dir}: {exc.strerror or exc}")

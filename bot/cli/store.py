@@ -14,7 +14,7 @@ from typing import TYPE_CHECKING
 
 import click
 
-from bot.app.owner import own_data_dir
+from bot.app.owner import own_every_instance
 from bot.app.preflight import OPERATOR_FAULT
 from bot.cli.common import common_options, fail, setup
 from bot.config.schema import Config
@@ -149,7 +149,8 @@ def migrate_command(
 
     Stop the daemon first, and every other process writing to the source: what
     it writes meanwhile may be left behind. (When either side is this config's
-    data_dir/soulbot.db, migrate holds data_dir, so no daemon starts on it.)
+    store or data_dir/soulbot.db, migrate holds data_dir for every instance,
+    so it refuses while a daemon of it serves, and none starts meanwhile.)
 
     Running it again copies nothing twice, and finishes a copy that was
     stopped. The target's tables are made when missing; a target that is the
@@ -165,11 +166,11 @@ def migrate_command(
     target = _parse(target_url, "--to", config)
     if isinstance(source, Path) and not source.is_file():
         fail(f"{source}: no store there to migrate (give its path with --from)")
-    mine = (config.data_dir / DB_NAME).resolve()
+    ours = {_key(config.data_dir / DB_NAME), _key(store_target(config.data_dir, config.store.url))}
     with contextlib.ExitStack() as stack:
-        if any(isinstance(side, Path) and side.resolve() == mine for side in (source, target)):
+        if {_key(source), _key(target)} & ours:  # no daemon of data_dir serves or starts
             try:
-                stack.enter_context(own_data_dir(config.data_dir, config.instance))
+                stack.enter_context(own_every_instance(config.data_dir, config.instance))
             except OSError as exc:
                 fail(f"{exc.filename or config.data_dir}: {exc.strerror or exc}")
             except SoulbotError as exc:
@@ -187,6 +188,11 @@ def migrate_command(
             f"the row counts differ ({differ}): the source changed since an earlier copy, or "
             "the target holds rows of its own; migrate into an empty database"
         )
+
+
+def _key(target: Path | str) -> Path | str:
+    """A store as compared: a SQLite file's real path, or the URL."""
+    return target.resolve() if isinstance(target, Path) else target
 
 
 def _copy(source: Conn, target: Conn, derive: Derived, batch_rows: int, what: str) -> Report:

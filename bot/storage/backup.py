@@ -4,41 +4,53 @@ A backup is one gzipped tar file, created 0600 (never over a file already there;
 written beside its final name and renamed, so a failed backup leaves nothing):
 
     data_dir/             data_dir, its own mode kept
-      soulbot.db          the database, copied with SQLite's online backup API
+      soulbot.db          the SQLite database when it is in data_dir (at its path
+                          there), copied with SQLite's online backup API
       ...                 every other file and folder: the private memory wikis,
                           kept images, ...; not the database's -wal, -shm and
                           -journal files, and not `Places.leave_out`
+    database/x.db         the SQLite database when it is elsewhere (`store.url`),
+                          copied the same way
     workspaces/           the workspaces folder whole: every soul folder with its
                           SOUL.md, its other files and its memory/ (the shared
                           wiki, memory/.meta/ with the SOUL.md daily backups)
     manifest.json         what it is: backup format, soulbot version, database
-                          schema, time (UTC), the paths it came from, what it holds
+                          schema, time (UTC), the paths it came from, the store
+                          (its engine, the SQLite file, the instance), what it holds
 
-The database copy is one instant's: the backup API reads it in one read
-transaction, and in WAL mode the daemon goes on writing meanwhile. The other
-files are copied one at a time, each whole (soulbot replaces its files by a
-rename), so a backup taken during a memory compile may hold a wiki halfway
-through it. Every entry keeps its permission bits: what was 0600 stays 0600.
-Regular files, folders and relative links that stay inside their folder
-(data_dir or workspaces) are kept; a link out of it (or an absolute one), a
-pipe, a socket or a device is left out with a note, and so are the half-written
-temporary files of `replace_file`.
+A PostgreSQL store is not in it (`Places.database` None): its own tools
+(pg_dump) back it up; the backup holds the files, and says so in its manifest.
+
+The database copy is one instant's, never the file read byte by byte: the
+backup API reads it in one read transaction, and in WAL mode the daemon goes
+on writing meanwhile. The other files are copied one at a time, each whole
+(soulbot replaces its files by a rename), so a backup taken during a memory
+compile may hold a wiki halfway through it. Every entry keeps its permission
+bits: what was 0600 stays 0600. Regular files, folders and relative links
+that stay inside their folder (data_dir or workspaces) are kept; a link out
+of it (or an absolute one), a pipe, a socket or a device is left out with a
+note, and so are the half-written temporary files of `replace_file`.
 
 A restore checks the whole file before it writes anything: the manifest (a
 backup of a newer format, or of a database schema newer than SCHEMA_VERSION,
-is refused), then every member (an absolute path, a `..`, a name out of the
-two folders, a hard link, a special file, a link that leads out of its folder,
-a name given twice: refused, naming the member), then the members together
-(bot/storage/backup_checks.py: every link followed link by link stays in its
-folder; the files fit under a cap and in the free space). Each folder is extracted
-(with tarfile's "data" filter as a second guard) into a new folder beside its
-target, folders get their modes back, and only then is it put in place:
-workspaces first, data_dir last. A target that holds anything (but
+is refused, and so is one of another store than the config's: a SQLite
+database into a PostgreSQL store or back, or a database that would not be
+where the config reads it), then every member (an absolute path, a `..`, a
+name out of the three folders, a hard link, a special file, a link that
+leads out of its folder, a name given twice: refused, naming the member),
+then the members together (bot/storage/backup_checks.py: every link followed
+link by link stays in its folder; the files fit under a cap and in the free
+space). Each folder is extracted (with tarfile's "data" filter as a second
+guard) into a new folder beside its target, folders get their modes back,
+and only then is it put in place: workspaces first, then a database kept
+outside data_dir, data_dir last. A target that holds anything (but
 `leave_out` names) is refused unless `force`, which renames it aside to
 `<name>.before-restore-<time>` (a mount point: its entries into a folder
-`.before-restore-<time>` inside it), never deleting it. Keeping a daemon off the
-data_dir meanwhile is the caller's: `restore_backup`'s `hold` takes its lock
-(bot/app/owner.py) once the file is checked.
+`.before-restore-<time>` inside it), never deleting it; a database outside
+data_dir goes, with its -wal, -shm and -journal files, into a folder
+`<name>.before-restore-<time>` beside it, so they stay together. Keeping
+every daemon off the data meanwhile is the caller's: `restore_backup`'s
+`hold` takes their locks (bot/app/owner.py) once the file is checked.
 
 Every failure is a SoulbotError of one line: what failed and where.
 """
@@ -67,7 +79,7 @@ from typing import IO, Any
 from bot import __version__
 from bot.errors import SoulbotError
 from bot.storage.backup_checks import MAX_SIZE, check_links, check_room
-from bot.storage.db import DB_NAME, SCHEMA_VERSION
+from bot.storage.db import SCHEMA_VERSION
 from bot.storage.files import (
     PRIVATE_FILE,
     PRIVATE_FOLDER,
@@ -77,27 +89,32 @@ from bot.storage.files import (
     within,
 )
 
-FORMAT = 1  # the layout above; a restore refuses a newer one
+FORMAT = 2  # the layout above (1: no database/, no store); a restore refuses a newer one
 MANIFEST = "manifest.json"
 DATA = "data_dir"
 SOULS = "workspaces"
+DATABASE = "database"
 SUFFIX = ".tar.gz"
 STAMP = "%Y%m%d-%H%M%S"
-_DB_FILES = frozenset({DB_NAME, f"{DB_NAME}-wal", f"{DB_NAME}-shm", f"{DB_NAME}-journal"})
+_DB_SUFFIXES = ("", "-wal", "-shm", "-journal")  # a SQLite file, and the files beside it
 _MANIFEST_MAX = 1 << 20
 _READ_ERRORS = (tarfile.TarError, EOFError, zlib.error)
 
 
 @dataclass(frozen=True)
 class Places:
-    """Where a soulbot keeps what a backup holds: its `data_dir` and its
-    `workspaces` folder; `leave_out` are names directly under data_dir that
-    are not data (the daemon's lock, pid and health files, ...): never backed
-    up, and not counted when a restore asks whether data_dir is empty."""
+    """Where a soulbot keeps what a backup holds: its `data_dir`, its
+    `workspaces` folder and its SQLite `database` (in data_dir or elsewhere;
+    None: the store is PostgreSQL, which a backup does not hold); `leave_out`
+    are names directly under data_dir that are not data (the daemons' lock,
+    pid and health files, ...): never backed up, and not counted when a
+    restore asks whether data_dir is empty. `instance` is only recorded."""
 
     data_dir: Path
     workspaces: Path
+    database: Path | None
     leave_out: frozenset[str] = field(default_factory=frozenset)
+    instance: str | None = None
 
 
 @dataclass(frozen=True)
@@ -135,7 +152,8 @@ def write_backup(places: Places, dest: Path, now: datetime | None = None) -> Bac
     or write fails."""
     when = now or datetime.now(UTC)
     data_dir, workspaces = _real(places.data_dir), _real(places.workspaces)
-    if not data_dir.is_dir() and not workspaces.is_dir():
+    database = None if places.database is None else _real(places.database)
+    if not data_dir.is_dir() and not workspaces.is_dir() and not _is_file(database):
         raise SoulbotError(f"nothing to back up: neither {data_dir} nor {workspaces} is a folder")
     try:
         target = _target(dest, when)
@@ -151,9 +169,7 @@ def write_backup(places: Places, dest: Path, now: datetime | None = None) -> Bac
         temp = Path(name)
         try:
             with os.fdopen(fd, "wb") as raw:  # mkstemp: 0600
-                manifest, notes = _write_tar(
-                    raw, data_dir, workspaces, places.leave_out, when, target.parent
-                )
+                manifest, notes = _write_tar(raw, places, when, target.parent)
                 raw.flush()
                 os.fsync(raw.fileno())
             temp.replace(target)
@@ -163,7 +179,7 @@ def write_backup(places: Places, dest: Path, now: datetime | None = None) -> Bac
     except OSError as exc:
         raise SoulbotError(_os_line(exc, dest)) from None
     except sqlite3.Error as exc:
-        raise SoulbotError(f"{data_dir / DB_NAME}: cannot be copied: {exc}") from None
+        raise SoulbotError(f"{database}: cannot be copied: {exc}") from None
 
 
 def restore_backup(places: Places, archive: Path, *, force: bool = False,
@@ -175,20 +191,24 @@ def restore_backup(places: Places, archive: Path, *, force: bool = False,
     data_dir. Raises SoulbotError (one line) for a file that is not a soulbot
     backup, one newer than this soulbot reads, a member refused, one that
     unpacks to more than `max_size` or the free space (bot/storage/backup_checks.py),
-    a target that is not empty without `force`, or a failed write; nothing is changed then,
+    one of another store than `places` (`_check_store`), a target that is not
+    empty without `force`, or a failed write; nothing is changed then,
     but for a failure while the folders are put in place, which says where
     everything is. What `hold()` raises goes through."""
     stamp = (now or datetime.now(UTC)).astimezone(UTC).strftime(STAMP)
     targets = {SOULS: _real(places.workspaces), DATA: _real(places.data_dir)}
-    skip = {SOULS: frozenset[str](), DATA: places.leave_out}
+    if places.database is not None:
+        targets = {SOULS: targets[SOULS], DATABASE: _real(places.database), DATA: targets[DATA]}
+    skip = {SOULS: frozenset[str](), DATABASE: frozenset[str](), DATA: places.leave_out}
     with _open_archive(archive) as (tar, members):
         manifest = _check_manifest(tar, members, archive)
-        parts = _check_members(members, archive)
+        _check_store(manifest, places, archive)
+        parts = _check_members(members, manifest, archive)
         check_links(members, archive)
         targets = {root: target for root, target in targets.items() if root in parts}
         check_room(parts, targets, archive, max_size)
         with hold():
-            full = [t for root, t in targets.items() if _occupied(t, skip[root])]
+            full = [t for root, t in targets.items() if _taken(root, t, skip[root])]
             if full and not force:
                 raise SoulbotError(
                     f"not empty: {', '.join(map(str, full))}: restore into an empty place, or "
@@ -216,7 +236,10 @@ def _put_all_in_place(stages: dict[str, Path], targets: dict[str, Path],
     placed: set[str] = set()
     for root, stage in stages.items():
         try:
-            moved = _put_in_place(stage, targets[root], skip[root], stamp)
+            if root == DATABASE:
+                moved = _put_database(stage, targets[root], stamp)
+            else:
+                moved = _put_in_place(stage, targets[root], skip[root], stamp)
         except OSError as exc:
             left = ", ".join(str(s) for r, s in stages.items() if r not in placed)
             old = "".join(f"; {t} was moved aside to {a}" for t, a in aside)
@@ -245,17 +268,39 @@ def _target(dest: Path, when: datetime) -> Path:
     return _real(folder) / name
 
 
-def _write_tar(raw: IO[bytes], data_dir: Path, workspaces: Path, leave_out: frozenset[str],
-               when: datetime, scratch: Path) -> tuple[dict[str, Any], list[str]]:  # fmt: skip
+def database_member(places: Places) -> str | None:
+    """Where a backup of `places` keeps its SQLite database: `data_dir/<its
+    path there>` when it lies in data_dir, else `database/<its name>`; None
+    for a PostgreSQL store."""
+    if places.database is None:
+        return None
+    data_dir, database = _real(places.data_dir), _real(places.database)
+    if within(str(database), str(data_dir)) and database != data_dir:
+        return f"{DATA}/{database.relative_to(data_dir).as_posix()}"
+    return f"{DATABASE}/{database.name}"
+
+
+def _is_file(path: Path | None) -> bool:
+    return path is not None and path.is_file()
+
+
+def _write_tar(raw: IO[bytes], places: Places, when: datetime,
+               scratch: Path) -> tuple[dict[str, Any], list[str]]:  # fmt: skip
+    data_dir, workspaces = _real(places.data_dir), _real(places.workspaces)
     notes: list[str] = []
     schema: int | None = None
     counts = {DATA: 0, SOULS: 0}
     souls: list[str] = []
+    member = database_member(places)
+    beside = {f"{member}{suffix}" for suffix in _DB_SUFFIXES} if member else set()
+    sides = {posixpath.basename(name) for name in beside if name != member}
+    skip = frozenset({f"{DATA}/{name}" for name in places.leave_out} | beside)
     with tarfile.open(fileobj=raw, mode="w:gz", format=tarfile.PAX_FORMAT) as tar:
         if data_dir.is_dir():
             _add(tar, DATA, data_dir.stat())
-            schema = _add_database(tar, data_dir / DB_NAME, scratch)
-            counts[DATA] = _add_tree(tar, data_dir, DATA, data_dir, leave_out | _DB_FILES, notes)
+            counts[DATA] = _add_tree(tar, data_dir, DATA, data_dir, skip, notes)
+        if places.database is not None and member is not None:
+            schema = _add_database(tar, _real(places.database), member, scratch)
         if workspaces.is_dir():
             _add(tar, SOULS, workspaces.stat())
             counts[SOULS] = _add_tree(tar, workspaces, SOULS, workspaces, frozenset(), notes)
@@ -269,10 +314,15 @@ def _write_tar(raw: IO[bytes], data_dir: Path, workspaces: Path, leave_out: froz
             "created": when.astimezone(UTC).strftime("%Y-%m-%dT%H:%M:%SZ"),
             "data_dir": str(data_dir),
             "workspaces": str(workspaces),
-            "database": f"{DATA}/{DB_NAME}" if schema is not None else None,
+            "store": {
+                "engine": "postgresql" if places.database is None else "sqlite",
+                "path": None if places.database is None else str(_real(places.database)),
+                "instance": places.instance,
+            },
+            "database": member if schema is not None else None,
             "files": counts,
             "souls": souls,
-            "left_out": sorted(leave_out | (_DB_FILES - {DB_NAME})),
+            "left_out": sorted(places.leave_out | sides),
         }
         data = (json.dumps(manifest, indent=2) + "\n").encode()
         info = tarfile.TarInfo(MANIFEST)
@@ -297,10 +347,11 @@ def _add(tar: tarfile.TarFile, name: str, info: os.stat_result, content: IO[byte
     tar.addfile(entry, content)
 
 
-def _add_database(tar: tarfile.TarFile, path: Path, scratch: Path) -> int | None:
-    """Add a copy of the database at `path` (made in a temporary file in the
-    folder `scratch`), with the database file's mode, and return its schema
-    version; None when there is no database."""
+def _add_database(tar: tarfile.TarFile, path: Path, member: str, scratch: Path) -> int | None:
+    """Add a copy of the database at `path` as `member`, made with SQLite's
+    online backup API in a temporary file in the folder `scratch`, with the
+    database file's mode, and return its schema version; None when there is
+    no database."""
     try:
         mode = path.stat().st_mode
     except FileNotFoundError:
@@ -320,34 +371,34 @@ def _add_database(tar: tarfile.TarFile, path: Path, scratch: Path) -> int | None
         finally:
             source.close()
         with temp.open("rb") as handle:
-            _add(tar, f"{DATA}/{DB_NAME}", os.fstat(handle.fileno()), handle, mode=mode)
+            _add(tar, member, os.fstat(handle.fileno()), handle, mode=mode)
         return schema
     finally:
-        for suffix in ("", "-wal", "-shm", "-journal"):
+        for suffix in _DB_SUFFIXES:
             temp.with_name(temp.name + suffix).unlink(missing_ok=True)
 
 
 def _add_tree(tar: tarfile.TarFile, folder: Path, arc: str, top: Path, skip: frozenset[str],
               notes: list[str]) -> int:  # fmt: skip
-    """Add what is under `folder` as `arc/...` (but the names `skip` directly in
-    it) and return the number of files added; `top` is the real path of the
-    folder backed up, which links must stay in."""
+    """Add what is under `folder` as `arc/...` (but the entries named `skip`,
+    by their names in the archive) and return the number of files added;
+    `top` is the real path of the folder backed up, which links must stay in."""
     count = 0
     try:
         entries = sorted(os.scandir(folder), key=lambda e: e.name)
     except FileNotFoundError:  # removed while the backup runs
         return 0
     for entry in entries:
-        if entry.name in skip or (entry.name.startswith(".wiki-") and entry.name.endswith(".tmp")):
-            continue  # the latter: replace_file's half-written files
         path, name = Path(entry.path), f"{arc}/{entry.name}"
+        if name in skip or (entry.name.startswith(".wiki-") and entry.name.endswith(".tmp")):
+            continue  # the latter: replace_file's half-written files
         try:
             info = os.lstat(path)
         except FileNotFoundError:
             continue
         if stat.S_ISDIR(info.st_mode):
             _add(tar, name, info)
-            count += _add_tree(tar, path, name, top, frozenset(), notes)
+            count += _add_tree(tar, path, name, top, skip, notes)
         elif stat.S_ISLNK(info.st_mode):
             link = str(path.readlink())
             root = name.split("/", 1)[0]
@@ -434,14 +485,38 @@ def _check_manifest(tar: tarfile.TarFile, members: list[tarfile.TarInfo],
     return manifest
 
 
-def _check_members(members: list[tarfile.TarInfo],
+def _check_store(manifest: dict[str, Any], places: Places, archive: Path) -> None:
+    """Refuse a backup of another store than the one `places` restores into: a
+    SQLite database into a PostgreSQL store, a PostgreSQL store's files into a
+    SQLite one, or a SQLite database that would not be where `places` reads
+    it. Raises SoulbotError (one line) naming both."""
+    had = manifest.get("database")
+    store = manifest.get("store")
+    engine = store.get("engine") if isinstance(store, dict) else None
+    engine = engine or ("sqlite" if had else None)  # format 1: data_dir's soulbot.db, or none
+    want = database_member(places)
+    mine = "postgresql" if want is None else "sqlite"
+    if engine is None or (engine == mine and (had is None or had == want)):
+        return
+    theirs = f"its database is {had}" if had else f"it holds no database (a {engine} store's)"
+    if want is None:
+        here = "this config's store is PostgreSQL, which a restore does not write"
+    else:
+        here = f"this config's store is the SQLite file {places.database} (kept as {want})"
+    raise SoulbotError(
+        f"{archive}: made for another store: {theirs}; {here}: restore it with the config it "
+        "was made with (the manifest's store), then `soulbot store migrate`; nothing was restored"
+    )
+
+
+def _check_members(members: list[tarfile.TarInfo], manifest: dict[str, Any],
                    archive: Path) -> dict[str, list[tarfile.TarInfo]]:  # fmt: skip
     """The members of each folder (its own entry first, when there is one).
     Raises SoulbotError naming the first member refused and why."""
     parts: dict[str, list[tarfile.TarInfo]] = {}
     seen: set[str] = set()
     for member in members:
-        problem = _problem(member, seen)
+        problem = _problem(member, seen, manifest.get("database"))
         if problem:
             raise SoulbotError(
                 f"{archive}: member {member.name!r}: {problem}; nothing was restored"
@@ -452,7 +527,7 @@ def _check_members(members: list[tarfile.TarInfo],
     return parts
 
 
-def _problem(member: tarfile.TarInfo, seen: set[str]) -> str | None:
+def _problem(member: tarfile.TarInfo, seen: set[str], database: object) -> str | None:
     name = member.name
     if name.startswith("/"):
         return "an absolute path"
@@ -465,8 +540,10 @@ def _problem(member: tarfile.TarInfo, seen: set[str]) -> str | None:
     root = name.split("/", 1)[0]
     if name == MANIFEST:
         return None if member.isreg() else "not a regular file"
+    if root == DATABASE:
+        return None if member.isreg() and name == database else "not the manifest's database"
     if root not in (DATA, SOULS):
-        return f"outside {DATA}/ and {SOULS}/"
+        return f"outside {DATA}/, {SOULS}/ and {DATABASE}/"
     if name == root and not member.isdir():
         return "not a folder"
     if member.islnk():
@@ -552,6 +629,30 @@ def _occupied(target: Path, leave_out: frozenset[str]) -> bool:
         return os.path.lexists(target)
     except NotADirectoryError:
         return True
+
+
+def _taken(root: str, target: Path, leave_out: frozenset[str]) -> bool:
+    """Whether something is at the target of `root`: for the database, the
+    file or one of the files SQLite keeps beside it."""
+    if root == DATABASE:
+        return any(os.path.lexists(f"{target}{suffix}") for suffix in _DB_SUFFIXES)
+    return _occupied(target, leave_out)
+
+
+def _put_database(stage: Path, target: Path, stamp: str) -> Path | None:
+    """Move the database file restored in `stage` to `target`; the database
+    there, with its -wal, -shm and -journal files, goes first into a new folder
+    `<name>.before-restore-<stamp>` beside it (a WAL file must never meet
+    another database). Return that folder, or None when nothing was there."""
+    there = [Path(f"{target}{s}") for s in _DB_SUFFIXES if os.path.lexists(f"{target}{s}")]
+    aside = _aside(target, stamp) if there else None
+    if aside is not None:
+        aside.mkdir(PRIVATE_FOLDER)  # FileExistsError when it is there: nothing moved
+        for path in there:
+            path.rename(aside / path.name)
+    (stage / target.name).rename(target)
+    stage.rmdir()
+    return aside
 
 
 def _aside(target: Path, stamp: str) -> Path:

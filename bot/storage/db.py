@@ -21,7 +21,7 @@ import queue
 import sqlite3
 import stat
 import threading
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, TypeVar
@@ -52,7 +52,10 @@ DB_NAME = "soulbot.db"
 #    a crash kept from its chat is sent at the next start (rows before it count as sent).
 # 8: the table session_bindings (the soul and scope a session's history was said under),
 #    so a changed binding starts a new conversation.
-SCHEMA_VERSION = 8
+# 9: SQLite's history ids are AUTOINCREMENT: an id is never given twice, so a row written
+#    after an erase (`forget`) is above every id before it, the ones a live session holds
+#    included (`_autoincrement_history`; PostgreSQL's identity never repeats already).
+SCHEMA_VERSION = 9
 
 _USAGE = """
 CREATE TABLE IF NOT EXISTS {name} (
@@ -73,13 +76,9 @@ CREATE TABLE IF NOT EXISTS {name} (
 );
 """
 
-SCHEMA = (
-    _USAGE.format(name="usage")
-    + """
-CREATE INDEX IF NOT EXISTS usage_day_soul ON usage (day, soul);
-CREATE INDEX IF NOT EXISTS usage_day_user ON usage (day, user);
-CREATE TABLE IF NOT EXISTS history (
-    id INTEGER PRIMARY KEY,
+_HISTORY = """
+CREATE TABLE IF NOT EXISTS {name} (
+    id INTEGER PRIMARY KEY AUTOINCREMENT,
     session TEXT NOT NULL,
     generation INTEGER NOT NULL,
     role TEXT NOT NULL,
@@ -90,6 +89,15 @@ CREATE TABLE IF NOT EXISTS history (
     ts REAL NOT NULL,
     delivered INTEGER NOT NULL DEFAULT 1
 );
+"""
+_HISTORY_COLUMNS = "id, session, generation, role, kind, content, tokens, reply_to, ts, delivered"
+
+SCHEMA = (
+    _USAGE.format(name="usage")
+    + _HISTORY.format(name="history")
+    + """
+CREATE INDEX IF NOT EXISTS usage_day_soul ON usage (day, soul);
+CREATE INDEX IF NOT EXISTS usage_day_user ON usage (day, user);
 CREATE INDEX IF NOT EXISTS history_session ON history (session, generation, id);
 CREATE INDEX IF NOT EXISTS history_live ON history (session, generation, id)
     WHERE kind IN ('message', 'summary');
@@ -334,10 +342,9 @@ def _open(path: Path) -> sqlite3.Connection:
     conn.execute("PRAGMA busy_timeout=5000")
     if version < 6:
         _nullable_cache(conn)
+    if version < 9:
+        _autoincrement_history(conn)
     conn.executescript(SCHEMA)
-    columns = {row[1] for row in conn.execute("PRAGMA table_info(history)")}
-    if "delivered" not in columns:  # a file before schema 7: the table, not its column
-        conn.execute("ALTER TABLE history ADD COLUMN delivered INTEGER NOT NULL DEFAULT 1")
     conn.execute(f"PRAGMA user_version={SCHEMA_VERSION}")
     return conn
 
@@ -346,18 +353,49 @@ def _nullable_cache(conn: sqlite3.Connection) -> None:
     """Schema 6: a usage table of before (its cache columns NOT NULL) made again
     with nullable ones, its rows kept (SQLite cannot drop a NOT NULL in place).
     Nothing when there is no such table; the indexes come back with SCHEMA."""
-    conn.execute("BEGIN IMMEDIATE")  # another process upgrading at once waits here
-    try:
+    with _upgrading(conn):
         columns = {row[1]: row[3] for row in conn.execute("PRAGMA table_info(usage)")}
         if columns.get("cache_read_input_tokens"):  # notnull
-            conn.execute(_USAGE.format(name="usage_v6"))
-            conn.execute("INSERT INTO usage_v6 SELECT * FROM usage")
-            conn.execute("DROP TABLE usage")
-            conn.execute("ALTER TABLE usage_v6 RENAME TO usage")
-        conn.execute("COMMIT")
+            _remake(conn, "usage", _USAGE)
+
+
+def _autoincrement_history(conn: sqlite3.Connection) -> None:
+    """Schema 9: a history table of before (ids reused after a delete) made
+    again with AUTOINCREMENT ids, its rows and their ids kept (SQLite cannot
+    add it in place), so the next id is above the highest kept; a table
+    before schema 7 gets its `delivered` column so (its rows count as sent).
+    Nothing when there is no such table, or it is made so already; the
+    indexes come back with SCHEMA."""
+    with _upgrading(conn):
+        row = conn.execute(
+            "SELECT sql FROM sqlite_master WHERE type = 'table' AND name = 'history'"
+        ).fetchone()
+        columns = {info[1] for info in conn.execute("PRAGMA table_info(history)")}
+        if row is None or ("AUTOINCREMENT" in row[0].upper() and "delivered" in columns):
+            return
+        delivered = "delivered" if "delivered" in columns else "1"
+        _remake(conn, "history", _HISTORY, _HISTORY_COLUMNS.replace("delivered", delivered))
+
+
+@contextlib.contextmanager
+def _upgrading(conn: sqlite3.Connection) -> Iterator[None]:
+    """One write transaction for a schema step, rolled back when it fails."""
+    conn.execute("BEGIN IMMEDIATE")  # another process upgrading at once waits here
+    try:
+        yield
     except BaseException:
         conn.execute("ROLLBACK")
         raise
+    conn.execute("COMMIT")
+
+
+def _remake(conn: sqlite3.Connection, table: str, create: str, select: str = "*") -> None:
+    """Make `table` again as the statement `create` (with `{name}`) makes it,
+    its rows copied (`select`: their columns in the new table's order)."""
+    conn.execute(create.format(name=f"{table}_new"))
+    conn.execute(f"INSERT INTO {table}_new SELECT {select} FROM {table}")
+    conn.execute(f"DROP TABLE {table}")
+    conn.execute(f"ALTER TABLE {table}_new RENAME TO {table}")
 
 
 def _check_version(conn: sqlite3.Connection, path: Path) -> int:

@@ -130,3 +130,12 @@ async def test_a_reply_stored_before_schema_7_counts_as_delivered(
             assert await store.unanswered(0.0) == []  # answered before the upgrade
         finally:
             await database.close()
+
+
+async def test_an_id_after_an_erase_is_above_every_id_before_it(db: Database) -> None:
+    store = HistoryStore(db)
+    await store.append_message("keep", 0, "kept", "")
+    erased = [await store.append_message("gone", 0, f"m{i}", "") for i in range(3)]
+    await store.erase(["gone"])
+    after = await store.append_message("gone", 0, "again", "")
+    assert after is not None and all(e is not None and after.id > e.id for e in erased)

@@ -208,3 +208,103 @@ def test_a_failed_backup_says_what_and_where(home: Path) -> None:
     assert blocked.returncode == 1
     (line,) = blocked.stderr.splitlines()
     assert line == f"error: backup failed: {home / 'in-the-way'}: File exists"
+
+
+def test_a_database_elsewhere_is_backed_up_and_restored_where_the_config_reads_it(
+    home: Path, tmp_path: Path
+) -> None:
+    elsewhere = tmp_path / "elsewhere" / "x.db"
+    elsewhere.parent.mkdir()
+    (home / "data" / DB_NAME).rename(elsewhere)  # the config's store is now x.db
+    stale = connect(home / "data" / DB_NAME)  # an old soulbot.db, not the store
+    stale.close()
+    (home / "soulbot.yaml").write_text(CONFIG + f"store:\n  url: sqlite:///{elsewhere}\n")
+    conn = connect(elsewhere)  # open, in WAL mode, as a daemon holds it
+    conn.execute(INSERT, ("written just before",))
+    result = soulbot("backup", "../backups", cwd=home)
+    conn.close()
+    assert result.returncode == 0, result.stderr
+    assert "(" in result.stdout and ": the database, " in result.stdout
+    (path,) = (tmp_path / "backups").iterdir()
+    with tarfile.open(path) as tar:
+        names = tar.getnames()
+        manifest = json.loads(tar.extractfile("manifest.json").read())  # type: ignore[union-attr]
+    assert "database/x.db" in names and not any(n.startswith("database/x.db-") for n in names)
+    assert manifest["database"] == "database/x.db"
+    assert manifest["store"] == {"engine": "sqlite", "path": str(elsewhere), "instance": None}
+
+    other = place(tmp_path / "other")
+    there = tmp_path / "other-db" / "x.db"
+    (other / "soulbot.yaml").write_text(CONFIG + f"store:\n  url: sqlite:///{there}\n")
+    restored = soulbot("restore", str(path), cwd=other)
+    assert restored.returncode == 0, restored.stderr
+    assert ids_in(there) == [1, 2]
+    back = sqlite3.connect(there)
+    assert back.execute("SELECT content FROM history WHERE id = 2").fetchone() == (
+        "written just before",
+    )
+    back.close()
+
+
+def test_a_backup_into_a_config_of_another_store_is_refused_in_one_line(
+    home: Path, tmp_path: Path
+) -> None:
+    path = backup_of(home)
+    other = place(tmp_path / "other")
+    (other / "soulbot.yaml").write_text(CONFIG + "store:\n  url: sqlite:///data/soulbot-back.db\n")
+    result = soulbot("restore", str(path), "--force", cwd=other)
+    assert result.returncode == 1
+    assert result.stderr.splitlines() == [
+        f"error: restore failed: {path}: made for another store: its database is "
+        "data_dir/soulbot.db; this config's store is the SQLite file data/soulbot-back.db (kept "
+        "as data_dir/soulbot-back.db): restore it with the config it was made with (the "
+        "manifest's store), then `soulbot store migrate`; nothing was restored"
+    ]
+    assert sorted(p.name for p in other.iterdir()) == ["soulbot.yaml"]
+
+
+PG = "postgresql://soulbot:secret@127.0.0.1:5432/soulbot"
+
+
+def test_a_backup_of_a_postgresql_store_is_refused_with_its_own_tools(
+    home: Path, tmp_path: Path
+) -> None:
+    (home / "soulbot.yaml").write_text(CONFIG + f"store:\n  url: {PG}\n")
+    result = soulbot("backup", "../backups", cwd=home)
+    assert result.returncode == 1 and result.stdout == ""
+    shown = "postgresql://soulbot@127.0.0.1:5432/soulbot"
+    assert result.stderr.splitlines() == [
+        f"error: backup failed: the store is PostgreSQL ({shown}), which soulbot does not copy: "
+        f"dump it with its own tools (`pg_dump --format=custom --file=soulbot.dump {shown}`; "
+        f"back: `pg_restore --clean --if-exists --dbname={shown} soulbot.dump`), and back up "
+        "data_dir and workspaces with `soulbot backup --no-database DEST`"
+    ]
+    assert not (tmp_path / "backups").exists()
+    files = soulbot("backup", "../backups", "--no-database", cwd=home)
+    assert files.returncode == 0, files.stderr
+    assert ": no database, 2 file(s) of data_dir" in files.stdout  # the old soulbot.db: a file
+
+
+def test_restore_with_another_instances_config_beside_a_serving_daemon_is_refused(
+    home: Path, tmp_path: Path
+) -> None:
+    shared = place(tmp_path / "shared")  # two instances' data_dir, their store PostgreSQL's
+    for name in ("a", "b"):
+        config = CONFIG + f"store:\n  url: {PG}\ninstance: {name}\n"
+        (shared / f"{name}.yaml").write_text(config)
+    write(shared / "workspaces" / "wren" / "SOUL.md", "---\nname: Wren\n---\nserving\n")
+    write(shared / "data" / "memory" / "wren" / "index.md", "# served\n")
+    made = soulbot("backup", "../backups", "--no-database", "--config", "a.yaml", cwd=shared)
+    assert made.returncode == 0, made.stderr
+    (path,) = (tmp_path / "backups").iterdir()
+    with own_data_dir(shared / "data", "a"):  # instance a serves
+        before = files_of(shared)
+        result = soulbot("restore", str(path), "--force", "--config", "b.yaml", cwd=shared)
+        assert result.stderr.splitlines() == [
+            "error: restore failed: data (instance a) is in use by another soulbot "
+            f"(pid {os.getpid()}): stop it first, or give this one a data_dir of its own"
+        ]
+        assert result.returncode == 1
+        assert (shared / "data" / "soulbot-a.pid").read_text() == f"{os.getpid()}\n"
+        assert files_of(shared) == before
+    assert not any(".before-restore-" in p.name for p in shared.iterdir())

@@ -266,6 +266,30 @@ def test_memory_import_recall_compile_pages_and_forget(example: Path) -> None:
     assert "Pepper" not in after.stdout
 
 
+@pytest.mark.parametrize("instance", [None, "b"])
+def test_memory_forget_beside_a_serving_daemon_is_refused_and_erases_nothing(
+    example: Path, instance: str | None
+) -> None:
+    from bot.app.owner import own_data_dir
+
+    (example / "t.jsonl").write_text(
+        '{"text": "I adopted a greyhound named Pepper", "created_at": 1}\n'
+    )
+    scope = "user:telegram:42"
+    imported = soulbot("memory", "import", "wren", "t.jsonl", "--scope", scope, cwd=example)
+    assert imported.returncode == 0, imported.stderr
+    where = "data" if instance is None else f"data (instance {instance})"
+    with own_data_dir(example / "data", instance):  # a daemon serving, of any instance
+        forgot = soulbot("memory", "forget", "wren", "--scope", scope, "--yes", cwd=example)
+    assert forgot.returncode == 1
+    assert forgot.stderr.splitlines() == [
+        f"error: soulbot (pid {os.getpid()}) serves {where}: forget from the chat with "
+        "`/forget confirm`, or stop the daemon first; nothing was erased"
+    ]
+    kept = soulbot("memory", "recall", "wren", "greyhound", "--scope", scope, cwd=example)
+    assert "Pepper" in kept.stdout
+
+
 def test_memory_import_names_the_bad_line(example: Path) -> None:
     (example / "bad.jsonl").write_text('{"text": "ok", "created_at": 1}\n{"text": 5}\n')
     result = soulbot("memory", "import", "wren", "bad.jsonl", "--scope", "shared", cwd=example)

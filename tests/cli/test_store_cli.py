@@ -153,6 +153,21 @@ def test_a_daemon_on_data_dir_keeps_migrate_off(home: Path, pg: str) -> None:
     assert "is in use by another soulbot" in result.stderr and "stop it first" in result.stderr
 
 
+def test_a_daemon_of_the_configs_store_keeps_migrate_off_whatever_its_instance(
+    home: Path, pg: str
+) -> None:
+    config = f"workspaces: ./workspaces\ndata_dir: ./data\nstore:\n  url: {pg}\ninstance: b\n"
+    (home / "soulbot.yaml").write_text(config)
+    with own_data_dir(home / "data", "a"):  # instance a serves the config's store
+        result = migrate(home, "--to", "sqlite:///data/back.db")
+    assert result.returncode == 1
+    assert result.stderr.splitlines() == [
+        f"error: data (instance a) is in use by another soulbot (pid {os.getpid()}): stop it "
+        "first, or give this one a data_dir of its own"
+    ]
+    assert not (home / "data" / "back.db").exists()
+
+
 def test_the_help_says_to_stop_the_daemon_first() -> None:
     result = soulbot("store", "migrate", "--help")
     assert result.returncode == 0 and "Stop the daemon first" in result.stdout

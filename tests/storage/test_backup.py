@@ -4,6 +4,7 @@ members, manifests and places a restore refuses."""
 
 from __future__ import annotations
 
+import dataclasses
 import errno
 import io
 import json
@@ -68,7 +69,7 @@ def places(tmp_path: Path) -> Places:
     write(soul / "memory" / "index.md", "# Wren's wiki\n")
     write(soul / "memory" / "concepts" / "tea.md", "Tea.\n")
     write(soul / "memory" / ".meta" / "backups" / "SOUL.md.2026-05-01", "old soul\n", 0o600)
-    return Places(data, souls, LEAVE_OUT)
+    return Places(data, souls, data / DB_NAME, LEAVE_OUT)
 
 
 def files_of(root: Path, skip: frozenset[str] = frozenset()) -> dict[str, tuple[int, str]]:
@@ -98,7 +99,8 @@ def contents(db: Path) -> list[tuple[int, str]]:
 
 
 def fresh(tmp_path: Path, name: str = "new") -> Places:
-    return Places(tmp_path / name / "data", tmp_path / name / "workspaces", LEAVE_OUT)
+    data = tmp_path / name / "data"
+    return Places(data, tmp_path / name / "workspaces", data / DB_NAME, LEAVE_OUT)
 
 
 @contextmanager
@@ -151,7 +153,7 @@ def test_what_a_backup_holds_and_its_manifest(places: Places, tmp_path: Path) ->
         members = {m.name: m for m in tar.getmembers()}
         manifest = json.loads(tar.extractfile("manifest.json").read())  # type: ignore[union-attr]
     assert manifest == made.manifest
-    assert manifest["format"] == 1 and manifest["schema"] == SCHEMA_VERSION
+    assert manifest["format"] == 2 and manifest["schema"] == SCHEMA_VERSION
     assert manifest["created"] == "2026-05-04T03:02:01Z"
     assert manifest["souls"] == ["wren"]
     assert manifest["database"] == "data_dir/soulbot.db"
@@ -282,7 +284,8 @@ def member(name: str, kind: bytes = tarfile.REGTYPE, link: str = "") -> tarfile.
         (member("data_dir/../../evil"), "'data_dir/../../evil': a path with .."),
         (member("/tmp/evil"), "'/tmp/evil': an absolute path"),
         (member("data_dir/./x"), "'data_dir/./x': not a plain relative path"),
-        (member("evil.txt"), "'evil.txt': outside data_dir/ and workspaces/"),
+        (member("evil.txt"), "'evil.txt': outside data_dir/, workspaces/ and database/"),
+        (member("database/other.db"), "'database/other.db': not the manifest's database"),
         (member("data_dir/out", tarfile.SYMTYPE, "../../outside"),
          "'data_dir/out': a link out of data_dir/ (../../outside)"),
         (member("data_dir/out", tarfile.SYMTYPE, "/etc/passwd"),
@@ -293,8 +296,8 @@ def member(name: str, kind: bytes = tarfile.REGTYPE, link: str = "") -> tarfile.
         (member("data_dir/pipe", tarfile.FIFOTYPE), "'data_dir/pipe': a device, pipe or other"),
         (member("data_dir", tarfile.REGTYPE), "'data_dir': given twice"),
     ],
-    ids=["dotdot", "dotdot-inside", "absolute", "dot", "stray", "link-out", "link-absolute",
-         "link-across", "hard-link", "fifo", "twice"],
+    ids=["dotdot", "dotdot-inside", "absolute", "dot", "stray", "stray-database", "link-out",
+         "link-absolute", "link-across", "hard-link", "fifo", "twice"],
 )  # fmt: skip
 def test_a_hostile_member_is_refused_and_nothing_written(
     tmp_path: Path, bad: tarfile.TarInfo, says: str
@@ -373,8 +376,8 @@ def test_the_manifest_is_checked_first(tmp_path: Path) -> None:
         f"{newer}: its database has schema {SCHEMA_VERSION + 1} (soulbot 9.0.0); this soulbot "
         f"(0.1.0) reads schema {SCHEMA_VERSION} at most: upgrade soulbot to restore it"
     )
-    later = archive(tmp_path / "later.tar.gz", manifest={"format": 2, "schema": 1})
-    with pytest.raises(SoulbotError, match=r"a backup of format 2 .* reads format 1"):
+    later = archive(tmp_path / "later.tar.gz", manifest={"format": 3, "schema": 1})
+    with pytest.raises(SoulbotError, match=r"a backup of format 3 .* reads format 2"):
         restore_backup(target, later)
     (tmp_path / "plain.tar.gz").write_text("not a tar")
     with pytest.raises(SoulbotError, match=r"plain\.tar\.gz: not a \.tar\.gz file"):
@@ -508,3 +511,26 @@ def test_a_volume_in_a_folder_that_may_not_be_written_is_restored_in_place(
     assert (places.workspaces / "wren" / "SOUL.md").read_text().startswith("---\nname: Wren")
     assert sorted(p.name for p in places.workspaces.iterdir()) == [inner, "wren"]
     assert sorted(p.name for p in tmp_path.iterdir()) == ["backups", "data", "workspaces"]
+
+
+def test_a_database_elsewhere_goes_aside_with_its_wal_on_force(
+    places: Places, tmp_path: Path
+) -> None:
+    outside = dataclasses.replace(places, database=tmp_path / "db" / "x.db")
+    (tmp_path / "db").mkdir()
+    (places.data_dir / DB_NAME).rename(outside.database)  # type: ignore[arg-type]
+    made = write_backup(outside, tmp_path / "backups", WHEN)
+    assert made.manifest["database"] == "database/x.db"
+    target = dataclasses.replace(fresh(tmp_path), database=tmp_path / "new-db" / "x.db")
+    live = connect(tmp_path / "new-db" / "x.db")  # a -wal beside it while open
+    live.execute(INSERT, ("not restored",))
+    with pytest.raises(SoulbotError, match=r"not empty: .*new-db/x\.db"):
+        restore_backup(target, made.path, now=WHEN)
+    restored = restore_backup(target, made.path, force=True, now=WHEN)
+    live.close()
+    aside = tmp_path / "new-db" / "x.db.before-restore-20260504-030201"
+    assert (target.database, aside) in restored.aside
+    assert {p.name for p in aside.iterdir()} >= {"x.db", "x.db-wal"}
+    assert sorted(p.name for p in aside.parent.iterdir()) == ["x.db", aside.name]
+    assert contents(tmp_path / "new-db" / "x.db")[:2] == [(1, "first"), (2, "second")]
+    assert [text for _, text in contents(aside / "x.db")] == ["not restored"]  # its WAL went too

@@ -119,7 +119,7 @@ def test_a_version_1_file_is_migrated(tmp_path: Path) -> None:
     tables = {r[0] for r in conn.execute("SELECT name FROM sqlite_master WHERE type = 'table'")}
     content = conn.execute("SELECT content, delivered FROM history").fetchall()
     conn.close()
-    assert version == SCHEMA_VERSION == 8
+    assert version == SCHEMA_VERSION == 9
     assert {"history_live", "seen_messages_ts", "memory_folds_page", "sent_messages_ts"} <= indexes
     assert {"memory_folds", "sent_messages", "session_bindings"} <= tables
     assert content == [("kept", 1)]
@@ -206,3 +206,37 @@ async def test_a_schema_5_store_keeps_its_usage_and_takes_unknown_cache_figures(
             await database.close()
     assert [tuple(row) for row in rows] == [(3, 4), (None, None)]
     assert {"usage_day_soul", "usage_day_user"} <= {name for (name,) in indexes}
+
+
+SCHEMA_8_HISTORY = """CREATE TABLE history (
+    id INTEGER PRIMARY KEY, session TEXT NOT NULL, generation INTEGER NOT NULL,
+    role TEXT NOT NULL, kind TEXT NOT NULL, content TEXT NOT NULL, tokens INTEGER NOT NULL,
+    reply_to INTEGER, ts REAL NOT NULL, delivered INTEGER NOT NULL DEFAULT 0
+)"""
+HISTORY_ROW = (
+    "INSERT INTO history (session, generation, role, kind, content, tokens, ts, delivered) "
+    "VALUES ('s', 0, 'user', 'message', ?, 1, 0, ?)"
+)
+
+
+def test_a_schema_8_history_keeps_its_rows_and_never_gives_an_id_twice(tmp_path: Path) -> None:
+    path = tmp_path / "v8.db"
+    connect(path).close()
+    conn = sqlite3.connect(path)
+    conn.execute("DROP TABLE history")
+    conn.execute(SCHEMA_8_HISTORY)
+    conn.executemany(HISTORY_ROW, [("one", 1), ("two", 0), ("three", 1)])
+    conn.execute("DELETE FROM history WHERE content = 'three'")
+    conn.execute("PRAGMA user_version=8")
+    conn.commit()
+    conn.close()
+    conn = connect(path)
+    rows = conn.execute("SELECT id, content, delivered FROM history ORDER BY id").fetchall()
+    indexes = {r[0] for r in conn.execute("SELECT name FROM sqlite_master WHERE type = 'index'")}
+    conn.execute("DELETE FROM history WHERE content = 'two'")
+    conn.execute(HISTORY_ROW, ("four", 0))
+    (after,) = conn.execute("SELECT id FROM history WHERE content = 'four'").fetchone()
+    conn.close()
+    assert rows == [(1, "one", 1), (2, "two", 0)]
+    assert {"history_session", "history_live"} <= indexes
+    assert after == 3  # above every id the table held when it was migrated, never 2 again
