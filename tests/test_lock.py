@@ -1,6 +1,7 @@
 """The lock (requirements/run.txt, dev.txt and build.txt) is what make installs: it must
 pin every dependency pyproject.toml declares (and its build backend), at a version the
-declared range allows, with hashes, and the files must agree. A pyproject.toml edited without `make upgrade` fails here."""
+declared range allows, with hashes, and the files must agree. A pyproject.toml edited
+without `make upgrade` fails here."""
 
 from __future__ import annotations
 
