@@ -227,7 +227,8 @@ def test_usage_with_no_ledger_yet(tmp_path: Path) -> None:
     assert "No usage recorded yet" in result.stdout
 
 
-@pytest.mark.timeout(180)  # eight soulbot processes in a row: 30 s alone, twice that on a busy machine
+# Eight soulbot processes in a row: 30 s alone, twice that on a busy machine.
+@pytest.mark.timeout(180)
 def test_memory_import_recall_compile_pages_and_forget(example: Path) -> None:
     from tests.fakes.process import FakeProcess
 
