@@ -11,6 +11,8 @@
     ├── WikiPathRefused      the file system refuses a page's path (also an OSError)
     ├── CompileFailed        one or more wikis failed to compile; carries those that did
     ├── WikiBusy             another process is compiling a wiki that must not change now
+    ├── WikiLockLost         a wiki's lock went with a lost connection, and another process has it
+    ├── ScopeErased          a scope was erased while a compile of it was under way (it starts over)
     ├── BudgetExceeded       a model call the daily token budget refuses (it is not made)
     ├── ModelError           a model call that failed, after the SDK's retries
     │   ├── ModelUnavailable   timeouts, connection errors, 5xx, 529, 429: worth another try
@@ -180,6 +182,31 @@ class WikiBusy(SoulbotError):
             f"the wiki of {soul} {scope} is being compiled by another process: try again "
             "when it is done"
         )
+        self.soul = soul
+        self.scope = scope
+
+
+class WikiLockLost(SoulbotError):
+    """The lock of the wiki of `soul` and `scope` went with the store's lost
+    connection (a server restart, a network cut) and another process holds it
+    now: the work under it stops before it writes; its next run does it."""
+
+    def __init__(self, soul: str, scope: str) -> None:
+        super().__init__(
+            f"the lock of the wiki of {soul} {scope} was lost with the store's connection "
+            "and another process holds it now: stopped before writing; the next run does it"
+        )
+        self.soul = soul
+        self.scope = scope
+
+
+class ScopeErased(SoulbotError):
+    """The scope `scope` of `soul` was erased (`/forget`, `/memory drop`) while
+    a compile of it was under way: what it prepared is thrown away, and it
+    starts over from the store (bot/memory/wikilock.py)."""
+
+    def __init__(self, soul: str, scope: str) -> None:
+        super().__init__(f"{soul} {scope} was erased during its compile: starting over")
         self.soul = soul
         self.scope = scope
 

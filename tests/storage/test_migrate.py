@@ -45,7 +45,7 @@ budget:
   daily_tokens_background: 400
 """
 # The tables the engines derive from the copied rows (and their own bookkeeping).
-NOT_COPIED = {"memory_fts", "memory_terms", "budget_totals", "soulbot_schema"}
+NOT_COPIED = {"memory_fts", "memory_terms", "budget_totals", "soulbot_schema", "memory_erasures"}
 
 
 @dataclass
