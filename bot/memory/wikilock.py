@@ -129,31 +129,34 @@ class FileWikiLock(WikiLock):
 
 
 class AdvisoryWikiLock(WikiLock):
-    """A PostgreSQL session advisory lock on the store's connection."""
+    """A PostgreSQL session advisory lock on the store's connection. Its key
+    is of the schema's name too: advisory locks are the database's, and two
+    soulbots may keep their tables in two schemas of one database."""
 
     def __init__(self, db: Database, soul: str, scope: str) -> None:
         super().__init__(soul, scope)
         self._db = db
-        # The key of the lock name "wiki\0<soul>\0<scope>", as soulbot has always taken it.
-        name = f"wiki\0{soul}\0{scope}".encode()
-        key = int.from_bytes(hashlib.sha256(name).digest()[:8], "big", signed=True)
-        self._key = key
-        # pg_locks shows a bigint key as its high and low 32 bits.
-        self._parts = ((key >> 32) & 0xFFFF_FFFF, key & 0xFFFF_FFFF)
+
+    def _key(self, conn: Conn) -> int:
+        (schema,) = conn.execute("SELECT current_schema()").fetchone()
+        name = f"wiki\0{schema}\0{self.soul}\0{self.scope}".encode()
+        return int.from_bytes(hashlib.sha256(name).digest()[:8], "big", signed=True)
 
     async def try_take(self) -> bool:
         def take(conn: Conn) -> bool:
-            return bool(conn.execute("SELECT pg_try_advisory_lock(?)", (self._key,)).fetchone()[0])
+            key = self._key(conn)
+            return bool(conn.execute("SELECT pg_try_advisory_lock(?)", (key,)).fetchone()[0])
 
         return await self._db.run(take)
 
     async def held(self) -> bool:
         def query(conn: Conn) -> bool:
+            key = self._key(conn)  # pg_locks shows a bigint key as its high and low 32 bits
             row = conn.execute(
                 "SELECT count(*) FROM pg_locks WHERE locktype = 'advisory' AND granted "
                 "AND pid = pg_backend_pid() AND objsubid = 1 "
                 "AND classid::bigint = ? AND objid::bigint = ?",
-                self._parts,
+                ((key >> 32) & 0xFFFF_FFFF, key & 0xFFFF_FFFF),
             ).fetchone()
             return bool(row[0])
 
@@ -163,7 +166,7 @@ class AdvisoryWikiLock(WikiLock):
         """Unlock it; a lost connection took the lock with it already."""
 
         def release(conn: Conn) -> None:
-            conn.execute("SELECT pg_advisory_unlock(?)", (self._key,))
+            conn.execute("SELECT pg_advisory_unlock(?)", (self._key(conn),))
 
         await self._db.run(release)
 
