@@ -16,7 +16,9 @@ is kept in the store (`memory_folds`), so a page written before a crash does not
 get them twice, and a page's front matter stays small however long it lives.
 Any other failure (a full disk, a budget refusal, a failed model call) stops
 the compile before the watermark moves, so the next compile takes the same
-traces up again.
+traces up again. Before each write the compile awaits its `guard` (the wiki's
+lock still held, the scope not erased since it started: bot/memory/wikilock.py),
+which stops it, nothing more written, with ScopeErased or WikiLockLost.
 """
 
 from __future__ import annotations

@@ -16,12 +16,13 @@ import pytest
 
 from bot.errors import ScopeErased, WikiBusy, WikiLockLost
 from bot.memory import service
+from bot.memory.compile import CompileResult
 from bot.memory.store import NewTrace, TraceStore
 from bot.memory.wikilock import AdvisoryWikiLock, FileWikiLock, WikiLock, wiki_lock
 from bot.storage.db import Database
 from bot.types import Route
 from tests.engines import SERVER, postgres_schema
-from tests.fakes.anthropic_fake import FakeAnthropic
+from tests.fakes.anthropic_fake import FakeAnthropic, Gate
 from tests.kit import RecordingPlatform, capture_logs, make_config, running
 
 ANN = Route(soul="lark", scope="user:test:ann", session="test:ann", user="test:ann", is_dm=True)
@@ -44,53 +45,44 @@ async def ann_told_her_pin(runtime: object, platform: RecordingPlatform) -> None
     await runtime.memory.drain(5)  # type: ignore[attr-defined]
 
 
+async def a_compile_held(
+    fake: FakeAnthropic, daemon: object, platform: RecordingPlatform, other: object
+) -> tuple[Gate, asyncio.Task[list[CompileResult]]]:
+    """Ann's words in the daemon's store, and the other process's compile of
+    them held at its filing call until the gate opens."""
+    await ann_told_her_pin(daemon, platform)
+    gate = fake.script_gate()
+    compiling = asyncio.create_task(other.memory.compile_all())  # type: ignore[attr-defined]
+    await asyncio.wait_for(gate.reached.wait(), WITHIN)
+    return gate, compiling
+
+
 def files_with(folder: Path, word: str) -> list[Path]:
     """The files under `folder` whose text holds `word`."""
     return [p for p in folder.rglob("*") if p.is_file() and word in p.read_text(errors="replace")]
 
 
-async def test_a_forget_during_a_compile_in_another_process_leaves_nothing(
+async def test_a_forget_waits_for_a_compile_in_another_process_and_leaves_nothing(
     tmp_path: Path, store_config: str
 ) -> None:
     async with FakeAnthropic() as fake:
         config = make_config(tmp_path, fake.url, store_config)
         async with running(config) as (daemon, platform), running(config) as (other, _):
-            await ann_told_her_pin(daemon, platform)
-            gate = fake.script_gate()  # the other process's compile, held at its filing call
-            compiling = asyncio.create_task(other.memory.compile_all())
-            await asyncio.wait_for(gate.reached.wait(), WITHIN)
-            forgetting = asyncio.create_task(daemon.sessions.forget(ANN))
-            await asyncio.wait({forgetting}, timeout=1.0)  # what it does before the compile goes on
-            gate.open()
-            await asyncio.wait_for(compiling, WITHIN)
-            await asyncio.wait_for(forgetting, WITHIN)
-            assert await daemon.memory.recall(ANN, "my bank pin hint heron", None) == ""
-            assert await daemon.memory.store.count("lark", ANN.scope) == 0
-            await platform.say("what was my hint?", user="ann")
-            await platform.replies(2)
-            assert "heron" not in json.dumps(fake.requests[-1])
-    assert files_with(tmp_path / "data" / "memory", "heron") == []  # no page, no log
-
-
-async def test_a_forget_waits_for_a_compile_in_another_process(
-    tmp_path: Path, store_config: str
-) -> None:
-    async with FakeAnthropic() as fake:
-        config = make_config(tmp_path, fake.url, store_config)
-        async with running(config) as (daemon, platform), running(config) as (other, _):
-            await ann_told_her_pin(daemon, platform)
-            gate = fake.script_gate()
-            compiling = asyncio.create_task(other.memory.compile_all())
-            await asyncio.wait_for(gate.reached.wait(), WITHIN)
-            forgetting = asyncio.create_task(daemon.memory.forget(ANN))
+            gate, compiling = await a_compile_held(fake, daemon, platform, other)
+            forgetting = asyncio.create_task(daemon.sessions.forget(ANN))  # what /forget runs
             done, _ = await asyncio.wait({forgetting}, timeout=1.0)  # two tries of the lock
             assert not done
             assert await daemon.memory.store.count("lark", ANN.scope) == 2  # nothing erased yet
             gate.open()
             [compiled] = await asyncio.wait_for(compiling, WITHIN)
-            assert await asyncio.wait_for(forgetting, WITHIN) == 2
-    assert compiled.traces == 2  # the compile ran to its end, then the forget erased it all
-    assert files_with(tmp_path / "data" / "memory", "heron") == []
+            await asyncio.wait_for(forgetting, WITHIN)
+            assert compiled.traces == 2  # the compile ran to its end, then the forget erased it
+            assert await daemon.memory.recall(ANN, "my bank pin hint heron", None) == ""
+            assert await daemon.memory.store.count("lark", ANN.scope) == 0
+            await platform.say("what was my hint?", user="ann")
+            await platform.replies(2)
+            assert "heron" not in json.dumps(fake.requests[-1])
+    assert files_with(tmp_path / "data" / "memory", "heron") == []  # no page, no daily log
 
 
 async def test_what_holds_a_wiki_excludes_a_compile_a_forget_and_a_self_note_elsewhere(
@@ -135,10 +127,7 @@ async def test_a_compile_whose_lock_went_with_its_connection_starts_over_from_th
         async with FakeAnthropic() as fake:
             config = make_config(tmp_path, fake.url, f"store: {{url: {json.dumps(url)}}}\n")
             async with running(config) as (daemon, platform), running(config) as (other, _):
-                await ann_told_her_pin(daemon, platform)
-                gate = fake.script_gate()
-                compiling = asyncio.create_task(other.memory.compile_all())
-                await asyncio.wait_for(gate.reached.wait(), WITHIN)
+                gate, compiling = await a_compile_held(fake, daemon, platform, other)
                 pid = await backend_pid(other.db)
                 with psycopg.connect(url, autocommit=True) as admin:
                     admin.execute("SELECT pg_terminate_backend(%s)", (pid,))
