@@ -10,7 +10,10 @@
     ├── PageFormatError      a wiki page whose front matter or encoding cannot be read (ValueError)
     ├── WikiPathRefused      the file system refuses a page's path (also an OSError)
     ├── CompileFailed        one or more wikis failed to compile; carries those that did
-    ├── WikiBusy             another process is compiling a wiki that must not change now
+    ├── WikiError            a change to one wiki (soul, scope) that was stopped
+    │   ├── WikiBusy           another process is compiling a wiki that must not change now
+    │   ├── WikiLockLost       a wiki's lock went with a lost connection, and another process has it
+    │   └── ScopeErased        a scope was erased while a compile of it ran (it starts over)
     ├── BudgetExceeded       a model call the daily token budget refuses (it is not made)
     ├── ModelError           a model call that failed, after the SDK's retries
     │   ├── ModelUnavailable   timeouts, connection errors, 5xx, 529, 429: worth another try
@@ -170,18 +173,42 @@ class CompileFailed(SoulbotError):
         self.failures = failures
 
 
-class WikiBusy(SoulbotError):
-    """Another process holds the compile lock of the wiki of `soul` and `scope`
-    (a `soulbot memory compile` run): a change to it waits for that to end;
-    trying again in a minute is the fix."""
+class WikiError(SoulbotError):
+    """What stopped a change to the wiki of `soul` and `scope`; `reason` ends
+    the message, after the wiki's name."""
+
+    reason = ""
 
     def __init__(self, soul: str, scope: str) -> None:
-        super().__init__(
-            f"the wiki of {soul} {scope} is being compiled by another process: try again "
-            "when it is done"
-        )
+        super().__init__(f"the wiki of {soul} {scope} {self.reason}")
         self.soul = soul
         self.scope = scope
+
+
+class WikiBusy(WikiError):
+    """Another process holds the lock of the wiki (a `soulbot compile` run):
+    a change to it waits for that to end; trying again in a minute is the fix."""
+
+    reason = "is being compiled by another process: try again when it is done"
+
+
+class WikiLockLost(WikiError):
+    """The lock of the wiki went with the store's lost connection (a server
+    restart, a network cut) and another process holds it now: the work under
+    it stops before it writes; its next run does it."""
+
+    reason = (
+        "lost its lock with the store's connection, and another process holds it now: "
+        "stopped before writing; the next run does it"
+    )
+
+
+class ScopeErased(WikiError):
+    """The wiki's scope was erased (`/forget`, `/memory drop`) while a compile
+    of it was under way: what it prepared is thrown away, and it starts over
+    from the store (bot/memory/wikilock.py)."""
+
+    reason = "was erased during its compile: starting over"
 
 
 class StorageError(SoulbotError):

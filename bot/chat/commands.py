@@ -292,7 +292,10 @@ class Commands:
             return prompts.FORGET_GROUP_MEMBER
         if [a.lower() for a in args] != ["confirm"]:
             return prompts.FORGET_ASK_GROUP if group else prompts.FORGET_ASK
-        await self._sessions.forget(route)
+        try:
+            await self._sessions.forget(route)
+        except WikiBusy:  # a compile in another process held the wiki all along
+            return prompts.MEMORY_BUSY
         return prompts.FORGET_DONE_GROUP if group else prompts.FORGET_DONE
 
     async def _cmd_memory(self, inbound: Inbound, route: Route, args: list[str]) -> str:

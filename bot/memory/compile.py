@@ -16,7 +16,9 @@ is kept in the store (`memory_folds`), so a page written before a crash does not
 get them twice, and a page's front matter stays small however long it lives.
 Any other failure (a full disk, a budget refusal, a failed model call) stops
 the compile before the watermark moves, so the next compile takes the same
-traces up again.
+traces up again. Before each write the compile awaits its `guard` (the wiki's
+lock still held, the scope not erased since it started: bot/memory/wikilock.py),
+which stops it, nothing more written, with ScopeErased or WikiLockLost.
 """
 
 from __future__ import annotations
@@ -24,7 +26,7 @@ from __future__ import annotations
 import asyncio
 import re
 import time
-from collections.abc import Callable, Sequence
+from collections.abc import Awaitable, Callable, Sequence
 from dataclasses import dataclass, replace
 from datetime import UTC, datetime
 
@@ -32,7 +34,7 @@ import structlog
 from structlog.contextvars import bound_contextvars
 
 from bot import prompts
-from bot.errors import PageFormatError, WikiPathRefused
+from bot.errors import PageFormatError, ScopeErased, WikiPathRefused
 from bot.memory import pagesize
 from bot.memory.filing import DEFAULT_PAGE, Filer, Filing
 from bot.memory.page import Page
@@ -45,6 +47,15 @@ from bot.model.usage import CallContext
 from bot.types import Scope
 
 log = structlog.get_logger(__name__)
+
+Guard = Callable[[], Awaitable[None]]
+"""Called before each write of a compile; raises to stop it before it writes
+(ScopeErased, WikiLockLost: see `Memory._guard`)."""
+
+
+async def _unguarded() -> None:
+    """The guard of a compile nothing else may erase under."""
+
 
 _FRONT_MATTER = re.compile(r"\A\s*---[ \t]*\n.*?\n---[ \t]*(\n|\Z)", re.DOTALL)
 
@@ -88,8 +99,10 @@ def _legacy_sources(page: Page | None) -> list[int]:
 class _Run:
     """One compile of one wiki: what it wrote, refused and left waiting."""
 
-    def __init__(self, soul: str, scope: str, wiki: Wiki, stamp: str, now: float) -> None:
+    def __init__(self, soul: str, scope: str, wiki: Wiki, stamp: str, now: float,
+                 guard: Guard, epoch: int | None) -> None:  # fmt: skip
         self.soul, self.scope, self.wiki, self.stamp, self.now = soul, scope, wiki, stamp, now
+        self.guard, self.epoch = guard, epoch
         self.ctx = CallContext(soul, scope, f"compile:{scope}", "", "compile")
         self.written: list[str] = []
         self.conflicts: list[str] = []
@@ -124,16 +137,25 @@ class Compiler:
         self._filer = Filer(model, max_tokens)
         self._clock = clock
 
-    async def compile(self, soul: str, scope: str, wiki: Wiki) -> CompileResult:
+    async def compile(
+        self, soul: str, scope: str, wiki: Wiki, guard: Guard = _unguarded,
+        epoch: int | None = None,
+    ) -> CompileResult:  # fmt: skip
         """Fold the scope's new traces, and those waiting since a conflict, into `wiki`.
+        `guard` is awaited before each write of pages, daily logs, catalog and
+        .meta; with `epoch` (the scope's erase epoch when it started), a page's
+        chunks are indexed only while the store's is the same.
 
         Raises what stopped it (OSError, BudgetExceeded, ModelError, ...), after
         logging `wiki.compile_failed`; the watermark is then where it was.
+        ScopeErased (from `guard` or the index) is raised without that log.
         """
         started = time.perf_counter()
         with bound_contextvars(soul=soul, scope=scope):
             try:
-                result = await self._compile(soul, scope, wiki, started)
+                result = await self._compile(soul, scope, wiki, started, guard, epoch)
+            except ScopeErased:
+                raise
             except Exception as exc:
                 log.error("wiki.compile_failed", error_class=type(exc).__name__, error=str(exc))
                 raise
@@ -143,7 +165,9 @@ class Compiler:
                          waiting=result.waiting, duration_ms=result.duration_ms)  # fmt: skip
         return result
 
-    async def _compile(self, soul: str, scope: str, wiki: Wiki, started: float) -> CompileResult:
+    async def _compile(
+        self, soul: str, scope: str, wiki: Wiki, started: float, guard: Guard, epoch: int | None
+    ) -> CompileResult:
         await asyncio.to_thread(wiki.remove_stale_temps)
         watermark = await asyncio.to_thread(wiki.watermark)
         pending = await asyncio.to_thread(wiki.pending)
@@ -154,9 +178,8 @@ class Compiler:
         if not new and not waiting:
             return CompileResult(soul, scope, (), 0, (), 0.0)
         now = self._clock()
-        run = _Run(
-            soul, scope, wiki, datetime.fromtimestamp(now, UTC).strftime("%Y-%m-%dT%H:%M:%SZ"), now
-        )
+        stamp = datetime.fromtimestamp(now, UTC).strftime("%Y-%m-%dT%H:%M:%SZ")
+        run = _Run(soul, scope, wiki, stamp, now, guard, epoch)
         run.catalog = {p.id: p.summary for p in await asyncio.to_thread(wiki.list_pages)}
         filing = await self._filer.file(run.ctx, new, run.catalog)
         run.conflicts += filing.conflicts
@@ -165,9 +188,11 @@ class Compiler:
         for page_id, items in filing.pages.items():
             summary = filing.summaries.get(page_id, "") if own else ""
             await self._page(run, page_id, items, summary)
+        await guard()
         await self._log(wiki, new)
         await asyncio.to_thread(wiki.write_catalog)
         mark = new[-1].id if new else watermark
+        await guard()
         await asyncio.to_thread(wiki.update_meta, mark, run.waiting)
         duration = round((time.perf_counter() - started) * 1000, 1)
         return CompileResult(soul, scope, tuple(run.written), len(new) + len(waiting),
@@ -198,6 +223,7 @@ class Compiler:
         if not body:
             run.wait(page_id, items, "the model's answer was empty")
             return
+        await run.guard()
         try:  # a part page a person broke is a conflict of the page, like the page itself
             body = await self._fit(run, page_id, body)
             if current is None:
@@ -216,7 +242,7 @@ class Compiler:
         await self._store.record_folds(
             run.soul, run.scope, page_id, [*legacy, *(t.id for t in items)]
         )
-        await self._store.index_page(run.soul, run.scope, page_id, body, run.now)
+        await self._store.index_page(run.soul, run.scope, page_id, body, run.now, run.epoch)
         run.catalog[page_id] = page.summary
         run.written.append(page_id)
 
@@ -262,7 +288,7 @@ class Compiler:
                 summary = prompts.PART_SUMMARY.format(page_id=page_id)
                 page = replace(Page.new(part, text, run.stamp), summary=summary)
             await asyncio.to_thread(run.wiki.write_page, page)
-            await self._store.index_page(run.soul, run.scope, part, part_body, run.now)
+            await self._store.index_page(run.soul, run.scope, part, part_body, run.now, run.epoch)
             run.catalog[part] = page.summary
             run.written.append(part)
         return pagesize.with_part_links(kept, page_id, first + len(bodies) - 1)

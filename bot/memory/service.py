@@ -9,23 +9,20 @@ A turn reads its own scope and the shared wiki, nothing else.
 from __future__ import annotations
 
 import asyncio
-import contextlib
-import hashlib
 import shutil
 import time
 import weakref
-from collections.abc import AsyncIterator, Awaitable, Callable, Sequence
+from collections.abc import Awaitable, Callable, Sequence
 from dataclasses import dataclass, replace
 from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any, TypeVar
 
 import structlog
-from filelock import FileLock, Timeout
 
 from bot import prompts
-from bot.errors import CompileFailed, PageFormatError, SoulbotError, WikiBusy
-from bot.memory.compile import Compiler, CompileResult, log_line
+from bot.errors import CompileFailed, PageFormatError, ScopeErased, SoulbotError, WikiBusy
+from bot.memory.compile import Compiler, CompileResult, Guard, log_line
 from bot.memory.page import Page, render_page
 from bot.memory.pageid import check_page_id, page_type
 from bot.memory.pagesize import part_number
@@ -35,6 +32,7 @@ from bot.memory.store import NewTrace, Trace, TraceStore
 from bot.memory.tool import read_page_tool
 from bot.memory.traces import TraceWriter
 from bot.memory.wiki import Wiki
+from bot.memory.wikilock import WikiLock, wiki_lock
 from bot.soul.registry import SoulRegistry
 from bot.types import SHARED, Route, Scope, Tool
 
@@ -43,17 +41,14 @@ log = structlog.get_logger(__name__)
 T = TypeVar("T")
 
 SELF_PAGE = "self"
-# A self note waits this long for a compile of its wiki in another process
-# (checking every BUSY_RETRY_S); a compile never waits: it is left to the other.
-SELF_NOTE_WAIT_S = 600.0
-BUSY_RETRY_S = 0.5
+# A self note or a forget waits this long for the lock of its wiki, held by a
+# compile in another process (bot/memory/wikilock.py); a compile never waits: it
+# is left to the other, and so is a `/memory drop` (its person tries again).
+WIKI_WAIT_S = 600.0
+# A compile the erasure of its scope sent back to the store starts over at most
+# this many times, then fails (`wiki.compile_failed`): its next run does it.
+COMPILE_RESTARTS = 3
 _FACTS_HEADING = "\n## Facts\n"
-
-
-def compile_lock_path(data_dir: Path, soul: str, scope: str) -> Path:
-    """The file whose flock says a process is compiling this wiki."""
-    key = hashlib.sha256(f"{soul}\0{scope}".encode()).hexdigest()[:32]
-    return data_dir / "locks" / f"compile-{key}.lock"
 
 
 @dataclass(frozen=True)
@@ -165,7 +160,7 @@ class Memory:
     async def add_self_notes(self, route: Route, entry: str, facts: Sequence[str]) -> int:
         """Put a reflection line (newest first) and new facts on the `self` page
         of the route's private wiki, and refresh its catalog, under the wiki's
-        lock (waiting up to SELF_NOTE_WAIT_S for a compile in another process).
+        lock (waiting up to WIKI_WAIT_S for a compile in another process).
         Returns how many facts were new. Raises ValueError for the shared scope,
         WikiBusy when the wait was not enough, OSError."""
         if route.scope == SHARED:
@@ -189,7 +184,7 @@ class Memory:
 
         async with (
             self._lock(route.soul, route.scope),
-            self._process_lock(route.soul, route.scope, SELF_NOTE_WAIT_S) as held,
+            self._wiki_lock(route.soul, route.scope).hold(WIKI_WAIT_S) as held,
         ):
             if not held:
                 raise WikiBusy(route.soul, route.scope)
@@ -247,17 +242,21 @@ class Memory:
         """Compile one wiki, one compile at a time: a compile of it in this
         process is waited for (it leaves nothing new to fold), one in another
         process is left to finish (`wiki.compile_busy`, nothing compiled here).
-        Raises what stopped it (see Compiler.compile)."""
+        Under the wiki's lock, guarded (`_guard`): a compile whose scope was
+        erased meanwhile starts over from the store (`wiki.compile_restarted`).
+        Raises what stopped it (see Compiler.compile; ScopeErased after
+        COMPILE_RESTARTS restarts, WikiLockLost)."""
         wiki = self.wiki(soul, scope)
         if wiki is None:
             raise SoulbotError(f"no soul with id '{soul}' is loaded")
+        lock = self._wiki_lock(soul, scope)
         try:
-            async with self._lock(soul, scope), self._process_lock(soul, scope) as held:
+            async with self._lock(soul, scope), lock.hold() as held:
                 if not held:
                     log.info("wiki.compile_busy", soul=soul, scope=scope,
                              reason="another process is compiling this wiki")  # fmt: skip
                     return CompileResult(soul, scope, (), 0, (), 0.0)
-                result = await self._compiler.compile(soul, scope, wiki)
+                result = await self._compile_guarded(soul, scope, wiki, lock)
         finally:
             self._scopes.changed(soul, scope)
         if scope == SHARED and result.traces:
@@ -266,6 +265,39 @@ class Memory:
             # is what the next question may be about).
             await asyncio.to_thread(self._registry.reload, soul)
         return result
+
+    async def _compile_guarded(
+        self, soul: str, scope: str, wiki: Wiki, lock: WikiLock
+    ) -> CompileResult:
+        """Compile with the scope's erase epoch read now, the lock held; over
+        again when the scope was erased meanwhile (what was prepared is thrown
+        away: the guard stops it before it writes)."""
+        for restart in range(COMPILE_RESTARTS + 1):
+            epoch = await self._store.erase_epoch(soul, scope)
+            guard = self._guard(lock, soul, scope, epoch)
+            try:
+                return await self._compiler.compile(soul, scope, wiki, guard, epoch)
+            except ScopeErased:
+                if restart == COMPILE_RESTARTS:
+                    log.error("wiki.compile_failed", soul=soul, scope=scope,
+                              error_class="ScopeErased", error="erased at every try")  # fmt: skip
+                    raise
+                log.warning("wiki.compile_restarted", soul=soul, scope=scope,
+                            reason="the scope was erased during the compile")  # fmt: skip
+        raise AssertionError("unreachable")  # pragma: no cover
+
+    def _guard(self, lock: WikiLock, soul: str, scope: str, epoch: int) -> Guard:
+        """What a compile awaits before each write: the wiki's lock still held
+        (taken again after a reconnect, else WikiLockLost), and the scope's
+        erase epoch still `epoch` (else ScopeErased: an erasure ran while the
+        lock was lost, and what the compile prepared may hold erased words)."""
+
+        async def guard() -> None:
+            await lock.keep()
+            if await self._store.erase_epoch(soul, scope) != epoch:
+                raise ScopeErased(soul, scope)
+
+        return guard
 
     async def compile_all(self, souls: Sequence[str] | None = None,
                           scope: str | None = None) -> list[CompileResult]:  # fmt: skip
@@ -335,8 +367,9 @@ class Memory:
         the page's indexed chunks, and its part pages (`<id>/part-<n>`, where
         the compile moved what was over the page's cap); then the catalog is
         written again. Done under
-        the wiki's compile lock (this process's and the flock across processes),
-        so it never races a compile or a self note. A trace folded into this
+        the wiki's lock (this process's and the one across processes:
+        bot/memory/wikilock.py), so it never races a compile or a self note;
+        the scope's erase epoch moves with the traces. A trace folded into this
         page and another is dropped too: the other page keeps what the model
         wrote of it. The traces come from the store's fold records and, for a
         page compiled before there were any, from the page's `sources`.
@@ -351,7 +384,7 @@ class Memory:
         if page_type(page_id) == "log":
             raise ValueError(f"{page_id} is a daily log, not a page a compile built")
         soul, scope = route.soul, route.scope
-        async with self._lock(soul, scope), self._process_lock(soul, scope) as held:
+        async with self._lock(soul, scope), self._wiki_lock(soul, scope).hold() as held:
             if not held:
                 raise WikiBusy(soul, scope)
             try:
@@ -414,13 +447,19 @@ class Memory:
         return await self._store.sessions(route.soul, route.scope)
 
     async def forget(self, route: Route) -> int:
-        """Erase the route's private scope: its traces and its wiki, after a
-        compile or a self note of it that is running now. A trace of it still
-        queued is dropped (`memory.write_dropped`). Returns how many traces
-        were erased. Refuses the shared scope (ValueError)."""
-        if route.scope == SHARED:
+        """Erase the route's private scope: its traces (and its erase epoch
+        moves, in the same transaction) and its wiki, under the wiki's lock:
+        after a compile or a self note of it running now, in this process or
+        another (waiting up to WIKI_WAIT_S). A trace of it still queued is
+        dropped (`memory.write_dropped`). Returns how many traces were erased.
+        Raises ValueError for the shared scope, WikiBusy when the wait was not
+        enough (nothing is erased then)."""
+        soul, scope = route.soul, route.scope
+        if scope == SHARED:
             raise ValueError("the shared scope cannot be forgotten from a chat")
-        async with self._lock(route.soul, route.scope):
+        async with self._lock(soul, scope), self._wiki_lock(soul, scope).hold(WIKI_WAIT_S) as held:
+            if not held:
+                raise WikiBusy(soul, scope)
             self._writer.erase(route.soul, route.scope, self._clock())
             await self.drain(5.0)
             erased = await self._store.forget(route.soul, route.scope)
@@ -430,44 +469,13 @@ class Memory:
         log.info("memory.forgotten", soul=route.soul, scope=route.scope, traces=erased)
         return erased
 
-    @contextlib.asynccontextmanager
-    async def _process_lock(
-        self, soul: str, scope: str, wait_s: float = 0.0
-    ) -> AsyncIterator[bool]:
-        """The wiki's lock across processes; yields whether it was taken,
-        trying for up to `wait_s`. Two locks, both dropped when their process
-        dies: an flock under `data_dir/locks/` (the processes of one host) and,
-        on a store processes share, its advisory lock (`Database.try_lock`:
-        processes on other hosts, whose flock on a shared folder may not hold)."""
-        path = compile_lock_path(self._data_dir, soul, scope)
-        path.parent.mkdir(mode=0o700, parents=True, exist_ok=True)
-        name = f"wiki\0{soul}\0{scope}"
-        deadline = time.monotonic() + wait_s
-        while True:
-            lock = FileLock(path, mode=0o600, thread_local=False)
-            try:
-                lock.acquire(timeout=0)  # one flock(2) call: it never waits
-            except Timeout:
-                pass
-            else:
-                if await self._store.db.try_lock(name):
-                    break
-                lock.release()
-            if time.monotonic() >= deadline:
-                yield False
-                return
-            await asyncio.sleep(BUSY_RETRY_S)
-        try:
-            yield True
-        finally:
-            try:
-                await self._store.db.unlock(name)
-            finally:
-                lock.release()
+    def _wiki_lock(self, soul: str, scope: str) -> WikiLock:
+        """The wiki's lock across processes (bot/memory/wikilock.py)."""
+        return wiki_lock(self._store.db, self._data_dir, soul, scope)
 
     def _lock(self, soul: str, scope: str) -> asyncio.Lock:
-        """The lock of one wiki: its compile, its self notes and its erasure
-        take turns."""
+        """The lock of one wiki in this process, taken before the one across
+        processes: its compile, its self notes and its erasure take turns."""
         lock = self._locks.get((soul, scope))
         if lock is None:
             lock = self._locks[(soul, scope)] = asyncio.Lock()

@@ -19,6 +19,8 @@ Layout (the tables are in `bot.storage.db.SCHEMA`):
 - `memory_folds`: which traces a compile folded into which page (trace id, page
   id). The key leads with the trace, so one wiki's folds are one id range; a page
   id means a page of the wiki of the scope its traces belong to.
+- `memory_erasures`: each (soul, scope)'s erase epoch, bumped by `forget` and
+  `drop_page` (bot/memory/wikilock.py).
 """
 
 from __future__ import annotations
@@ -29,6 +31,7 @@ from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import astuple, dataclass
 from typing import Any
 
+from bot.errors import ScopeErased
 from bot.memory import textindex
 from bot.storage.db import Database
 from bot.storage.sql import Conn
@@ -266,6 +269,21 @@ def _since(conn: Conn, numbers: Iterable[int], start: float) -> set[int]:
     return found
 
 
+def _epoch(conn: Conn, soul: str, scope: str) -> int:
+    row = conn.execute(
+        "SELECT epoch FROM memory_erasures WHERE soul = ? AND scope = ?", (soul, scope)
+    ).fetchone()
+    return int(row[0]) if row else 0
+
+
+def _bump_epoch(conn: Conn, soul: str, scope: str) -> None:
+    conn.execute(
+        "INSERT INTO memory_erasures (soul, scope, epoch) VALUES (?, ?, 1) "
+        "ON CONFLICT (soul, scope) DO UPDATE SET epoch = memory_erasures.epoch + 1",
+        (soul, scope),
+    )
+
+
 class TraceStore:
     """Traces and page chunks on the shared database. Every method is one call
     on the database thread; each raises RuntimeError when the database is closed
@@ -372,15 +390,20 @@ class TraceStore:
         return await self._db.run(query)
 
     async def index_page(
-        self, soul: str, scope: str, page_id: str, body: str, updated: float
-    ) -> None:
+        self, soul: str, scope: str, page_id: str, body: str, updated: float,
+        epoch: int | None = None,
+    ) -> None:  # fmt: skip
         """Replace the indexed chunks of page `page_id` of the scope's wiki with
         the chunks of `body` (see `chunk_page`), dated `updated`. An empty body
-        only removes the page's chunks."""
+        only removes the page's chunks. With `epoch`, raises ScopeErased (and
+        writes nothing) when the scope's erase epoch is another now, checked in
+        the transaction that writes."""
         chunks = chunk_page(body)
 
         def write(conn: Conn) -> None:
             with conn.transaction():
+                if epoch is not None and _epoch(conn, soul, scope) != epoch:
+                    raise ScopeErased(soul, scope)
                 number, ids = _fresh_ids(conn, soul, scope, len(chunks))
                 _, old_rows, old_words = _delete(
                     conn, "page = ? AND id BETWEEN ? AND ?", (page_id, *_range(number))
@@ -397,9 +420,19 @@ class TraceStore:
 
         await self._db.run(write)
 
+    async def erase_epoch(self, soul: str, scope: str) -> int:
+        """How many times the scope was erased (`forget`, a `drop_page` that
+        took traces): a compile that saw another number prepared from traces
+        that are gone (bot/memory/wikilock.py). 0 for a scope never erased."""
+
+        def query(conn: Conn) -> int:
+            return _epoch(conn, soul, scope)
+
+        return await self._db.run(query)
+
     async def forget(self, soul: str, scope: str) -> int:
-        """Erase every trace, page chunk and fold record of the scope; returns the
-        traces erased.
+        """Erase every trace, page chunk and fold record of the scope, and bump
+        its erase epoch, in one transaction; returns the traces erased.
         The scope keeps its number, so later ids stay above every earlier one."""
 
         def erase(conn: Conn) -> int:
@@ -412,6 +445,7 @@ class TraceStore:
                     "WHERE soul = ? AND scope = ?",
                     (soul, scope),
                 )
+                _bump_epoch(conn, soul, scope)
                 return traces
 
         return await self._db.run(erase)
@@ -565,6 +599,8 @@ class TraceStore:
                     "WHERE soul = ? AND scope = ?",
                     (trace_rows + chunk_rows, trace_words + chunk_words, soul, scope),
                 )
+                if dropped:
+                    _bump_epoch(conn, soul, scope)
             return dropped
 
         return await self._db.run(write)

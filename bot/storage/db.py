@@ -15,7 +15,6 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import errno
-import hashlib
 import os
 import queue
 import sqlite3
@@ -52,6 +51,8 @@ DB_NAME = "soulbot.db"
 #    a crash kept from its chat is sent at the next start (rows before it count as sent).
 # 8: the table session_bindings (the soul and scope a session's history was said under),
 #    so a changed binding starts a new conversation.
+# The table memory_erasures (bot/memory/wikilock.py) came without a version of its
+# own: IF NOT EXISTS makes it at every open, on either engine.
 # 9: SQLite's history ids are AUTOINCREMENT: an id is never given twice, so a row written
 #    after an erase (`forget`) is above every id before it, the ones a live session holds
 #    included (`_autoincrement_history`; PostgreSQL's identity never repeats already).
@@ -176,6 +177,12 @@ CREATE TABLE IF NOT EXISTS memory_folds (
     PRIMARY KEY (trace, page)
 ) WITHOUT ROWID;
 CREATE INDEX IF NOT EXISTS memory_folds_page ON memory_folds (page, trace);
+CREATE TABLE IF NOT EXISTS memory_erasures (
+    soul TEXT NOT NULL,
+    scope TEXT NOT NULL,
+    epoch INTEGER NOT NULL,
+    PRIMARY KEY (soul, scope)
+);
 CREATE VIRTUAL TABLE IF NOT EXISTS memory_fts USING fts5(
     text, content='memory', content_rowid='id', tokenize='porter unicode61 remove_diacritics 2'
 );
@@ -489,26 +496,6 @@ class Database:
             raise RuntimeError("the database is not open")
         return await self._submit(fn)
 
-    async def try_lock(self, name: str) -> bool:
-        """Take the lock `name` across every process sharing this store, without
-        waiting: whether it was taken. A PostgreSQL session advisory lock (the
-        server drops it when this process's connection ends); on SQLite, which
-        one host's processes share, always True: the callers' file locks do."""
-        if not self.shared:
-            return True
-        key = _lock_key(name)
-        return bool(
-            await self.run(
-                lambda c: c.execute("SELECT pg_try_advisory_lock(?)", (key,)).fetchone()[0]
-            )
-        )
-
-    async def unlock(self, name: str) -> None:
-        """Give back the lock `name` taken by `try_lock`."""
-        if self.shared:
-            key = _lock_key(name)
-            await self.run(lambda c: c.execute("SELECT pg_advisory_unlock(?)", (key,)).fetchone())
-
     async def close(self) -> None:
         """Finish the queued calls and close the connection; safe to call twice."""
         thread, self._thread, self._ready = self._thread, None, False
@@ -516,11 +503,6 @@ class Database:
             return
         self._calls.put(None)
         await asyncio.to_thread(thread.join)
-
-
-def _lock_key(name: str) -> int:
-    """The 64-bit advisory lock key of a lock name."""
-    return int.from_bytes(hashlib.sha256(name.encode()).digest()[:8], "big", signed=True)
 
 
 @dataclass(frozen=True)

@@ -158,6 +158,17 @@ CREATE TABLE IF NOT EXISTS memory_folds (
 CREATE INDEX IF NOT EXISTS memory_folds_page ON memory_folds (page, trace);
 """
 
+# Tables that came without a schema version of their own (an older soulbot of the
+# same version reads the schema still): made at every connect, under SCHEMA_LOCK.
+UNVERSIONED = """
+CREATE TABLE IF NOT EXISTS memory_erasures (
+    soul TEXT NOT NULL,
+    scope TEXT NOT NULL,
+    epoch BIGINT NOT NULL,
+    PRIMARY KEY (soul, scope)
+);
+"""
+
 
 def is_postgres(url: str) -> bool:
     """Whether a store URL names PostgreSQL."""
@@ -211,6 +222,7 @@ def connect(url: str, version: int) -> PostgresConn:
         raw.execute("SELECT pg_advisory_lock(%s)", (SCHEMA_LOCK,))
         try:
             _schema(raw, url, version)
+            raw.execute(UNVERSIONED)
         finally:
             raw.execute("SELECT pg_advisory_unlock(%s)", (SCHEMA_LOCK,))
     except BaseException:

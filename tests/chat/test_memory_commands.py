@@ -14,9 +14,10 @@ from bot import prompts
 from bot.app.runtime import Runtime
 from bot.chat.commands import MEMORY_MAX_CHARS, MEMORY_PAGES_SHOWN, memory_list
 from bot.memory.page import Page
-from bot.memory.service import MemoryView, compile_lock_path
+from bot.memory.service import MemoryView
 from bot.memory.store import NewTrace, Trace
 from bot.memory.wiki import Wiki
+from bot.memory.wikilock import wiki_lock_path
 from tests.fakes.anthropic_fake import FakeAnthropic
 from tests.kit import make_config, running
 
@@ -159,7 +160,7 @@ async def test_drop_waits_for_no_one_while_another_process_compiles(tmp_path: Pa
     config = make_config(tmp_path, "http://127.0.0.1:9", OPEN)
     async with running(config, "telegram") as (runtime, platform):
         wiki, _ = await _wiki_of_ann(runtime)
-        path = compile_lock_path(config.data_dir, "lark", ANN)
+        path = wiki_lock_path(config.data_dir, "lark", ANN)
         path.parent.mkdir(parents=True, exist_ok=True)
         with FileLock(path, thread_local=False):  # another process's compile, as far as it knows
             await platform.say("/memory drop entities/bob", user="5")

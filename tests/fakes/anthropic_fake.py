@@ -12,7 +12,8 @@ body (``client.messages.stream(...)``, ``create(..., stream=True)``), as events:
   ``fail_until``), validation (model, max_tokens, messages, at most 4 cache
   breakpoints, images), then the reply. Only a request that gets this far consumes
   a reply: first the FIFO script (``script_text``, ``script_tool_use``,
-  ``script_error``, ``script_hang``, ``script(Reply.of_stream_error(...))``), then
+  ``script_error``, ``script_hang``, ``script_gate``: held until the test opens
+  it, ``script(Reply.of_stream_error(...))``), then
   ``responder(body)``, then the default ``"echo: <text of the last user message>"``
   (``" [1 image]"``, ``" [2 images]"``, ... appended when it carried images).
 
@@ -183,6 +184,18 @@ def _image_blocks(messages: list[Any]) -> list[tuple[str, JSON]]:
     ]
 
 
+@dataclass(eq=False)
+class Gate:
+    """A scripted hang a test ends: ``reached`` is set when its request arrives;
+    the default answer goes once ``open()`` is called (or the fake stops)."""
+
+    reached: asyncio.Event = field(default_factory=asyncio.Event)
+    opened: asyncio.Event = field(default_factory=asyncio.Event)
+
+    def open(self) -> None:
+        self.opened.set()
+
+
 @dataclass(frozen=True)
 class Reply:
     """One scripted answer; build it with the ``of_*`` constructors or ``from_json``."""
@@ -199,6 +212,7 @@ class Reply:
     seconds: float = 0.0
     stop_reason: str = "end_turn"  # of a text reply; a text past max_tokens stops there
     after_chars: int = 0  # of a stream_error reply: the characters streamed before the error
+    gate: Gate | None = None  # of a hang: it ends when the gate opens (``script_gate``)
 
     @classmethod
     def of_text(cls, text: str, stop_reason: str = "end_turn") -> Reply:
@@ -536,6 +550,12 @@ class FakeAnthropic(LoopbackServer):
     def script_hang(self, seconds: float) -> None:
         self.script(Reply.of_hang(seconds))
 
+    def script_gate(self) -> Gate:
+        """Hold the next request until the test opens the gate returned."""
+        gate = Gate()
+        self.script(Reply("hang", seconds=math.inf, gate=gate))
+        return gate
+
     def fail_until(self, t: float, status: int = 529) -> None:
         """Answer every request with ``status`` while ``clock() < t``."""
         self._outage_until, self._outage_status = t, status
@@ -651,6 +671,14 @@ class FakeAnthropic(LoopbackServer):
             reply = self.compat.answer(reply, body)
         if reply.kind == "error":
             return self._error(reply.status, reply.error_type, reply.message, reply.retry_after)
+        if reply.kind == "hang" and reply.gate is not None:
+            reply.gate.reached.set()
+            closing = asyncio.ensure_future(self._closing.wait())
+            opened = asyncio.ensure_future(reply.gate.opened.wait())
+            await asyncio.wait({closing, opened}, return_when=asyncio.FIRST_COMPLETED)
+            closing.cancel()
+            opened.cancel()
+            reply = Reply.of_text(_default_text(body))
         if reply.kind == "hang":
             await self._sleep(reply.seconds)
             reply = Reply.of_text(_default_text(body))

@@ -13,7 +13,7 @@ from filelock import FileLock
 from bot import prompts
 from bot.app.runtime import Runtime
 from bot.errors import CompileFailed
-from bot.memory.service import compile_lock_path
+from bot.memory.wikilock import wiki_lock_path
 from bot.types import Route
 from tests.fakes.anthropic_fake import FakeAnthropic
 from tests.kit import RecordingPlatform, capture_logs, make_config, running, user_texts
@@ -222,7 +222,7 @@ async def test_a_compile_in_another_process_is_left_to_finish(tmp_path: Path) ->
         async with running(config) as (runtime, platform):
             await ann_said_something(runtime, platform)
             before = len(fake.requests)
-            path = compile_lock_path(tmp_path / "data", "lark", "user:test:ann")
+            path = wiki_lock_path(tmp_path / "data", "lark", "user:test:ann")
             path.parent.mkdir(parents=True)
             # A lock of its own file description: to flock, another process.
             with FileLock(path, thread_local=False), capture_logs() as logs:

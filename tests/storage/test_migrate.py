@@ -45,7 +45,14 @@ budget:
   daily_tokens_background: 400
 """
 # The tables the engines derive from the copied rows (and their own bookkeeping).
-NOT_COPIED = {"memory_fts", "memory_terms", "budget_totals", "soulbot_schema", "sqlite_sequence"}
+NOT_COPIED = {
+    "memory_fts",
+    "memory_terms",
+    "budget_totals",
+    "soulbot_schema",
+    "sqlite_sequence",
+    "memory_erasures",
+}
 
 
 @dataclass

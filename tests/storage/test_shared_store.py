@@ -80,15 +80,6 @@ async def test_an_approval_or_a_revocation_holds_in_every_process(
     assert not (await there.admit(dm("7"))).admitted
 
 
-async def test_a_lock_is_held_by_one_process_at_a_time(two: tuple[Database, Database]) -> None:
-    here, there = two
-    assert await here.try_lock("wiki\0lark\0user:test:ann")
-    assert not await there.try_lock("wiki\0lark\0user:test:ann")
-    assert await there.try_lock("wiki\0lark\0user:test:bob")  # another wiki's is free
-    await here.unlock("wiki\0lark\0user:test:ann")
-    assert await there.try_lock("wiki\0lark\0user:test:ann")
-
-
 async def test_a_schema_4_store_keeps_the_totals_it_counted() -> None:
     """Schema 4 kept one row a budget; opened by this soulbot, that row is the
     total of a process named '' and still counts."""
