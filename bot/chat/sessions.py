@@ -227,11 +227,14 @@ class Session:
     def task(self) -> asyncio.Task[None] | None:
         return self._task
 
-    async def receive(self, inbound: Inbound, text: str, pictured: Pictured | None = None) -> bool:
+    async def receive(
+        self, inbound: Inbound, text: str, pictured: Pictured | None = None, start: bool = True
+    ) -> bool:
         """Store a user message (`text`, its history row; with `pictured`, its
-        images wait in memory for its turn) and make sure a turn will answer
-        it; False (and nothing done) when its platform message id was
-        delivered before."""
+        images wait in memory for its turn) and, with `start`, make sure a turn
+        will answer it (without: the message received next starts it); False
+        (and nothing done) when its platform message id was delivered before.
+        Raises what the store raised (nothing done then)."""
         self.last_active = time.monotonic()
         address = inbound.address()
         entry = await self._parts.store.append_message(
@@ -250,6 +253,8 @@ class Session:
         elif self._parts.memory is not None:
             trace = pictured.placeholder() if pictured is not None else inbound.text
             self._parts.memory.record(self.route, "user", inbound.user_name, trace)
+        if not start:
+            return True
         wait, tell = 0.0, False
         if self._parts.rate is not None and inbound.platform != "console":
             wait, tell = self._parts.rate.admit(f"{inbound.platform}:{inbound.user_id}", weight)
@@ -605,6 +610,9 @@ class SessionManager:
         self._sessions: dict[str, Session] = {}
         # A session's lock and how many hold or wait for it; kept only while some do.
         self._locks: dict[str, tuple[asyncio.Lock, int]] = {}
+        # Messages the store failed to take (a lock timeout, a server gone), by session,
+        # oldest first: stored, and answered, with the session's next message.
+        self._held: dict[str, list[tuple[Inbound, str, Pictured | None]]] = {}
         self._last_sweep = time.monotonic()
 
     def __len__(self) -> int:
@@ -649,11 +657,24 @@ class SessionManager:
         self, route: Route, inbound: Inbound, text: str, pictured: Pictured | None = None
     ) -> None:
         """Hand a message to its session, in arrival order; a platform message id
-        seen before is dropped."""
+        seen before is dropped. When the store fails, raises what it raised (the
+        caller apologises), and the message is held: the session's next message
+        stores it first, and one turn answers both."""
         async with self._lock(route.session):
-            session = await self._get(route)
-            if not await session.receive(inbound, text, pictured):
-                log.info("message.duplicate", session=route.session, message_id=inbound.message_id)
+            waiting = [*self._held.pop(route.session, ()), (inbound, text, pictured)]
+            try:
+                session = await self._get(route)
+                while waiting:
+                    held, held_text, held_pictured = waiting[0]
+                    last = len(waiting) == 1
+                    if not await session.receive(held, held_text, held_pictured, start=last):
+                        log.info("message.duplicate", session=route.session,
+                                 message_id=held.message_id)  # fmt: skip
+                    waiting.pop(0)
+            except Exception:
+                self._held[route.session] = waiting
+                log.warning("sessions.message_held", session=route.session, messages=len(waiting))
+                raise
         self._sweep()
 
     def overhear(self, route: Route, inbound: Inbound, text: str, remember: bool) -> None:
@@ -686,6 +707,7 @@ class SessionManager:
         under their locks)."""
         tasks = []
         for key in sessions:
+            self._held.pop(key, None)
             live = self._sessions.pop(key, None)
             if live is not None:
                 live.stop_deferred()
