@@ -54,7 +54,9 @@ DB_NAME = "soulbot.db"
 #    a crash kept from its chat is sent at the next start (rows before it count as sent).
 # 8: the table session_bindings (the soul and scope a session's history was said under),
 #    so a changed binding starts a new conversation.
-SCHEMA_VERSION = 8
+# 9: the index history_recent (a person's messages by time), so the start's search for
+#    messages a crash left unanswered reads the recent rows only, not every session.
+SCHEMA_VERSION = 9
 
 _USAGE = """
 CREATE TABLE IF NOT EXISTS {name} (
@@ -95,6 +97,8 @@ CREATE TABLE IF NOT EXISTS history (
 CREATE INDEX IF NOT EXISTS history_session ON history (session, generation, id);
 CREATE INDEX IF NOT EXISTS history_live ON history (session, generation, id)
     WHERE kind IN ('message', 'summary');
+CREATE INDEX IF NOT EXISTS history_recent ON history (ts)
+    WHERE kind = 'message' AND role = 'user';
 CREATE TABLE IF NOT EXISTS sessions (
     session TEXT PRIMARY KEY,
     generation INTEGER NOT NULL

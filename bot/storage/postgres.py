@@ -87,6 +87,8 @@ CREATE TABLE IF NOT EXISTS history (
 CREATE INDEX IF NOT EXISTS history_session ON history (session, generation, id);
 CREATE INDEX IF NOT EXISTS history_live ON history (session, generation, id)
     WHERE kind IN ('message', 'summary');
+CREATE INDEX IF NOT EXISTS history_recent ON history (ts)
+    WHERE kind = 'message' AND role = 'user';
 CREATE TABLE IF NOT EXISTS sessions (
     session TEXT PRIMARY KEY,
     generation INTEGER NOT NULL
