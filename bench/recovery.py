@@ -23,6 +23,7 @@ import statistics
 import sys
 import tempfile
 import time
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
@@ -33,7 +34,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 from bench.common import finish, fresh_store
 from bot.chat.history import HistoryStore
 from bot.storage.db import Database
-from bot.storage.sql import Conn
+from bot.storage.sql import Conn, Cursor, Params
 from tests.engines import SERVER
 
 TARGET_S = 1.0
@@ -67,17 +68,17 @@ def fill(conn: Conn, sessions: int, recent: int, now: float) -> None:
 
 
 class Counting:
-    """A `Conn` that counts the statements made through it."""
+    """A `Conn` that counts the statements made through it in `count[0]`."""
 
-    def __init__(self, conn: Conn) -> None:
-        self.conn, self.engine, self.statements = conn, conn.engine, 0
+    def __init__(self, conn: Conn, count: list[int]) -> None:
+        self._conn, self._count, self.engine = conn, count, conn.engine
 
     def __getattr__(self, name: str) -> Any:
-        return getattr(self.conn, name)
+        return getattr(self._conn, name)
 
-    def execute(self, sql: str, params: Any = ()) -> Any:
-        self.statements += 1
-        return self.conn.execute(sql, params)
+    def execute(self, sql: str, params: Params = ()) -> Cursor:
+        self._count[0] += 1
+        return self._conn.execute(sql, params)
 
 
 async def measure(target: Path | str, args: argparse.Namespace) -> dict[str, Any]:
@@ -87,26 +88,26 @@ async def measure(target: Path | str, args: argparse.Namespace) -> dict[str, Any
         now = time.time()
         await db.run(lambda c: fill(c, args.sessions, args.recent, now))
         history = HistoryStore(db)
-        times, found, statements = [], [], 0
+        times: list[float] = []
+        found: list[tuple[str, str]] = []
+        count = [0]
+        real_run = db.run
+
+        def counted(fn: Callable[[Conn], Any]) -> Any:
+            return real_run(lambda c: fn(Counting(c, count)))
+
+        db.run = counted  # type: ignore[method-assign]
         for _ in range(args.rounds):
-            real_run = db.run
-            counter: list[Counting] = []
-
-            def counted(fn: Any, run: Any = real_run) -> Any:
-                return run(lambda c: fn(counter.append(Counting(c)) or counter[-1]))
-
-            db.run = counted  # type: ignore[method-assign]
             start = time.perf_counter()
             found = await history.unanswered(now - WINDOW_S)
             times.append(time.perf_counter() - start)
-            db.run = real_run  # type: ignore[method-assign]
-            statements = sum(c.statements for c in counter)
+        db.run = real_run  # type: ignore[method-assign]
         expected = {
             f"bench:s{i}" for i in range(args.sessions - args.recent + 1, args.sessions + 1)
         }
         return {
             "recovery_s": round(statistics.median(times), 4),
-            "statements": statements,
+            "statements": count[0] // args.rounds,
             "found_right": {s for s, _ in found} == expected,
         }
     finally:
