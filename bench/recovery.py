@@ -34,8 +34,8 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 from bench.common import finish, fresh_store
 from bot.chat.history import HistoryStore
 from bot.storage.db import Database
-from bot.storage.sql import Conn, Cursor, Params
-from tests.engines import SERVER
+from bot.storage.sql import Conn
+from tests.engines import SERVER, Counting
 
 TARGET_S = 1.0
 WINDOW_S = 600.0
@@ -65,20 +65,6 @@ def fill(conn: Conn, sessions: int, recent: int, now: float) -> None:
             (sessions, old, sessions - recent),
         )
     conn.execute("ANALYZE")
-
-
-class Counting:
-    """A `Conn` that counts the statements made through it in `count[0]`."""
-
-    def __init__(self, conn: Conn, count: list[int]) -> None:
-        self._conn, self._count, self.engine = conn, count, conn.engine
-
-    def __getattr__(self, name: str) -> Any:
-        return getattr(self._conn, name)
-
-    def execute(self, sql: str, params: Params = ()) -> Cursor:
-        self._count[0] += 1
-        return self._conn.execute(sql, params)
 
 
 async def measure(target: Path | str, args: argparse.Namespace) -> dict[str, Any]:

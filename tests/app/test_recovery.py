@@ -13,27 +13,13 @@ from typing import Any
 
 import pytest
 
-from bot.storage.sql import Conn, Cursor, Params
+from bot.storage.sql import Conn
 from bot.types import Inbound
-from tests.engines import postgres_schema
+from tests.engines import Counting, postgres_schema
 from tests.fakes.anthropic_fake import FakeAnthropic
 from tests.kit import make_config, running
 
 OLD_SESSIONS = 300
-
-
-class Counting:
-    """A `Conn` that counts the statements made through it."""
-
-    def __init__(self, conn: Conn, count: list[int]) -> None:
-        self._conn, self._count, self.engine = conn, count, conn.engine
-
-    def __getattr__(self, name: str) -> Any:
-        return getattr(self._conn, name)
-
-    def execute(self, sql: str, params: Params = ()) -> Cursor:
-        self._count[0] += 1
-        return self._conn.execute(sql, params)
 
 
 def _old_sessions(conn: Conn, ts: float) -> None:
