@@ -28,12 +28,17 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, TypeVar
 
+import structlog
+
 from bot.errors import SoulbotError, StorageError, StoreUnavailable
 from bot.storage import postgres
 from bot.storage.files import PRIVATE_FOLDER, create_private, make_folders
 from bot.storage.sql import Conn, Engine, SqliteConn
 
 T = TypeVar("T")
+# How long a new connection waits to take again an advisory lock the lost one held.
+RETAKE_WAIT_S = 2.0
+log = structlog.get_logger(__name__)
 
 DB_NAME = "soulbot.db"
 # Bump whenever SCHEMA changes. `connect` brings an older file up to date: SCHEMA's
@@ -404,6 +409,9 @@ class Database:
         # The calls not yet answered, oldest first, with when each was queued
         # (changed on the event loop's thread only).
         self._pending: dict[_Call, float] = {}
+        # The advisory locks `try_lock` took, by key (changed on the database thread only):
+        # a new connection after a lost one takes them again (`_retake`).
+        self._advisory: dict[int, str] = {}
         self._thread: threading.Thread | None = None
         self._ready = False
         self._opened = False
@@ -439,6 +447,7 @@ class Database:
                 try:
                     if conn is None:
                         conn = open_conn(self.target, self.timeouts)
+                        self._retake(conn)
                     results.append((call, call.fn(conn), None))
                 except BaseException as exc:
                     results.append((call, None, self._passing(exc)))
@@ -453,6 +462,27 @@ class Database:
                 if conn is not None:
                     conn.close()
                 return
+
+    def _retake(self, conn: Conn) -> None:
+        """Take again, on a new connection, the advisory locks the lost one held
+        (the server drops them with it), waiting up to RETAKE_WAIT_S for each.
+        One another process took meanwhile is no longer held: logged
+        (`store.lock_lost`), and `holds` says so."""
+        import psycopg
+
+        for key, name in list(self._advisory.items()):
+            try:  # the server may not have ended the old session yet: a short wait
+                with conn.transaction():
+                    conn.execute(f"SET LOCAL lock_timeout = {round(RETAKE_WAIT_S * 1000)}")
+                    conn.execute("SELECT pg_advisory_lock(?)", (key,)).fetchone()
+            except psycopg.errors.LockNotAvailable:
+                del self._advisory[key]
+                log.error("store.lock_lost", lock=name.replace("\0", "/"))
+
+    def holds(self, name: str) -> bool:
+        """Whether this process still holds the lock `name` it took with
+        `try_lock` (always True on SQLite). Safe to call from any thread."""
+        return not self.shared or _lock_key(name) in self._advisory
 
     def _passing(self, exc: BaseException) -> BaseException:
         """`exc`, or StoreUnavailable (from it) when it is PostgreSQL's timeout or
@@ -499,17 +529,25 @@ class Database:
         if not self.shared:
             return True
         key = _lock_key(name)
-        return bool(
-            await self.run(
-                lambda c: c.execute("SELECT pg_try_advisory_lock(?)", (key,)).fetchone()[0]
-            )
-        )
+
+        def take(conn: Conn) -> bool:
+            taken = bool(conn.execute("SELECT pg_try_advisory_lock(?)", (key,)).fetchone()[0])
+            if taken:
+                self._advisory[key] = name
+            return taken
+
+        return await self.run(take)
 
     async def unlock(self, name: str) -> None:
         """Give back the lock `name` taken by `try_lock`."""
         if self.shared:
             key = _lock_key(name)
-            await self.run(lambda c: c.execute("SELECT pg_advisory_unlock(?)", (key,)).fetchone())
+
+            def give_back(conn: Conn) -> None:
+                if self._advisory.pop(key, None) is not None:  # not one a reconnect lost
+                    conn.execute("SELECT pg_advisory_unlock(?)", (key,)).fetchone()
+
+            await self.run(give_back)
 
     async def close(self) -> None:
         """Finish the queued calls and close the connection; safe to call twice."""

@@ -11,12 +11,13 @@ import pytest
 
 from bot.chat.access import Access
 from bot.config.load import parse_config
-from bot.errors import BudgetExceeded
+from bot.errors import BudgetExceeded, StoreUnavailable
 from bot.model.client import Usage
 from bot.model.usage import Ledger
 from bot.storage.db import SCHEMA_VERSION, Database
 from tests.chat.test_access import code_of, dm
-from tests.engines import postgres_schema
+from tests.engines import SERVER, postgres_schema
+from tests.kit import capture_logs
 from tests.model.test_usage import SONNET, Clock, budget, ctx
 
 
@@ -87,6 +88,48 @@ async def test_a_lock_is_held_by_one_process_at_a_time(two: tuple[Database, Data
     assert await there.try_lock("wiki\0lark\0user:test:bob")  # another wiki's is free
     await here.unlock("wiki\0lark\0user:test:ann")
     assert await there.try_lock("wiki\0lark\0user:test:ann")
+
+
+async def _lock_and_lose_connection(db: Database, name: str) -> None:
+    """Take the lock `name` (advisory locks are the whole database's: each test
+    its own name), then do to `db`'s connection what a server restart does: the
+    next call fails, the one after it connects again."""
+    assert await db.try_lock(name)
+    pid = await db.run(lambda c: c.execute("SELECT pg_backend_pid()").fetchone()[0])
+    with psycopg.connect(SERVER, autocommit=True) as admin:
+        admin.execute("SELECT pg_terminate_backend(%s, 5000)", (pid,))  # waits for its end
+    with pytest.raises(StoreUnavailable):
+        await db.run(lambda c: c.execute("SELECT 1").fetchone())
+
+
+async def test_a_lock_is_taken_again_when_its_connection_is_lost(
+    two: tuple[Database, Database],
+) -> None:
+    first, second = two
+    wiki = "wiki\0lark\0user:test:cy"
+    await _lock_and_lose_connection(first, wiki)
+    await first.run(lambda c: c.execute("SELECT 1").fetchone())  # connects, takes it again
+    assert first.holds(wiki)
+    assert not await second.try_lock(wiki)
+    await first.unlock(wiki)
+    assert await second.try_lock(wiki)
+
+
+async def test_a_lock_another_process_took_meanwhile_is_lost_and_said_so(
+    two: tuple[Database, Database],
+) -> None:
+    first, second = two
+    wiki = "wiki\0lark\0user:test:di"
+    await _lock_and_lose_connection(first, wiki)
+    assert await second.try_lock(wiki)  # the server let it go with the connection
+    with capture_logs() as logs:
+        await first.run(lambda c: c.execute("SELECT 1").fetchone())
+    assert not first.holds(wiki)
+    assert [e["lock"] for e in logs if e["event"] == "store.lock_lost"] == [
+        "wiki/lark/user:test:di"
+    ]
+    await first.unlock(wiki)  # gives back nothing it does not hold
+    assert not await first.try_lock(wiki)
 
 
 async def test_a_schema_4_store_keeps_the_totals_it_counted() -> None:
