@@ -90,24 +90,28 @@ async def test_a_lock_is_held_by_one_process_at_a_time(two: tuple[Database, Data
     assert await there.try_lock("wiki\0lark\0user:test:ann")
 
 
-async def _lock_and_lose_connection(db: Database, name: str) -> None:
-    """Take the lock `name` (advisory locks are the whole database's: each test
-    its own name), then do to `db`'s connection what a server restart does: the
-    next call fails, the one after it connects again."""
-    assert await db.try_lock(name)
-    pid = await db.run(lambda c: c.execute("SELECT pg_backend_pid()").fetchone()[0])
+@pytest.fixture
+async def lost(
+    two: tuple[Database, Database], request: pytest.FixtureRequest
+) -> tuple[Database, Database, str]:
+    """`two`, and a lock the first took (advisory locks are the whole database's:
+    each test's its own name), before its connection went as at a server
+    restart: its next call connects again."""
+    first, second = two
+    wiki = f"wiki\0lark\0{request.node.name}"
+    assert await first.try_lock(wiki)
+    pid = await first.run(lambda c: c.execute("SELECT pg_backend_pid()").fetchone()[0])
     with psycopg.connect(SERVER, autocommit=True) as admin:
         admin.execute("SELECT pg_terminate_backend(%s, 5000)", (pid,))  # waits for its end
     with pytest.raises(StoreUnavailable):
-        await db.run(lambda c: c.execute("SELECT 1").fetchone())
+        await first.run(lambda c: c.execute("SELECT 1").fetchone())
+    return first, second, wiki
 
 
 async def test_a_lock_is_taken_again_when_its_connection_is_lost(
-    two: tuple[Database, Database],
+    lost: tuple[Database, Database, str],
 ) -> None:
-    first, second = two
-    wiki = "wiki\0lark\0user:test:cy"
-    await _lock_and_lose_connection(first, wiki)
+    first, second, wiki = lost
     await first.run(lambda c: c.execute("SELECT 1").fetchone())  # connects, takes it again
     assert first.holds(wiki)
     assert not await second.try_lock(wiki)
@@ -116,18 +120,15 @@ async def test_a_lock_is_taken_again_when_its_connection_is_lost(
 
 
 async def test_a_lock_another_process_took_meanwhile_is_lost_and_said_so(
-    two: tuple[Database, Database],
+    lost: tuple[Database, Database, str],
 ) -> None:
-    first, second = two
-    wiki = "wiki\0lark\0user:test:di"
-    await _lock_and_lose_connection(first, wiki)
+    first, second, wiki = lost
     assert await second.try_lock(wiki)  # the server let it go with the connection
     with capture_logs() as logs:
         await first.run(lambda c: c.execute("SELECT 1").fetchone())
     assert not first.holds(wiki)
-    assert [e["lock"] for e in logs if e["event"] == "store.lock_lost"] == [
-        "wiki/lark/user:test:di"
-    ]
+    events = [e["lock"] for e in logs if e["event"] == "store.lock_lost"]
+    assert events == [wiki.replace("\0", "/")]
     await first.unlock(wiki)  # gives back nothing it does not hold
     assert not await first.try_lock(wiki)
 
