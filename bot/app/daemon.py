@@ -193,6 +193,7 @@ class Daemon:
             await runtime.sessions.cancel()
         # A reply sent but not stored (a full disk) would be answered again at the next start.
         await runtime.sessions.store_unsaved()
+        await runtime.sessions.store_held()  # messages a failed store held: the next start answers
         if queued := runtime.memory.pending_writes():
             self._show(ShutdownStep("writes", queued))
         if not await self._or_forced(runtime.memory.drain(max(0.0, turns_end - loop.time()))):

@@ -41,6 +41,7 @@ anew too: under which binding it was said is not known.
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import shutil
 import time
 from collections.abc import AsyncIterator, Awaitable, Callable, Sequence
@@ -168,6 +169,16 @@ class _Turn:
             e.id not in self.pictured or self.pictured[e.id].caption or self.pictured[e.id].images
             for e in self.new
         )
+
+
+@dataclass(frozen=True)
+class _Held:
+    """A message the store failed to take, kept for its session's next try."""
+
+    route: Route
+    inbound: Inbound
+    text: str
+    pictured: Pictured | None
 
 
 @dataclass(frozen=True)
@@ -612,7 +623,7 @@ class SessionManager:
         self._locks: dict[str, tuple[asyncio.Lock, int]] = {}
         # Messages the store failed to take (a lock timeout, a server gone), by session,
         # oldest first: stored, and answered, with the session's next message.
-        self._held: dict[str, list[tuple[Inbound, str, Pictured | None]]] = {}
+        self._held: dict[str, list[_Held]] = {}
         self._last_sweep = time.monotonic()
 
     def __len__(self) -> int:
@@ -661,21 +672,43 @@ class SessionManager:
         caller apologises), and the message is held: the session's next message
         stores it first, and one turn answers both."""
         async with self._lock(route.session):
-            waiting = [*self._held.pop(route.session, ()), (inbound, text, pictured)]
-            try:
-                session = await self._get(route)
-                while waiting:
-                    held, held_text, held_pictured = waiting[0]
-                    last = len(waiting) == 1
-                    if not await session.receive(held, held_text, held_pictured, start=last):
-                        log.info("message.duplicate", session=route.session,
-                                 message_id=held.message_id)  # fmt: skip
-                    waiting.pop(0)
-            except Exception:
-                self._held[route.session] = waiting
-                log.warning("sessions.message_held", session=route.session, messages=len(waiting))
-                raise
+            held = self._held.pop(route.session, [])
+            await self._take(route, [*held, _Held(route, inbound, text, pictured)], start=True)
         self._sweep()
+
+    async def _take(self, route: Route, waiting: list[_Held], start: bool) -> None:
+        """Store the `waiting` messages of the route's session in order (with
+        `start`, the last starts a turn for them all); raises what the store
+        raised, the messages not stored held again (call under its lock)."""
+        try:
+            session = await self._get(route)
+            while waiting:
+                held = waiting[0]
+                last = start and len(waiting) == 1
+                if not await session.receive(held.inbound, held.text, held.pictured, start=last):
+                    log.info("message.duplicate", session=route.session,
+                             message_id=held.inbound.message_id)  # fmt: skip
+                waiting.pop(0)
+        except Exception:
+            self._held[route.session] = waiting
+            log.warning("sessions.message_held", session=route.session, messages=len(waiting))
+            raise
+
+    async def store_held(self) -> int:
+        """Store the messages held since the store failed them, with no turn (the
+        shutdown: the next start's recovery answers them); returns how many are
+        still not stored (logged: `sessions.held_lost`)."""
+        for key in list(self._held):
+            async with self._lock(key):
+                waiting = self._held.pop(key, [])
+                if waiting:
+                    with contextlib.suppress(Exception):  # held again, and counted below
+                        await self._take(waiting[-1].route, waiting, start=False)
+        left = sum(len(waiting) for waiting in self._held.values())
+        if left:
+            log.error("sessions.held_lost", messages=left,
+                      reason="the store did not take them; they are not answered")  # fmt: skip
+        return left
 
     def overhear(self, route: Route, inbound: Inbound, text: str, remember: bool) -> None:
         """Keep a group message not addressed to the bot as context for the
