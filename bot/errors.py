@@ -21,6 +21,7 @@
     │       └── ToolsUnsupported  a call that needs a tool, to a server known to have none
     ├── DataDirInUse         another daemon serves from the same data_dir
     ├── StorageError         data_dir or the database cannot be used: which path, why, what to do
+    │   └── StoreUnavailable   a store call timed out or lost its server: worth another try
     └── AdapterStartError    an adapter could not connect (raised at the adapter seam)
 
 Every message says what failed and where, and never carries a secret value.
@@ -221,6 +222,16 @@ class StorageError(SoulbotError):
     def __init__(self, path: Path | str, reason: str) -> None:
         super().__init__(f"{path}: {reason}")
         self.path = path
+
+
+class StoreUnavailable(StorageError):
+    """A call to the store failed for a reason that passes: PostgreSQL's
+    statement or lock timeout, a connection lost. The same call may succeed
+    later (a chat turn apologises; its message is kept for the next one)."""
+
+    def __init__(self, path: Path | str, reason: str) -> None:
+        super().__init__(path, f"did not answer ({reason}); soulbot tries again at the next call")
+        self.reason = reason
 
 
 class DataDirInUse(SoulbotError):

@@ -12,12 +12,13 @@ import secrets
 import sqlite3
 from collections.abc import Iterator
 from contextlib import contextmanager
+from typing import Any
 from urllib.parse import quote
 
 import psycopg
 import pytest
 
-from bot.storage.sql import Conn, SqliteConn
+from bot.storage.sql import Conn, Cursor, Params, SqliteConn
 
 SERVER = os.environ.get("SOULBOT_TEST_POSTGRES", "postgresql://postgres@127.0.0.1:5432/test")
 
@@ -68,3 +69,18 @@ def raw_sqlite(conn: Conn) -> sqlite3.Connection:
     """The sqlite3 connection under a SQLite `Conn` (for SQLite-only checks)."""
     assert isinstance(conn, SqliteConn), conn
     return conn.raw
+
+
+class Counting:
+    """A `Conn` that counts the statements made through it in `count[0]` (a
+    test of how many a store call makes, rather than how long it takes)."""
+
+    def __init__(self, conn: Conn, count: list[int]) -> None:
+        self._conn, self._count, self.engine = conn, count, conn.engine
+
+    def __getattr__(self, name: str) -> Any:
+        return getattr(self._conn, name)
+
+    def execute(self, sql: str, params: Params = ()) -> Cursor:
+        self._count[0] += 1
+        return self._conn.execute(sql, params)

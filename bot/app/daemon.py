@@ -21,7 +21,8 @@ still stops gracefully.)
 With `metrics.listen` set, the Prometheus endpoint (bot/app/metrics.py) serves
 from before the adapters start until the shutdown is done. The health file holds
 each adapter's `connected` and `last_event` (`Adapter.last_seen`), for
-`soulbot health`'s deaf check.
+`soulbot health`'s deaf check, and `store_wait_s` (`Database.waiting_s`), for
+its stalled-store check.
 
 An adapter that is a `ShutdownWatcher` (the terminal chat) is told each step
 as it starts (`ShutdownStep`: stopping, replies, writes, heartbeat, compile,
@@ -132,14 +133,16 @@ class Daemon:
         health: asyncio.Task[None] | None = None
         listen = runtime.config.metrics.listen
         try:
-            async with serving_metrics(listen, runtime.adapters, runtime.sessions) as self.metrics:
+            async with serving_metrics(
+                listen, runtime.adapters, runtime.sessions, runtime.db.waiting_s
+            ) as self.metrics:
                 await runtime.start_adapters()
                 await runtime.recover()
                 runtime.reflector.start()
                 self._scheduler.start()
                 souls = [s.id for s in runtime.registry.all()]
                 log.info("daemon.started", souls=souls, adapters=list(runtime.adapters))
-                health = asyncio.create_task(keep_health(health_path(runtime.config), self._status))
+                health = asyncio.create_task(keep_health(health_path(runtime.config), self.status))
                 await self._stop.wait()
                 return await self._shutdown()
         finally:
@@ -153,7 +156,8 @@ class Daemon:
                 loop.remove_signal_handler(signum)
             log.info("daemon.stopped")
 
-    def _status(self) -> dict[str, object]:
+    def status(self) -> dict[str, object]:
+        """What the health file says now (bot/app/health.py)."""
         runtime = self._runtime
         return {
             "adapters": sorted(runtime.adapters),
@@ -162,6 +166,7 @@ class Daemon:
             "sessions": len(runtime.sessions),
             "turns_in_flight": len(runtime.sessions.in_flight()),
             "stopping": self._stop.is_set(),
+            "store_wait_s": round(runtime.db.waiting_s(), 1),
         }
 
     async def _shutdown(self) -> int:
@@ -188,6 +193,7 @@ class Daemon:
             await runtime.sessions.cancel()
         # A reply sent but not stored (a full disk) would be answered again at the next start.
         await runtime.sessions.store_unsaved()
+        await runtime.sessions.store_held()  # messages a failed store held: the next start answers
         if queued := runtime.memory.pending_writes():
             self._show(ShutdownStep("writes", queued))
         if not await self._or_forced(runtime.memory.drain(max(0.0, turns_end - loop.time()))):

@@ -9,6 +9,9 @@ seconds, its process is alive, and no adapter is deaf: connected, yet nothing
 heard for more than `health.deaf_after_s` (an adapter with no `last_event`, the
 terminal, is never deaf; one not connected is not judged: it is reconnecting or
 stopped). A wedged event loop stops the rewrites, so the check fails then too.
+`store_wait_s` is how long the oldest store call queued or running had waited
+when the file was written (every chat waits behind it): above
+`health.store_stalled_after_s`, the check fails ("store stalled").
 """
 
 from __future__ import annotations
@@ -62,6 +65,17 @@ def deaf_lines(record: Mapping[str, Any], deaf_after_s: float, now: float) -> li
     return lines
 
 
+def stalled_line(record: Mapping[str, Any], stalled_after_s: float) -> str | None:
+    """The line saying the store is stalled, when the health `record`'s
+    `store_wait_s` is over `stalled_after_s`; None when not (or not recorded)."""
+    wait = record.get("store_wait_s")
+    if isinstance(wait, int | float) and not isinstance(wait, bool) and wait > stalled_after_s:
+        return (
+            f"store stalled: a store call has waited {wait:.0f} s (limit {stalled_after_s:.0f} s)"
+        )
+    return None
+
+
 def write_health(path: Path, status: dict[str, Any]) -> None:
     """Replace the health file with `status` plus pid and time. Raises OSError."""
     record = {"pid": os.getpid(), "updated": time.time(), **status}
@@ -87,9 +101,11 @@ def check_health(
     max_age_s: float = MAX_AGE_S,
     now: float | None = None,
     deaf_after_s: float | None = None,
+    stalled_after_s: float | None = None,
 ) -> str:
     """One line saying the daemon is healthy. Raises RuntimeError saying why not
-    (every deaf adapter, when `deaf_after_s` is set)."""
+    (every deaf adapter, when `deaf_after_s` is set; a stalled store, when
+    `stalled_after_s` is)."""
     try:
         record = json.loads(path.read_text())
         pid, updated = int(record["pid"]), float(record["updated"])
@@ -109,7 +125,10 @@ def check_health(
         raise RuntimeError(f"process {pid} of {path} is gone") from None
     except PermissionError:
         pass  # alive, owned by another user
-    if deaf_after_s is not None and (deaf := deaf_lines(record, deaf_after_s, now)):
-        raise RuntimeError("; ".join(deaf))
+    problems = deaf_lines(record, deaf_after_s, now) if deaf_after_s is not None else []
+    if stalled_after_s is not None and (stalled := stalled_line(record, stalled_after_s)):
+        problems.append(stalled)
+    if problems:
+        raise RuntimeError("; ".join(problems))
     adapters = ", ".join(record.get("adapters", [])) or "none"
     return f"ok: pid {pid}, adapters {adapters}, updated {age:.0f} s ago"

@@ -29,6 +29,9 @@ The rest are read at each scrape (on the server's thread: reads only):
     soulbot_adapter_last_event_timestamp_seconds{adapter}  `Adapter.last_seen`;
                                              no sample when None (the terminal)
     soulbot_sessions_live                    sessions in memory
+    soulbot_store_oldest_call_age_seconds    how long the oldest store call queued or
+                                             running has waited (`Database.waiting_s`;
+                                             0 when none waits): every chat waits behind it
 
 and prometheus_client's `process_*` (memory, CPU, open files). The cache hit share
 has no metric of its own: it is derived from the token counters, cache_read over
@@ -111,7 +114,12 @@ class Metrics:
     """soulbot's metrics, in a registry of their own; call it as a structlog
     processor (it returns the event unchanged and never raises)."""
 
-    def __init__(self, adapters: Mapping[str, Adapter], sessions: Sized) -> None:
+    def __init__(
+        self,
+        adapters: Mapping[str, Adapter],
+        sessions: Sized,
+        store_wait: Callable[[], float] = lambda: 0.0,
+    ) -> None:
         self.registry = CollectorRegistry()
         r = self.registry
         self.turns = Counter("soulbot_turns", "Turns, by how they ended.",
@@ -133,6 +141,9 @@ class Metrics:
                                 ["soul", "outcome"], registry=r)  # fmt: skip
         live = Gauge("soulbot_sessions_live", "Sessions in memory.", registry=r)
         live.set_function(lambda: len(sessions))
+        wait = Gauge("soulbot_store_oldest_call_age_seconds",
+                     "Seconds the oldest store call waiting has waited.", registry=r)  # fmt: skip
+        wait.set_function(store_wait)
         r.register(_Adapters(adapters))
         ProcessCollector(registry=r)
         self._on: dict[str, Callable[[Mapping[str, Any]], None]] = {
@@ -202,14 +213,17 @@ class MetricsServer:
 
 @contextlib.asynccontextmanager
 async def serving_metrics(
-    listen: str | None, adapters: Mapping[str, Adapter], sessions: Sized
+    listen: str | None,
+    adapters: Mapping[str, Adapter],
+    sessions: Sized,
+    store_wait: Callable[[], float] = lambda: 0.0,
 ) -> AsyncIterator[MetricsServer | None]:
     """The metrics served on `listen` and counted from the log while open; None
     when `listen` is None or the port cannot be had (`metrics.error`)."""
     if listen is None:
         yield None
         return
-    metrics = Metrics(adapters, sessions)
+    metrics = Metrics(adapters, sessions, store_wait)
     try:
         server = MetricsServer(listen, metrics.registry)
     except OSError as exc:

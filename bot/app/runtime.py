@@ -35,6 +35,7 @@ from bot.model.client import ModelClient
 from bot.model.usage import Ledger
 from bot.soul.registry import SoulRegistry
 from bot.storage.db import Database, store_target
+from bot.storage.postgres import Timeouts
 from bot.types import Inbound, Outbound, ReplyStream
 
 log = structlog.get_logger(__name__)
@@ -53,6 +54,13 @@ def settle_gc() -> None:
     gc.freeze()
     young, middle, _ = gc.get_threshold()
     gc.set_threshold(young, middle, FULL_GC_THRESHOLD)
+
+
+def timeouts(config: Config) -> Timeouts:
+    """The PostgreSQL limits of `config`'s `store:`."""
+    store = config.store
+    return Timeouts(store.connect_timeout_s, store.statement_timeout_s, store.lock_timeout_s,
+                    store.keepalive_s)  # fmt: skip
 
 
 @dataclass
@@ -84,7 +92,7 @@ class Runtime:
             if any(adapter.name == CONSOLE for adapter in adapters):  # the chat owns the terminal
                 stack.enter_context(away_from_the_chat(config.data_dir / LOG_FILE, config.log_level,
                                                        config.secrets()))  # fmt: skip
-            db = Database(store_target(config.data_dir, config.store.url))
+            db = Database(store_target(config.data_dir, config.store.url), timeouts(config))
             await db.open()
             stack.push_async_callback(db.close)
             ledger = Ledger(db, prices=config.model.prices, budget=config.budget,

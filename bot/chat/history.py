@@ -46,6 +46,8 @@ PRUNE_EVERY = 1000
 # The condition of the partial index history_live (bot/storage/db.py): a query
 # that names it reads only live rows, never the compacted ones behind them.
 LIVE = "kind IN ('message', 'summary')"
+# The condition of the partial index history_recent: a person's messages, by time.
+RECENT = "kind = 'message' AND role = 'user'"
 _COLUMNS = "id, role, kind, content, tokens, reply_to, ts, delivered"  # what a load reads of a row
 
 
@@ -249,30 +251,33 @@ class HistoryStore:
         """(session, reply address) of every session whose newest message (of
         its current generation) is a person's, stored at `since` or later, that
         no delivered reply answers: what a crash or a kill left unanswered (a
-        reply stored and not sent included)."""
+        reply stored and not sent included). One statement, which reads only
+        the rows stored since `since` (the index history_recent) and, for each
+        of their sessions, a few rows by the index history_session: the time it
+        takes follows the recent traffic, not every session ever."""
 
         def query(conn: Conn) -> list[tuple[str, str]]:
             rows = conn.execute(
-                "SELECT a.session, a.inbound, COALESCE(s.generation, 0) FROM reply_addresses a "
-                "LEFT JOIN sessions s ON s.session = a.session ORDER BY a.session"
+                # MATERIALIZED: the recent rows first, by their index (SQLite would
+                # rather walk every session's rows in history_session's order).
+                "WITH rows AS MATERIALIZED (SELECT session, generation, id FROM history "
+                f"WHERE {RECENT} AND ts >= ?), "
+                "recent AS (SELECT session, generation, max(id) AS last FROM rows "
+                "GROUP BY session, generation) "
+                "SELECT a.session, a.inbound FROM recent r "
+                "JOIN reply_addresses a ON a.session = r.session "
+                "LEFT JOIN sessions s ON s.session = r.session "
+                "WHERE r.generation = COALESCE(s.generation, 0) "
+                "AND NOT EXISTS (SELECT 1 FROM history h WHERE h.session = r.session AND "
+                "h.generation = r.generation AND h.id > r.last AND h.kind = 'message' AND "
+                "h.role = 'user') "  # a newer message stored before `since` (a clock set back)
+                "AND NOT EXISTS (SELECT 1 FROM history h WHERE h.session = r.session AND "
+                "h.generation = r.generation AND h.id > r.last AND h.role = 'assistant' AND "
+                "h.reply_to >= r.last AND h.delivered = 1) "  # stored after what it answers
+                "ORDER BY a.session",
+                (since,),
             ).fetchall()
-            found = []
-            for session, address, generation in rows:
-                last = conn.execute(
-                    "SELECT id, ts FROM history WHERE session = ? AND generation = ? AND "
-                    "kind = 'message' AND role = 'user' ORDER BY id DESC LIMIT 1",
-                    (session, generation),
-                ).fetchone()
-                if last is None or last[1] < since:
-                    continue
-                answered = conn.execute(  # a reply is stored after what it answers: id >
-                    "SELECT 1 FROM history WHERE session = ? AND generation = ? AND id > ? "
-                    "AND role = 'assistant' AND reply_to >= ? AND delivered = 1 LIMIT 1",
-                    (session, generation, last[0], last[0]),
-                ).fetchone()
-                if answered is None:
-                    found.append((session, address))
-            return found
+            return [(str(session), str(address)) for session, address in rows]
 
         return await self._db.run(query)
 

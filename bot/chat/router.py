@@ -47,7 +47,7 @@ from bot.chat.media import Pictured, placeholder, refusal, screen
 from bot.chat.places import binding_for, memory_mode, memory_scope
 from bot.chat.sessions import Send, SessionManager, internal_cause, reply_to, send_safely
 from bot.config.schema import Binding, Config, GroupRule
-from bot.errors import InvalidKeyError
+from bot.errors import InvalidKeyError, StoreUnavailable
 from bot.text import valid
 from bot.types import Inbound, Quote, Route, SessionKey
 
@@ -243,7 +243,11 @@ class Router:
         except Exception as exc:  # the dispatch boundary: one line, the loop lives on
             log.exception("router.failed", platform=inbound.platform, error=str(exc))
             if inbound.is_dm or inbound.mentions_bot or inbound.reply_to_bot:
-                cause = internal_cause(exc, "the router")
+                cause = (
+                    str(exc)
+                    if isinstance(exc, StoreUnavailable)
+                    else internal_cause(exc, "the router")
+                )
                 await send_safely(self._send, reply_to(inbound, prompts.APOLOGY, cause))
 
     async def _resolve_reply(self, inbound: Inbound) -> Inbound:

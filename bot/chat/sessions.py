@@ -41,6 +41,7 @@ anew too: under which binding it was said is not known.
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import shutil
 import time
 from collections.abc import AsyncIterator, Awaitable, Callable, Sequence
@@ -171,6 +172,16 @@ class _Turn:
 
 
 @dataclass(frozen=True)
+class _Held:
+    """A message the store failed to take, kept for its session's next try."""
+
+    route: Route
+    inbound: Inbound
+    text: str
+    pictured: Pictured | None
+
+
+@dataclass(frozen=True)
 class SessionParts:
     """What every session works with: the history store, the agent, the
     adapters' send and typing, the history budget, memory, the hook told of
@@ -227,11 +238,14 @@ class Session:
     def task(self) -> asyncio.Task[None] | None:
         return self._task
 
-    async def receive(self, inbound: Inbound, text: str, pictured: Pictured | None = None) -> bool:
+    async def receive(
+        self, inbound: Inbound, text: str, pictured: Pictured | None = None, start: bool = True
+    ) -> bool:
         """Store a user message (`text`, its history row; with `pictured`, its
-        images wait in memory for its turn) and make sure a turn will answer
-        it; False (and nothing done) when its platform message id was
-        delivered before."""
+        images wait in memory for its turn) and, with `start`, make sure a turn
+        will answer it (without: the message received next starts it); False
+        (and nothing done) when its platform message id was delivered before.
+        Raises what the store raised (nothing done then)."""
         self.last_active = time.monotonic()
         address = inbound.address()
         entry = await self._parts.store.append_message(
@@ -250,6 +264,8 @@ class Session:
         elif self._parts.memory is not None:
             trace = pictured.placeholder() if pictured is not None else inbound.text
             self._parts.memory.record(self.route, "user", inbound.user_name, trace)
+        if not start:
+            return True
         wait, tell = 0.0, False
         if self._parts.rate is not None and inbound.platform != "console":
             wait, tell = self._parts.rate.admit(f"{inbound.platform}:{inbound.user_id}", weight)
@@ -605,6 +621,9 @@ class SessionManager:
         self._sessions: dict[str, Session] = {}
         # A session's lock and how many hold or wait for it; kept only while some do.
         self._locks: dict[str, tuple[asyncio.Lock, int]] = {}
+        # Messages the store failed to take (a lock timeout, a server gone), by session,
+        # oldest first: stored, and answered, with the session's next message.
+        self._held: dict[str, list[_Held]] = {}
         self._last_sweep = time.monotonic()
 
     def __len__(self) -> int:
@@ -649,12 +668,47 @@ class SessionManager:
         self, route: Route, inbound: Inbound, text: str, pictured: Pictured | None = None
     ) -> None:
         """Hand a message to its session, in arrival order; a platform message id
-        seen before is dropped."""
+        seen before is dropped. When the store fails, raises what it raised (the
+        caller apologises), and the message is held: the session's next message
+        stores it first, and one turn answers both."""
         async with self._lock(route.session):
-            session = await self._get(route)
-            if not await session.receive(inbound, text, pictured):
-                log.info("message.duplicate", session=route.session, message_id=inbound.message_id)
+            held = self._held.pop(route.session, [])
+            await self._take(route, [*held, _Held(route, inbound, text, pictured)], start=True)
         self._sweep()
+
+    async def _take(self, route: Route, waiting: list[_Held], start: bool) -> None:
+        """Store the `waiting` messages of the route's session in order (with
+        `start`, the last starts a turn for them all); raises what the store
+        raised, the messages not stored held again (call under its lock)."""
+        try:
+            session = await self._get(route)
+            while waiting:
+                held = waiting[0]
+                last = start and len(waiting) == 1
+                if not await session.receive(held.inbound, held.text, held.pictured, start=last):
+                    log.info("message.duplicate", session=route.session,
+                             message_id=held.inbound.message_id)  # fmt: skip
+                waiting.pop(0)
+        except Exception:
+            self._held[route.session] = waiting
+            log.warning("sessions.message_held", session=route.session, messages=len(waiting))
+            raise
+
+    async def store_held(self) -> int:
+        """Store the messages held since the store failed them, with no turn (the
+        shutdown: the next start's recovery answers them); returns how many are
+        still not stored (logged: `sessions.held_lost`)."""
+        for key in list(self._held):
+            async with self._lock(key):
+                waiting = self._held.pop(key, [])
+                if waiting:
+                    with contextlib.suppress(Exception):  # held again, and counted below
+                        await self._take(waiting[-1].route, waiting, start=False)
+        left = sum(len(waiting) for waiting in self._held.values())
+        if left:
+            log.error("sessions.held_lost", messages=left,
+                      reason="the store did not take them; they are not answered")  # fmt: skip
+        return left
 
     def overhear(self, route: Route, inbound: Inbound, text: str, remember: bool) -> None:
         """Keep a group message not addressed to the bot as context for the
@@ -686,6 +740,7 @@ class SessionManager:
         under their locks)."""
         tasks = []
         for key in sessions:
+            self._held.pop(key, None)
             live = self._sessions.pop(key, None)
             if live is not None:
                 live.stop_deferred()

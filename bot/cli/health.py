@@ -23,12 +23,14 @@ from bot.config.schema import Config
 @common_options
 def health(max_age_s: float, config_path: Path | None, log_format: str | None) -> None:
     """Exit 0 when the daemon of this config is serving, 1 (with the reason) when not:
-    its health file missing or stale, its process gone, or an adapter deaf (connected
-    but nothing received for `health.deaf_after_s`)."""
+    its health file missing or stale, its process gone, an adapter deaf (connected
+    but nothing received for `health.deaf_after_s`), or the store stalled (a call
+    waiting past `health.store_stalled_after_s`)."""
     config = setup(config_path, log_format)
-    path, deaf_after_s = health_path(config), config.health.deaf_after_s
+    path, limits = health_path(config), config.health
     try:
-        click.echo(check_health(path, max_age_s, deaf_after_s=deaf_after_s))
+        click.echo(check_health(path, max_age_s, deaf_after_s=limits.deaf_after_s,
+                                stalled_after_s=limits.store_stalled_after_s))  # fmt: skip
     except RuntimeError as exc:
         fail(str(exc) + _relative_hint(config, path))
 

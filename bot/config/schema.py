@@ -492,6 +492,10 @@ class HealthConfig(_Section):
     """`soulbot health` fails ("deaf") when an adapter that says it is connected has heard
     nothing from its platform for this many seconds: no Telegram poll answered, no Discord
     gateway message or heartbeat answer; `null`: never."""
+    store_stalled_after_s: float | None = Field(60.0, gt=0)
+    """`soulbot health` fails ("store stalled") when the oldest call to the store queued or
+    running has waited this many seconds (`store_wait_s` of the health file: every chat waits
+    behind it); `null`: never."""
 
 
 class StoreConfig(_Section):
@@ -502,6 +506,20 @@ class StoreConfig(_Section):
     `sqlite:///path/to/file.db`: a SQLite file elsewhere; `postgresql://user@host:5432/db`: a
     PostgreSQL 13+ database, which several soulbot processes can share (a password may come from
     `PGPASSWORD`)."""
+    connect_timeout_s: float = Field(10.0, gt=0)
+    """PostgreSQL: seconds a connection to the server may take (whole seconds, at least 2)."""
+    statement_timeout_s: float | None = Field(30.0, gt=0)
+    """PostgreSQL: seconds one statement may run before the server cancels it (the turn that
+    made it fails, its message kept for the next turn); `null`: no limit. Schema upgrades at
+    start have none."""
+    lock_timeout_s: float | None = Field(10.0, gt=0)
+    """PostgreSQL: seconds a statement may wait for a lock another session holds (a long
+    transaction, an operator's `LOCK TABLE`) before it fails; `null`: no limit. Every store call
+    of the process waits behind it, so keep it short. SQLite waits 5 s for its file's lock."""
+    keepalive_s: float = Field(30.0, gt=0)
+    """PostgreSQL: seconds a connection may be idle before TCP keepalive probes ask whether the
+    server is there; three unanswered probes, a third of this apart, drop the connection (the
+    next call connects again)."""
 
     _blank = field_validator("url", mode="before")(_empty_is_none)
 

@@ -19,18 +19,23 @@ import os
 import queue
 import sqlite3
 import stat
+import sys
 import threading
+import time
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, TypeVar
 
-from bot.errors import SoulbotError, StorageError
+import structlog
+
+from bot.errors import SoulbotError, StorageError, StoreUnavailable
 from bot.storage import postgres
 from bot.storage.files import PRIVATE_FOLDER, create_private, make_folders
 from bot.storage.sql import Conn, Engine, SqliteConn
 
 T = TypeVar("T")
+log = structlog.get_logger(__name__)
 
 DB_NAME = "soulbot.db"
 # Bump whenever SCHEMA changes. `connect` brings an older file up to date: SCHEMA's
@@ -56,7 +61,9 @@ DB_NAME = "soulbot.db"
 # 9: SQLite's history ids are AUTOINCREMENT: an id is never given twice, so a row written
 #    after an erase (`forget`) is above every id before it, the ones a live session holds
 #    included (`_autoincrement_history`; PostgreSQL's identity never repeats already).
-SCHEMA_VERSION = 9
+# 10: the index history_recent (a person's messages by time), so the start's search for
+#     messages a crash left unanswered reads the recent rows only, not every session.
+SCHEMA_VERSION = 10
 
 _USAGE = """
 CREATE TABLE IF NOT EXISTS {name} (
@@ -102,6 +109,8 @@ CREATE INDEX IF NOT EXISTS usage_day_user ON usage (day, user);
 CREATE INDEX IF NOT EXISTS history_session ON history (session, generation, id);
 CREATE INDEX IF NOT EXISTS history_live ON history (session, generation, id)
     WHERE kind IN ('message', 'summary');
+CREATE INDEX IF NOT EXISTS history_recent ON history (ts)
+    WHERE kind = 'message' AND role = 'user';
 CREATE TABLE IF NOT EXISTS sessions (
     session TEXT PRIMARY KEY,
     generation INTEGER NOT NULL
@@ -329,11 +338,12 @@ def store_target(data_dir: Path, url: str | None) -> Path | str:
     return Path(url.removeprefix("sqlite:///"))
 
 
-def open_conn(target: Path | str) -> Conn:
+def open_conn(target: Path | str, timeouts: postgres.Timeouts | None = None) -> Conn:
     """A connection to the store at `target` (a SQLite file, or a PostgreSQL
-    URL), schema in place. Raises as `connect` or `postgres.connect` do."""
+    URL limited by `timeouts`), schema in place. Raises as `connect` or
+    `postgres.connect` do."""
     if isinstance(target, str):
-        return postgres.connect(target, SCHEMA_VERSION)
+        return postgres.connect(target, SCHEMA_VERSION, timeouts)
     return SqliteConn(connect(target))
 
 
@@ -427,13 +437,21 @@ class Database:
     The thread takes every call queued since its last wake-up and answers the
     whole batch with one hand-back to the event loop: under load, hundreds of
     tiny statements cost one thread switch instead of hundreds.
+
+    One call that waits (a lock another session holds) holds up every call
+    behind it: `waiting_s` says for how long, for the health file and the
+    metrics; `timeouts` (PostgreSQL's, bot/storage/postgres.py) bound it.
     """
 
-    def __init__(self, target: Path | str) -> None:
+    def __init__(self, target: Path | str, timeouts: postgres.Timeouts | None = None) -> None:
         self.target = target
+        self.timeouts = timeouts
         self.engine: Engine = "postgresql" if isinstance(target, str) else "sqlite"
         self.shared = self.engine == "postgresql"
         self._calls: queue.SimpleQueue[_Call | None] = queue.SimpleQueue()
+        # The calls not yet answered, oldest first, with when each was queued
+        # (changed on the event loop's thread only).
+        self._pending: dict[_Call, float] = {}
         self._thread: threading.Thread | None = None
         self._ready = False
         self._opened = False
@@ -468,10 +486,10 @@ class Database:
                     continue
                 try:
                     if conn is None:
-                        conn = open_conn(self.target)
+                        conn = open_conn(self.target, self.timeouts)
                     results.append((call, call.fn(conn), None))
                 except BaseException as exc:
-                    results.append((call, None, exc))
+                    results.append((call, None, self._passing(exc)))
                     if conn is not None and conn.broken():
                         conn.close()  # a server gone (a restart, a network cut): the next
                         conn = None  # call connects again
@@ -484,11 +502,36 @@ class Database:
                     conn.close()
                 return
 
+    def _passing(self, exc: BaseException) -> BaseException:
+        """`exc`, or StoreUnavailable (from it) when it is PostgreSQL's timeout or
+        a lost connection (psycopg's OperationalError): a failure that passes."""
+        psycopg = sys.modules.get("psycopg")  # never imported on SQLite
+        if psycopg is None or not isinstance(exc, psycopg.OperationalError):
+            return exc
+        reason = str(exc).strip().splitlines()[0] if str(exc).strip() else type(exc).__name__
+        where = postgres.shown(self.target) if isinstance(self.target, str) else self.target
+        error = StoreUnavailable(
+            where, f"{type(exc).__name__}: {postgres.without_password(reason)}"
+        )
+        error.__cause__ = exc
+        return error
+
     def _submit(self, fn: Callable[[Conn], T]) -> asyncio.Future[T]:
         loop = asyncio.get_running_loop()
         future: asyncio.Future[T] = loop.create_future()
-        self._calls.put(_Call(fn, future, loop))
+        call = _Call(fn, future, loop, self._pending)
+        self._pending[call] = time.monotonic()
+        self._calls.put(call)
         return future
+
+    def waiting_s(self) -> float:
+        """How long the oldest call queued or running has waited for its answer,
+        in seconds; 0.0 when none waits. Safe to call from any thread."""
+        try:
+            since = next(iter(self._pending.values()))
+        except (StopIteration, RuntimeError):  # none; or changed while read (another thread)
+            return 0.0
+        return max(0.0, time.monotonic() - since)
 
     async def run(self, fn: Callable[[Conn], T]) -> T:
         """Run `fn(conn)` on the database thread. Raises RuntimeError when closed."""
@@ -505,15 +548,17 @@ class Database:
         await asyncio.to_thread(thread.join)
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, eq=False)
 class _Call:
     fn: Callable[[Conn], Any]
     future: asyncio.Future[Any]
     loop: asyncio.AbstractEventLoop
+    pending: dict[_Call, float]  # the database's, this call's entry taken out once answered
 
 
 def _settle(results: list[tuple[_Call, Any, BaseException | None]]) -> None:
     for call, value, error in results:
+        call.pending.pop(call, None)
         if call.future.done():  # cancelled while queued
             continue
         if error is not None:

@@ -14,6 +14,15 @@ two of its own:
   (one row a soul made every call of every process wait its turn, for the other's
   commit and its disk flush, with the process's whole database thread stopped).
 
+A connection fails loudly and briefly rather than hang (`Timeouts`, from
+`store:`): libpq's `connect_timeout`, TCP keepalives (a server or network gone
+silent is noticed in about a minute, not at the kernel's two hours), and the
+session settings `statement_timeout` and `lock_timeout`, so a statement that
+waits on another session's lock, or runs away, ends in an error of its own
+(`psycopg.errors.LockNotAvailable`, `QueryCanceled`) that the caller's failure
+path takes, instead of stopping the one database thread for as long as the
+lock is held.
+
 The schema's version is the one row of `soulbot_schema`; a newer one than this
 soulbot's is refused, as for SQLite. Creating or upgrading the schema holds a
 session advisory lock, so two processes starting together do it one at a time.
@@ -25,7 +34,9 @@ async API, which would need every store written twice.
 
 from __future__ import annotations
 
+import math
 import re
+from dataclasses import dataclass
 from typing import Any
 
 from bot.errors import SoulbotError, StorageError
@@ -76,6 +87,8 @@ CREATE TABLE IF NOT EXISTS history (
 CREATE INDEX IF NOT EXISTS history_session ON history (session, generation, id);
 CREATE INDEX IF NOT EXISTS history_live ON history (session, generation, id)
     WHERE kind IN ('message', 'summary');
+CREATE INDEX IF NOT EXISTS history_recent ON history (ts)
+    WHERE kind = 'message' AND role = 'user';
 CREATE TABLE IF NOT EXISTS sessions (
     session TEXT PRIMARY KEY,
     generation INTEGER NOT NULL
@@ -205,26 +218,72 @@ def shown(url: str) -> str:
     return f"postgresql://{user}{host}{':' + str(port) if port else ''}/{name}"
 
 
-def connect(url: str, version: int) -> PostgresConn:
+@dataclass(frozen=True)
+class Timeouts:
+    """How long a PostgreSQL connection may wait (`store:`'s keys): to connect,
+    on a statement, on a lock (None: no limit), and how long an idle TCP
+    connection goes before keepalive probes ask the server whether it is
+    there (three unanswered probes, a third of that apart, drop it)."""
+
+    connect_s: float = 10.0
+    statement_s: float | None = 30.0
+    lock_s: float | None = 10.0
+    keepalive_s: float = 30.0
+
+    def params(self, url: str) -> dict[str, Any]:
+        """libpq's connection parameters for these limits, to connect to `url`
+        with: the settings go first in `options`, so the URL's own `-c`
+        settings (written after them) win."""
+        import psycopg.conninfo
+
+        settings = [
+            f"-c {name}={round(seconds * 1000)}"
+            for name, seconds in (
+                ("statement_timeout", self.statement_s),
+                ("lock_timeout", self.lock_s),
+            )
+            if seconds is not None
+        ]
+        try:
+            given = psycopg.conninfo.conninfo_to_dict(url).get("options")
+        except psycopg.ProgrammingError:
+            given = None  # psycopg.connect says what is wrong with the URL
+        idle = max(1, math.ceil(self.keepalive_s))
+        return {
+            "connect_timeout": max(2, math.ceil(self.connect_s)),  # libpq: whole seconds, >= 2
+            "keepalives": 1,
+            "keepalives_idle": idle,
+            "keepalives_interval": max(1, idle // 3),
+            "keepalives_count": 3,
+            "options": " ".join([*settings, *([str(given)] if given else [])]),
+        }
+
+
+def connect(url: str, version: int, timeouts: Timeouts | None = None) -> PostgresConn:
     """A connection to the database at `url` in autocommit mode, schema in place
-    at `version`. Raises StorageError naming the server (never the password)
-    when it cannot be reached or used; SoulbotError for a schema of a newer
-    soulbot."""
+    at `version`, limited by `timeouts` (default: `Timeouts()`). Raises
+    StorageError naming the server (never the password) when it cannot be
+    reached or used; SoulbotError for a schema of a newer soulbot."""
     import psycopg
 
+    params = (timeouts or Timeouts()).params(url)
     try:
-        raw: psycopg.Connection[Any] = psycopg.connect(url, autocommit=True, connect_timeout=10)
+        raw: psycopg.Connection[Any] = psycopg.connect(url, autocommit=True, **params)
     except psycopg.Error as exc:
         reason = str(exc).strip().splitlines()[0] if str(exc).strip() else type(exc).__name__
         reason = without_password(reason)  # libpq quotes a URL it cannot parse
         raise StorageError(shown(url), f"cannot be reached or used: {reason}") from exc
     try:
+        # Another process making the schema, or an index over a large table, may take
+        # longer than a chat's statement: no limit here, the connection's after.
+        raw.execute("SET statement_timeout = 0; SET lock_timeout = 0")
         raw.execute("SELECT pg_advisory_lock(%s)", (SCHEMA_LOCK,))
         try:
             _schema(raw, url, version)
             raw.execute(UNVERSIONED)
         finally:
             raw.execute("SELECT pg_advisory_unlock(%s)", (SCHEMA_LOCK,))
+        raw.execute("RESET statement_timeout; RESET lock_timeout")
     except BaseException:
         raw.close()
         raise

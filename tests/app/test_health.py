@@ -57,3 +57,14 @@ async def test_keep_health_rewrites_the_file_and_removes_it_when_stopped(tmp_pat
     await asyncio.gather(task, return_exceptions=True)
     assert not path.exists()
     assert count >= 3
+
+
+def test_a_store_call_waiting_past_the_limit_fails_the_check(tmp_path: Path) -> None:
+    path = tmp_path / "health.json"
+    write_health(path, {"adapters": ["telegram"], "store_wait_s": 75.0})
+    with pytest.raises(RuntimeError, match=r"store stalled: a store call has waited 75 s"):
+        check_health(path, stalled_after_s=60)
+    assert check_health(path, stalled_after_s=90).startswith("ok: pid ")
+    assert check_health(path).startswith("ok: pid ")  # no limit: never stalled
+    write_health(path, {"adapters": ["telegram"]})  # a file of an older soulbot: nothing to judge
+    assert check_health(path, stalled_after_s=60).startswith("ok: pid ")

@@ -15,12 +15,16 @@ from tests.engines import raw_sqlite
 from tests.fakes.anthropic_fake import FakeAnthropic
 from tests.kit import capture_logs, make_config, running, wait_until
 
-FAIL_REPLIES = """
-CREATE TABLE fail_replies (on_ INTEGER);
-CREATE TRIGGER fail_reply BEFORE INSERT ON history
-WHEN NEW.role = 'assistant' AND EXISTS (SELECT 1 FROM fail_replies)
-BEGIN SELECT RAISE(ABORT, 'database or disk is full'); END;
-INSERT INTO fail_replies VALUES (1);
+
+def failing(role: str, error: str) -> str:
+    """SQLite script: each insert of a `role` row into history fails with
+    `error` while the table fail_<role> has a row (a DELETE ends it)."""
+    return f"""
+CREATE TABLE fail_{role} (on_ INTEGER);
+CREATE TRIGGER fail_{role}_rows BEFORE INSERT ON history
+WHEN NEW.role = '{role}' AND EXISTS (SELECT 1 FROM fail_{role})
+BEGIN SELECT RAISE(ABORT, '{error}'); END;
+INSERT INTO fail_{role} VALUES (1);
 """
 
 
@@ -39,12 +43,14 @@ async def test_a_reply_whose_store_fails_is_sent_and_stored_later(tmp_path: Path
         FakeAnthropic() as fake,
         running(make_config(tmp_path, fake.url)) as (runtime, platform),
     ):
-        await runtime.db.run(lambda c: raw_sqlite(c).executescript(FAIL_REPLIES))
+        await runtime.db.run(
+            lambda c: raw_sqlite(c).executescript(failing("assistant", "database or disk is full"))
+        )
         with capture_logs() as logs:
             await platform.say("hello there")
             [first] = await platform.replies(1)
         during = await _history(runtime)
-        await runtime.db.run(lambda c: c.execute("DELETE FROM fail_replies"))
+        await runtime.db.run(lambda c: c.execute("DELETE FROM fail_assistant"))
         await platform.say("and again")
         await platform.replies(2)
         after = await _history(runtime)
@@ -177,3 +183,28 @@ def test_the_rate_limit_forgets_people_quiet_for_a_window() -> None:
     now[0] = 61.0
     rate.sweep()
     assert len(rate) == 0
+
+
+async def test_a_message_the_store_failed_is_stored_at_the_stop_and_answered_at_the_start(
+    tmp_path: Path,
+) -> None:
+    async with FakeAnthropic() as fake:
+        config = make_config(tmp_path, fake.url)
+        async with running(config) as (runtime, platform):
+            await runtime.db.run(
+                lambda c: raw_sqlite(c).executescript(failing("user", "database is locked"))
+            )
+            with capture_logs() as logs:
+                await platform.say("are you there?", user="ann", message_id="m1")
+                [apology] = await platform.replies(1)
+                still_failing = await runtime.sessions.store_held()
+            await runtime.db.run(lambda c: c.execute("DELETE FROM fail_user"))
+            stored = await runtime.sessions.store_held()  # what the daemon's stop does
+        async with running(config) as (runtime, platform):
+            assert await runtime.recover() == 1
+            [reply] = await platform.replies(1)
+    assert apology.text == prompts.APOLOGY
+    assert (still_failing, stored) == (1, 0)
+    assert [e["messages"] for e in logs if e["event"] == "sessions.held_lost"] == [1]
+    assert reply.chat_id == "ann" and reply.text.endswith("are you there?")
+    assert len(fake.requests) == 1  # no turn before the stop; one at the start

@@ -13,7 +13,7 @@ from pathlib import Path
 import psycopg
 import pytest
 
-from bot.errors import SoulbotError
+from bot.errors import SoulbotError, StoreUnavailable
 from bot.storage.db import SCHEMA_VERSION, Database, connect
 from bot.storage.sql import Conn
 from tests.engines import SERVER, postgres_schema
@@ -119,8 +119,9 @@ def test_a_version_1_file_is_migrated(tmp_path: Path) -> None:
     tables = {r[0] for r in conn.execute("SELECT name FROM sqlite_master WHERE type = 'table'")}
     content = conn.execute("SELECT content, delivered FROM history").fetchall()
     conn.close()
-    assert version == SCHEMA_VERSION == 9
-    assert {"history_live", "seen_messages_ts", "memory_folds_page", "sent_messages_ts"} <= indexes
+    assert version == SCHEMA_VERSION == 10
+    assert {"history_live", "history_recent", "seen_messages_ts", "memory_folds_page",
+            "sent_messages_ts"} <= indexes  # fmt: skip
     assert {"memory_folds", "sent_messages", "session_bindings"} <= tables
     assert content == [("kept", 1)]
 
@@ -133,8 +134,9 @@ async def test_a_lost_postgresql_connection_is_made_again() -> None:
             pid = await database.run(lambda c: c.execute("SELECT pg_backend_pid()").fetchone()[0])
             with psycopg.connect(SERVER, autocommit=True) as admin:  # a server restart, say
                 admin.execute("SELECT pg_terminate_backend(%s)", (pid,))
-            with pytest.raises(psycopg.OperationalError):
+            with pytest.raises(StoreUnavailable) as lost:  # a failure that passes
                 await database.run(lambda c: c.execute("SELECT 1").fetchone())
+            assert isinstance(lost.value.__cause__, psycopg.OperationalError)
             again = await database.run(lambda c: c.execute("SELECT pg_backend_pid()").fetchone())
         finally:
             await database.close()
