@@ -409,11 +409,17 @@ async def test_a_sigkill_in_a_compile_loses_nothing(tmp_path: Path) -> None:
             model.configure(latency_s=1.5)  # every compile call now takes 1.5 s
             bot.proc.send_signal(signal.SIGTERM)
             await bot.wait_event("llm.usage", source="compile")
-            # The first page is renamed into place right after its call; the kill
-            # lands during the second page's call.
+            # The first page is renamed into place right after its call, then its
+            # folds are recorded; the kill lands during the second page's call (a
+            # kill between the two would fold the page's traces into it again at the
+            # next start: a fact twice, never a fact lost).
             first = await bot.until(
                 lambda: next(iter(page_files(wiki)), None), "a page file", poll=0.01
             )
+            await bot.until(
+                lambda: query(db, "SELECT 1 FROM memory_folds WHERE page = ?", first) or None,
+                "the first page's folds", poll=0.01,
+            )  # fmt: skip
             bot.proc.kill()
             assert await bot.proc.wait() == -signal.SIGKILL
         killed_pages = page_files(wiki)
