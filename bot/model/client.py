@@ -19,9 +19,9 @@ and the characters streamed / 4.
 
 Another server of the Messages API behind `model.base_url` (docs/model-servers.md)
 may report no cache figures (they stay None: unknown) and may not do tool calling:
-a turn whose tools it refuses (a 400 whose reason speaks of tools) is sent again without them, and once that
-works the client's turns offer no tools (`llm.tools_refused`) and a forced tool
-it refuses is a ToolsUnsupported.
+a turn whose tools it refuses (a 400 whose reason speaks of tools) is sent again
+without them, and once that works the client's turns offer no tools
+(`llm.tools_refused`) and a forced tool it refuses is a ToolsUnsupported.
 
 The model's text leaves here as text every store and platform takes
 (`bot.text.model_text`: no NUL, no lone surrogate), streamed, whole or as a
