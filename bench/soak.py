@@ -16,17 +16,21 @@ then only what the month has added. Each day:
 - morning: the day's sessions talk, all at once, each sending its messages in
   bursts (three or four back to back: a person writing in pieces; the first is
   answered alone, the others together) and its next burst when the reply to
-  the last arrived (a closed loop at full speed); then a paced
+  the last arrived (a closed loop at full speed); every tenth message of a
+  person carries a photo (16 kB, kept: `media.keep`), and half the people (odd
+  numbers) have their replies streamed; then a paced
   probe (`--probe` messages at `--rate` per second, one per session of the day)
   measures the latency overhead per turn as bench/turns.py does (reply time -
   inbound time - the turn's `model_ms`);
 - evening: the clock moves past `heartbeat.idle_minutes` and the heartbeat
   reflects on every conversation of the day (a self page per scope);
 - night: the clock moves to 03:00 and the nightly compile runs
-  (`memory.compile_all`, as the daemon's scheduler does); the idle sessions leave
+  (`memory.compile_all`, as the daemon's scheduler does), then retention
+  (`retention.run`, every window `--retention` days: 7); the idle sessions leave
   memory (`evict_idle`, as the manager's sweep does);
 - then RSS (after a full collection: what is held, not garbage waiting), the
-  database's size (with its WAL) and its row counts are taken.
+  database's size (with its WAL), its pages in use (dbstat) and its row counts,
+  and the kept images' size are taken.
 
 The overhead per turn that the target holds is the daemon process's CPU time
 per turn over the day's traffic (its threads included; the model is another
@@ -40,14 +44,22 @@ moves), so every part's `clock=time.time` default (ledger, history, memory,
 scopes, heartbeat, compile) lives in the simulated month; the event loop's clock
 stays real.
 
-Target: CPU per turn and RSS at the month's end within 20% of its start, each
-end the median of `--ends` days (3: days 1-3 against 28-30): one day's CPU per
+The store's size (`store_mb`) is what retention bounds: the database's pages in
+use by every table but the memory's, and the kept images. The memory (`memory_mb`:
+traces, their text index, folds) is the soul's memory, kept for ever by design,
+and reported beside it, as is the file (`db_mb`), which grows by the memory alone
+once deleted rows free pages for the new ones.
+
+Target: CPU per turn and RSS at the month's end within 20% of its start, and the
+store's size within 20% of the first days after the retention window (days 8-10
+against 28-30), each end the median of `--ends` days (3: days 1-3 against 28-30): one day's CPU per
 turn moves by a quarter from one day to the next on a shared VM, and a single
 day at each end made the target a coin toss; a median of three still shows a
 growth that lasts (it holds every later day, not one). Prints one JSON line;
 exit status 1 when a target is missed.
 
     .venv/bin/python bench/soak.py [--days 30] [--sessions 1000] [--messages 100000]
+                                   [--retention 7]
 """
 
 # ruff: noqa: E402 (the clock is replaced before soulbot is imported)

@@ -38,3 +38,18 @@ async def db(request: pytest.FixtureRequest, tmp_path: Path) -> AsyncIterator[Da
             yield database
         finally:
             await database.close()
+
+
+@pytest.fixture
+async def two() -> AsyncIterator[tuple[Database, Database]]:
+    """Two processes on one PostgreSQL store: two `Database` objects (two
+    connections) on a schema of its own, closed after the test."""
+    with postgres_schema() as url:
+        first, second = Database(url), Database(url)
+        await first.open()
+        await second.open()
+        try:
+            yield first, second
+        finally:
+            await first.close()
+            await second.close()

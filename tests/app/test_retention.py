@@ -7,7 +7,7 @@ from __future__ import annotations
 import asyncio
 import os
 import time
-from collections.abc import AsyncIterator, Callable
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
@@ -23,7 +23,6 @@ from bot.model.client import Usage
 from bot.model.usage import Ledger, usage_table
 from bot.storage.db import Database
 from bot.types import Media
-from tests.engines import postgres_schema
 from tests.fakes.images import png
 from tests.model.test_usage import NOON, SONNET, Clock, budget, ctx
 
@@ -149,20 +148,6 @@ async def test_every_delete_is_a_small_batch_of_its_own(
     assert (pruned.history, pruned.usage) == (20, 10)
     # 21 rows walked 4 ids at a time (6 spans and the end), 10 usage rows 3 at a time (4).
     assert len(calls) >= 7 + 4
-
-
-@pytest.fixture
-async def two() -> AsyncIterator[tuple[Database, Database]]:
-    """Two processes on one PostgreSQL store (two connections)."""
-    with postgres_schema() as url:
-        first, second = Database(url), Database(url)
-        await first.open()
-        await second.open()
-        try:
-            yield first, second
-        finally:
-            await first.close()
-            await second.close()
 
 
 async def _month_of_dead_rows(db: Database, clock: Clock) -> None:
