@@ -12,9 +12,12 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from apscheduler.triggers.cron import CronTrigger
 
 from bot.app import retention
+from bot.app.daemon import Daemon
 from bot.app.retention import DAY_S, Pruned, Retention
+from bot.app.scheduler import Scheduler
 from bot.chat.history import HistoryStore
 from bot.chat.media import keep, kept_folder, read_image
 from bot.config.schema import RetentionConfig
@@ -23,7 +26,10 @@ from bot.model.client import Usage
 from bot.model.usage import Ledger, usage_table
 from bot.storage.db import Database
 from bot.types import Media
+from tests.app.test_shutdown import serving_daemon
+from tests.fakes.anthropic_fake import FakeAnthropic
 from tests.fakes.images import png
+from tests.kit import capture_logs, make_config
 from tests.model.test_usage import NOON, SONNET, Clock, budget, ctx
 
 WINDOW = RetentionConfig(history_days=30, usage_days=2, media_days=30, reply_address_days=30)
@@ -215,3 +221,18 @@ async def test_a_kept_image_is_dated_by_the_clock_retention_reads(
 
 async def _never() -> bytes:
     raise AssertionError("read_image is given the bytes")
+
+
+async def test_the_nightly_run_keeps_the_windows_after_the_compile(tmp_path: Path) -> None:
+    async with FakeAnthropic() as fake:
+        runtime, _, _ = await serving_daemon(make_config(tmp_path, fake.url))
+        scheduler = Scheduler(CronTrigger(hour=3, timezone="UTC"))
+        Daemon(runtime, scheduler)  # registers its nightly tasks
+        try:
+            with capture_logs() as logs:
+                await scheduler.run_nightly()
+        finally:
+            await runtime.close()
+    done = [e["task"] for e in logs if e["event"] == "scheduler.task_done"]
+    assert done == ["compile", "retention"]
+    assert any(e["event"] == "retention.done" for e in logs)
