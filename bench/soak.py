@@ -16,17 +16,21 @@ then only what the month has added. Each day:
 - morning: the day's sessions talk, all at once, each sending its messages in
   bursts (three or four back to back: a person writing in pieces; the first is
   answered alone, the others together) and its next burst when the reply to
-  the last arrived (a closed loop at full speed); then a paced
+  the last arrived (a closed loop at full speed); every tenth message of a
+  person carries a photo (16 kB, kept: `media.keep`), and half the people (odd
+  numbers) have their replies streamed; then a paced
   probe (`--probe` messages at `--rate` per second, one per session of the day)
   measures the latency overhead per turn as bench/turns.py does (reply time -
   inbound time - the turn's `model_ms`);
 - evening: the clock moves past `heartbeat.idle_minutes` and the heartbeat
   reflects on every conversation of the day (a self page per scope);
 - night: the clock moves to 03:00 and the nightly compile runs
-  (`memory.compile_all`, as the daemon's scheduler does); the idle sessions leave
+  (`memory.compile_all`, as the daemon's scheduler does), then retention
+  (`retention.run`, every window `--retention` days: 7); the idle sessions leave
   memory (`evict_idle`, as the manager's sweep does);
 - then RSS (after a full collection: what is held, not garbage waiting), the
-  database's size (with its WAL) and its row counts are taken.
+  database's size (with its WAL), its pages in use (dbstat) and its row counts,
+  and the kept images' size are taken.
 
 The overhead per turn that the target holds is the daemon process's CPU time
 per turn over the day's traffic (its threads included; the model is another
@@ -40,14 +44,22 @@ moves), so every part's `clock=time.time` default (ledger, history, memory,
 scopes, heartbeat, compile) lives in the simulated month; the event loop's clock
 stays real.
 
-Target: CPU per turn and RSS at the month's end within 20% of its start, each
-end the median of `--ends` days (3: days 1-3 against 28-30): one day's CPU per
+The store's size (`store_mb`) is what retention bounds: the database's pages in
+use by every table but the memory's, and the kept images. The memory (`memory_mb`:
+traces, their text index, folds) is the soul's memory, kept for ever by design,
+and reported beside it, as is the file (`db_mb`), which grows by the memory alone
+once deleted rows free pages for the new ones.
+
+Target: CPU per turn and RSS at the month's end within 20% of its start, and the
+store's size within 20% of the first days after the retention window (days 8-10
+against 28-30), each end the median of `--ends` days (3: days 1-3 against 28-30): one day's CPU per
 turn moves by a quarter from one day to the next on a shared VM, and a single
 day at each end made the target a coin toss; a median of three still shows a
 growth that lasts (it holds every later day, not one). Prints one JSON line;
 exit status 1 when a target is missed.
 
     .venv/bin/python bench/soak.py [--days 30] [--sessions 1000] [--messages 100000]
+                                   [--retention 7]
 """
 
 # ruff: noqa: E402 (the clock is replaced before soulbot is imported)
@@ -89,20 +101,21 @@ import statistics
 import subprocess
 import tempfile
 from collections.abc import Iterator
-from dataclasses import dataclass, field
+from dataclasses import asdict, dataclass, field
 from typing import Any
 
 from adapters.base import Deliver
 from bench.common import Event, SimulatedPlatform, finish, make_config, message, tap, write_soul
 from bot import prompts
 from bot.app.logs import configure_logging
-from bot.app.runtime import Runtime, settle_gc
+from bot.app.runtime import MEDIA_FOLDER, Runtime, settle_gc
 from bot.config.schema import Config
 from bot.errors import CompileFailed
 from bot.soul.registry import SoulRegistry
 from bot.storage.db import DB_NAME
-from bot.types import Inbound, Outbound
+from bot.types import Inbound, Media, Outbound, ReplyStream
 from tests.fakes.anthropic_fake import FakeAnthropic, Reply, serve_until_signal
+from tests.fakes.images import png
 
 DAY = 86_400.0
 HOUR = 3_600.0
@@ -112,6 +125,9 @@ HISTORY_BUDGET = 600  # tokens: every session compacts on its first day, and eve
 BUDGETS = ("daily_tokens_per_soul", "daily_tokens_per_user", "daily_tokens_background")
 PAGE_LINES = 12  # facts a compiled page keeps (the fake's "model" merges that far)
 DAY_TIMEOUT_S = 120.0  # for one day's traffic; replies still missing then count as lost
+RETENTION_DAYS = 7  # every `retention:` window: the month runs three past it and more
+IMAGE_EVERY = 10  # every this many messages of a person carries a photo (`media.keep` on)
+IMAGE = png(320, 240, 16_000)  # the photo's bytes: 16 kB, as a small phone photo sends
 
 REFLECTION = {
     "reflection": "We talked about the archive and the lighthouse keepers' logbooks.",
@@ -189,6 +205,8 @@ class SoakAdapter(SimulatedPlatform):
     messages: int = 0
     replies: int = 0
     answered: int = 0  # turns that completed (`turn.completed`)
+    streamed: int = 0  # replies that came as a stream (people of odd numbers)
+    images: int = 0  # messages sent with a photo
     overheads: list[float] = field(default_factory=list)  # ms, this day's probe
     _sent: dict[int, int] = field(default_factory=dict)  # messages per user so far
     _deliver: Deliver | None = None
@@ -212,6 +230,10 @@ class SoakAdapter(SimulatedPlatform):
             future.set_result(now)
         return []
 
+    def stream(self, message: Outbound) -> ReplyStream | None:
+        """Half the people (odd numbers) see their replies streamed, as a draft does."""
+        return _Streamed(self) if int(message.chat_id.removeprefix("chat")) % 2 else None
+
     def on_turn(self, event: Event) -> None:
         """`turn.completed` is logged just before its reply is sent, in the same task."""
         self.answered += 1
@@ -222,8 +244,10 @@ class SoakAdapter(SimulatedPlatform):
         assert self._deliver is not None
         n = self._sent[user] = self._sent.get(user, 0) + 1
         chat, mid = f"chat{user}", f"m{user}-{n}"
+        images = (Media("photo", "image/png", len(IMAGE), _photo),) if n % IMAGE_EVERY == 0 else ()
+        self.images += bool(images)
         inbound = Inbound(self.name, chat, f"u{user}", f"User {user}", message(n, user),
-                          is_dm=True, message_id=mid)  # fmt: skip
+                          is_dm=True, message_id=mid, images=images)  # fmt: skip
         future: asyncio.Future[float] = asyncio.get_running_loop().create_future()
         self._waiting[mid] = future
         self.messages += 1
@@ -277,6 +301,28 @@ class SoakAdapter(SimulatedPlatform):
         return waiting
 
 
+async def _photo() -> bytes:
+    return IMAGE
+
+
+@dataclass
+class _Streamed:
+    """A reply streamed to the soak's people: its previews are dropped (the
+    adapters' pace is not the core's), its end is the reply, as `send` counts it."""
+
+    adapter: SoakAdapter
+
+    async def update(self, text: str) -> None:
+        return
+
+    async def finish(self, message: Outbound) -> list[str]:
+        self.adapter.streamed += 1
+        return await self.adapter.send(message)
+
+    async def abort(self) -> None:
+        return
+
+
 # -- the month ----------------------------------------------------------------------------
 
 BURSTS = (3, 4)  # messages a person sends back to back, in turn
@@ -301,6 +347,7 @@ class Plan:
     probe: int
     rate: float
     ends: int = ENDS
+    retention: int = RETENTION_DAYS
 
     def users(self, day: int) -> list[int]:
         """The sessions that talk on `day` (a window that moves round them all)."""
@@ -347,8 +394,27 @@ def db_mb(config: Config) -> float:
     return sum(p.stat().st_size for p in paths if p.exists()) / 2**20
 
 
+def media_mb(config: Config) -> float:
+    files = (config.data_dir / MEDIA_FOLDER).rglob("*")
+    return sum(p.stat().st_size for p in files if p.is_file()) / 2**20
+
+
+async def pages_mb(runtime: Runtime) -> dict[str, float]:
+    """The database's pages in use (SQLite's dbstat): the memory's (`memory*`:
+    traces, their text index, folds, scopes; kept for ever, the soul's memory)
+    and every other table's and index's (what retention bounds, with the rest)."""
+
+    def sizes(conn: Any) -> dict[str, float]:
+        rows = conn.execute("SELECT name, pgsize FROM dbstat WHERE aggregate = TRUE").fetchall()
+        memory = sum(size for name, size in rows if name.startswith("memory"))
+        return {"memory_mb": memory / 2**20, "other_mb": (sum(r[1] for r in rows) - memory) / 2**20}
+
+    return await runtime.db.run(sizes)
+
+
 async def counts(runtime: Runtime) -> dict[str, int]:
-    tables = {"seen_ids": "seen_messages", "history_rows": "history", "traces": "memory"}
+    tables = {"seen_ids": "seen_messages", "history_rows": "history", "traces": "memory",
+              "usage_rows": "usage", "reply_addresses": "reply_addresses"}  # fmt: skip
 
     def count(conn: Any) -> dict[str, int]:
         return {
@@ -370,6 +436,7 @@ class Month:
     compiled: int = 0
     compile_failures: int = 0
     lost: int = 0
+    pruned: dict[str, int] = field(default_factory=dict)  # what retention deleted, in all
 
 
 async def live_one_day(
@@ -413,8 +480,14 @@ async def live_one_day(
         month.compiled += len(exc.results)
         month.compile_failures += len(exc.failures)
     compiled = time.perf_counter()
+    pruned = await runtime.retention.run()  # after the compile, as the daemon's nightly run
+    for key, value in asdict(pruned).items():
+        month.pruned[key] = month.pruned.get(key, 0) + value
+    retained = time.perf_counter()
     runtime.sessions.evict_idle(0)  # idle all night: out of memory, back from SQLite
     gc.collect()
+    pages = await pages_mb(runtime)
+    kept = pages["other_mb"] + (media := media_mb(runtime.config))
     return {
         "day": day,
         "cpu_ms_per_turn": round(cpu_ms, 2),
@@ -422,12 +495,16 @@ async def live_one_day(
         "latency_overhead_ms_p99": round(percentile(adapter.overheads, 99), 2),
         "rss_mb": round(rss_mb(), 1),
         "db_mb": round(db_mb(runtime.config), 1),
+        "media_mb": round(media, 1),
+        "memory_mb": round(pages["memory_mb"], 1),
+        "store_mb": round(kept, 1),
         "messages": adapter.messages - messages,
         "turns": turns,
         **await counts(runtime),
         "live_sessions": len(runtime.sessions),
         "seconds": {"talk": round(talked - began, 1), "heartbeat": round(reflected - talked, 1),
-                    "compile": round(compiled - reflected, 1)},
+                    "compile": round(compiled - reflected, 1),
+                    "retention": round(retained - compiled, 1)},
     }  # fmt: skip
 
 
@@ -458,14 +535,19 @@ def report(plan: Plan, month: Month, adapter: SoakAdapter, wall: float) -> int:
     """Print the JSON line; the exit status."""
     first, last = month.figures[0], month.figures[-1]
     cpu, rss = (ends(month.figures, key, plan.ends) for key in ("cpu_ms_per_turn", "rss_mb"))
+    # The store from the first day after the retention window: what it keeps is full then.
+    after = month.figures[plan.retention :]
+    store, db, memory = (ends(after, key, plan.ends) for key in ("store_mb", "db_mb", "memory_mb"))
     failed = adapter.replies - adapter.answered  # replies that were no model answer
     ok = {
         "cpu_ms_per_turn": cpu["growth"] <= TARGET_GROWTH,
         "rss_mb": rss["growth"] <= TARGET_GROWTH,
+        "store_mb": store["growth"] <= TARGET_GROWTH,
         "no_lost_or_failed_turns": not month.lost and not failed,
         "no_failed_compiles": not month.compile_failures,
     }
-    keys = ("cpu_ms_per_turn", "latency_overhead_ms_p50", "rss_mb", "db_mb")
+    keys = ("cpu_ms_per_turn", "latency_overhead_ms_p50", "rss_mb", "db_mb", "store_mb",
+            "media_mb", "memory_mb", "history_rows", "usage_rows", "reply_addresses")  # fmt: skip
     result = {
         "bench": "soak",
         "days": plan.days,
@@ -474,6 +556,10 @@ def report(plan: Plan, month: Month, adapter: SoakAdapter, wall: float) -> int:
         "messages": adapter.messages - month.warmup["messages"],
         "turns": adapter.replies - month.warmup["turns"],
         "warmup": {k: month.warmup[k] for k in ("messages", "turns", "rss_mb", "db_mb")},
+        "images": adapter.images,
+        "streamed_replies": adapter.streamed,
+        "retention_days": plan.retention,
+        "pruned": month.pruned,
         "failed_turns": failed,
         "lost_replies": month.lost,
         "heartbeats": month.heartbeats,
@@ -482,11 +568,15 @@ def report(plan: Plan, month: Month, adapter: SoakAdapter, wall: float) -> int:
         "wall_s": round(wall, 1),
         "cpu_ms_per_turn": cpu,
         "rss_mb": rss,
+        "store_mb": store,
+        "db_mb": db,
+        "memory_mb": memory,
         "day_1": first,
         f"day_{plan.days}": last,
         "by_day": {key: [f[key] for f in month.figures] for key in keys},
     }
-    target = {"cpu_ms_per_turn_growth_max": TARGET_GROWTH, "rss_mb_growth_max": TARGET_GROWTH}
+    target = {"cpu_ms_per_turn_growth_max": TARGET_GROWTH, "rss_mb_growth_max": TARGET_GROWTH,
+              "store_mb_growth_max": TARGET_GROWTH}  # fmt: skip
     return finish(result, target, ok)
 
 
@@ -501,6 +591,8 @@ def main() -> int:
     parser.add_argument("--rate", type=float, default=100.0, help="the probe's messages/s")
     parser.add_argument("--ends", type=int, default=ENDS,
                         help="days at each end whose medians the targets compare")  # fmt: skip
+    parser.add_argument("--retention", type=int, default=RETENTION_DAYS,
+                        help="days of every retention window")  # fmt: skip
     parser.add_argument("--serve-fake", action="store_true", help=argparse.SUPPRESS)
     args = parser.parse_args()
     if args.serve_fake:
@@ -508,8 +600,10 @@ def main() -> int:
         return 0
     if not 0 < args.probe <= args.active <= args.sessions:
         parser.error("expected 0 < --probe <= --active <= --sessions")
+    if not 0 < args.retention < args.days:
+        parser.error("expected 0 < --retention < --days")
     plan = Plan(args.days, args.sessions, args.active, args.messages, args.warmup, args.probe,
-                args.rate, args.ends)  # fmt: skip
+                args.rate, args.ends, args.retention)  # fmt: skip
     configure_logging("json", "warning")
     started = time.perf_counter()
     with tempfile.TemporaryDirectory(prefix="soulbot-soak-") as tmp, fake_process() as url:
@@ -519,7 +613,10 @@ def main() -> int:
             # limit counts them but never holds one back. Background work is not capped.
             "limits": {"messages_per_minute": 1_000_000},
             "budget": {key: None for key in BUDGETS},
-        }
+            "media": {"keep": True},
+            "retention": {key: args.retention for key in ("history_days", "usage_days",
+                                                           "media_days", "reply_address_days")},
+        }  # fmt: skip
         config = make_config(Path(tmp), url, max_concurrency=64, extra=extra)
         write_soul(config.workspaces, heartbeat=True)
         month, adapter = asyncio.run(drive(config, plan))

@@ -55,3 +55,18 @@ def hold_lock() -> Iterator[Callable[[Path], None]]:
     yield hold
     for conn in held:
         conn.close()
+
+
+@pytest.fixture
+async def two() -> AsyncIterator[tuple[Database, Database]]:
+    """Two processes on one PostgreSQL store: two `Database` objects (two
+    connections) on a schema of its own, closed after the test."""
+    with postgres_schema() as url:
+        first, second = Database(url), Database(url)
+        await first.open()
+        await second.open()
+        try:
+            yield first, second
+        finally:
+            await first.close()
+            await second.close()

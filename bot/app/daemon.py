@@ -1,7 +1,7 @@
 """The daemon's lifecycle: start, serve until a signal, shut down in order.
 
 It owns the whole order. Start: the adapters, the reflector's idle sweep, the
-nightly scheduler (the memory compile), the health file. Signal handlers only
+nightly scheduler (the memory compile, then retention), the health file. Signal handlers only
 set flags (uvicorn's pattern). The first SIGTERM/SIGINT starts the graceful
 shutdown (docs/conversations.md), all of it within `shutdown.deadline_s`: adapters stop
 taking messages; the messages already taken are stored; up to
@@ -58,6 +58,7 @@ class Daemon:
             nightly_trigger(compile_config.cron, compile_config.timezone)
         )
         self._scheduler.add_nightly("compile", self._compile_all)
+        self._scheduler.add_nightly("retention", self._retain)
         self._stop = asyncio.Event()
         self._force = asyncio.Event()
         self._served = False
@@ -70,6 +71,9 @@ class Daemon:
 
     async def _compile_all(self) -> None:
         await self._runtime.memory.compile_all()
+
+    async def _retain(self) -> None:
+        await self._runtime.retention.run()
 
     async def _reflect_all(self) -> None:
         """The shutdown heartbeat: a reflection on every open conversation."""

@@ -12,6 +12,11 @@ stopped). A wedged event loop stops the rewrites, so the check fails then too.
 `store_wait_s` is how long the oldest store call queued or running had waited
 when the file was written (every chat waits behind it): above
 `health.store_stalled_after_s`, the check fails ("store stalled").
+
+The rewrites run on a worker thread, which a cancel does not stop: the write and
+the removal take one lock, and the removal marks the file stopped first, so a
+write still in flight when the daemon stops either ends before the removal or
+writes nothing. No health file outlives `keep_health`.
 """
 
 from __future__ import annotations
@@ -20,6 +25,7 @@ import asyncio
 import contextlib
 import json
 import os
+import threading
 import time
 from collections.abc import Mapping
 from pathlib import Path
@@ -83,17 +89,42 @@ def write_health(path: Path, status: dict[str, Any]) -> None:
     replace_file(path, (json.dumps(record, sort_keys=True) + "\n").encode())
 
 
+class _HealthFile:
+    """The health file's writes and its removal, in order across threads: once
+    `remove` has run, `write` writes nothing."""
+
+    def __init__(self, path: Path) -> None:
+        self._path = path
+        self._lock = threading.Lock()
+        self._stopped = False
+
+    def write(self, status: dict[str, Any]) -> None:
+        """`write_health`, unless the file was removed for good. Raises OSError."""
+        with self._lock:
+            if not self._stopped:
+                write_health(self._path, status)
+
+    def remove(self) -> None:
+        """Remove the file, after a write in flight; no write comes after."""
+        with self._lock:
+            self._stopped = True
+            with contextlib.suppress(OSError):
+                self._path.unlink()
+
+
 async def keep_health(path: Path, status: Any, every_s: float = EVERY_S) -> None:
     """Write `status()` to `path` now and every `every_s` seconds until cancelled,
-    then remove the file. A failed write is retried at the next rewrite."""
+    then remove the file, once a write in flight on its thread has ended (a
+    second cancel stops the wait, not the removal). A failed write is retried
+    at the next rewrite."""
+    health = _HealthFile(path)
     try:
         while True:
             with contextlib.suppress(OSError):
-                await asyncio.to_thread(write_health, path, status())
+                await asyncio.to_thread(health.write, status())
             await asyncio.sleep(every_s)
     finally:
-        with contextlib.suppress(OSError):
-            path.unlink()  # noqa: ASYNC240 (one tiny unlink at exit)
+        await asyncio.shield(asyncio.to_thread(health.remove))
 
 
 def check_health(

@@ -16,6 +16,7 @@ import structlog
 from adapters.base import Adapter
 from bot.app.logs import away_from_the_chat
 from bot.app.preflight import pick_default_soul
+from bot.app.retention import Retention
 from bot.chat.access import Access
 from bot.chat.commands import Commands
 from bot.chat.context import ChannelContext
@@ -77,6 +78,7 @@ class Runtime:
     router: Router
     reflector: Reflector
     history: HistoryStore
+    retention: Retention
     adapters: dict[str, Adapter] = field(default_factory=dict)
 
     _stack: AsyncExitStack = field(default_factory=AsyncExitStack, repr=False)
@@ -135,8 +137,10 @@ class Runtime:
             commands = Commands(registry=registry, sessions=sessions, memory=memory,
                                 access=access, db=db, send=send, notes=notes)  # fmt: skip
             router = Router(config, default_soul, sessions, send, access, commands)
+            # Kept images age out even after `media.keep` is turned off.
+            retention = Retention(config.retention, db, config.data_dir / MEDIA_FOLDER)
             runtime = cls(config, registry, db, ledger, model, memory, sessions, router,
-                          reflector, history, by_name)  # fmt: skip
+                          reflector, history, retention, by_name)  # fmt: skip
             stack.push_async_callback(runtime._each_adapter, lambda adapter: adapter.close())
             runtime._stack = stack.pop_all()
         return runtime

@@ -24,7 +24,9 @@ from __future__ import annotations
 
 import asyncio
 import base64
+import os
 import re
+import time
 from collections.abc import Sequence
 from dataclasses import dataclass, field, replace
 from pathlib import Path
@@ -217,14 +219,17 @@ def kept_folder(base: Path, session: str) -> Path:
 
 
 async def keep(base: Path, session: str, entry: int, images: Sequence[Image]) -> None:
-    """Save `images` in the session's `kept_folder` (`media.keep`), private files."""
+    """Save `images` in the session's `kept_folder` (`media.keep`), private files
+    stamped with the clock's time: retention (`retention.media_days`) reads it."""
     target = kept_folder(base, session)
+    now = time.time()
 
     def write() -> None:
         make_folders(target, PRIVATE_FOLDER)
         for n, image in enumerate(images, 1):
-            data = base64.b64decode(image.source)
-            replace_file(target / f"{entry}-{n}{_SUFFIX[image.mime]}", data, PRIVATE_FILE)
+            path = target / f"{entry}-{n}{_SUFFIX[image.mime]}"
+            replace_file(path, base64.b64decode(image.source), PRIVATE_FILE)
+            os.utime(path, (now, now))
 
     await asyncio.to_thread(write)
 

@@ -447,6 +447,24 @@ class MediaConfig(_Section):
     its turn only; the history and the traces keep a one-line placeholder)."""
 
 
+class RetentionConfig(_Section):
+    """How long records no turn reads any more are kept (`retention:`); the nightly job
+    deletes what is older, in small batches. `null` keeps them for ever. `/forget` erases a
+    person's records whatever these say."""
+
+    history_days: int | None = Field(30, ge=1)
+    """Days a history row no turn loads any more (compacted into a summary, an older summary,
+    or a conversation `/reset` or rebound) is kept; live rows stay."""
+    usage_days: int | None = Field(90, ge=1)
+    """UTC days of usage rows kept, today included: `soulbot usage --days` shows at most this
+    many; budgets read today's only."""
+    media_days: int | None = Field(30, ge=1)
+    """Days an image `media.keep` saved under `data_dir/media/` is kept."""
+    reply_address_days: int | None = Field(30, ge=1)
+    """Days a session's reply address (kept so a restart can answer a message a crash left
+    unanswered) outlives the session's newest history row."""
+
+
 class SessionsConfig(_Section):
     """Conversations across restarts (`sessions:`)."""
 
@@ -568,6 +586,8 @@ class Config(_Section):
     """Group chats: the context the bot is given."""
     media: MediaConfig = MediaConfig()
     """Images."""
+    retention: RetentionConfig = RetentionConfig()
+    """How long records no turn reads any more are kept."""
     sessions: SessionsConfig = SessionsConfig()
     """Conversations across restarts."""
     limits: LimitsConfig = LimitsConfig()

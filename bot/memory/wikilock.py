@@ -38,7 +38,7 @@ import structlog
 from filelock import FileLock, Timeout
 
 from bot.errors import WikiLockLost
-from bot.storage.db import Database
+from bot.storage.db import Database, advisory_key
 from bot.storage.sql import Conn
 
 log = structlog.get_logger(__name__)
@@ -138,9 +138,7 @@ class AdvisoryWikiLock(WikiLock):
         self._db = db
 
     def _key(self, conn: Conn) -> int:
-        (schema,) = conn.execute("SELECT current_schema()").fetchone()
-        name = f"wiki\0{schema}\0{self.soul}\0{self.scope}".encode()
-        return int.from_bytes(hashlib.sha256(name).digest()[:8], "big", signed=True)
+        return advisory_key(conn, f"wiki\0{self.soul}\0{self.scope}")
 
     async def try_take(self) -> bool:
         def take(conn: Conn) -> bool:

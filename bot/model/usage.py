@@ -117,7 +117,8 @@ def unpriced_model(
     )
 
 
-def _utc_day(ts: float) -> str:
+def utc_day(ts: float) -> str:
+    """The UTC day of `ts` (`2026-12-04`): the ledger's `day`, what budgets count by."""
     return datetime.fromtimestamp(ts, UTC).strftime("%Y-%m-%d")
 
 
@@ -296,7 +297,7 @@ class Ledger:
         else:
             cost = usage.cost(price)
         ts = self._clock()
-        day = _utc_day(ts)
+        day = utc_day(ts)
         fields = {
             "soul": ctx.soul,
             "scope": ctx.scope,
@@ -380,7 +381,7 @@ class Ledger:
     ) -> dict[tuple[BudgetKind, str], int]:
         """Today's totals of `keys` as the database counts them, for every
         process that shares it (`budget_totals`, added to by each `record`)."""
-        day = _utc_day(self._clock())
+        day = utc_day(self._clock())
 
         def query(conn: Conn) -> dict[tuple[BudgetKind, str], int]:
             rows = conn.execute(
@@ -396,7 +397,7 @@ class Ledger:
 
     async def _totals(self) -> _Today:
         """Today's totals, loaded from the table when the UTC day has changed."""
-        day = _utc_day(self._clock())
+        day = utc_day(self._clock())
         today = self._today
         if today is not None and today.day == day:
             return today
@@ -443,7 +444,7 @@ def day_totals(conn: Conn, now: float) -> tuple[int, float]:
     """All tokens (input of every kind and output) and the cost in US dollars
     of the UTC day of `now`."""
     tokens, cost = conn.execute(
-        f"SELECT SUM({_TOKENS}), SUM(cost_usd) FROM usage WHERE day = ?", (_utc_day(now),)
+        f"SELECT SUM({_TOKENS}), SUM(cost_usd) FROM usage WHERE day = ?", (utc_day(now),)
     ).fetchone()
     return int(tokens or 0), float(cost or 0.0)
 

@@ -6,11 +6,14 @@ import asyncio
 import json
 import os
 import subprocess
+import threading
 from pathlib import Path
 
 import pytest
 
+from bot.app import health
 from bot.app.health import check_health, keep_health, write_health
+from bot.storage.files import replace_file
 
 
 def test_a_fresh_file_of_a_live_process_is_healthy(tmp_path: Path) -> None:
@@ -68,3 +71,28 @@ def test_a_store_call_waiting_past_the_limit_fails_the_check(tmp_path: Path) -> 
     assert check_health(path).startswith("ok: pid ")  # no limit: never stalled
     write_health(path, {"adapters": ["telegram"]})  # a file of an older soulbot: nothing to judge
     assert check_health(path, stalled_after_s=60).startswith("ok: pid ")
+
+
+async def test_a_write_in_flight_when_stopped_leaves_no_file(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # The write runs on a thread that a cancel does not stop: hold it there while
+    # the task is cancelled, then let it finish. The file must not come back.
+    path = tmp_path / "health.json"
+    writing, release, written = threading.Event(), threading.Event(), threading.Event()
+
+    def held_replace(target: Path, data: bytes) -> None:
+        writing.set()
+        release.wait(5)
+        replace_file(target, data)
+        written.set()
+
+    monkeypatch.setattr(health, "replace_file", held_replace)
+    task = asyncio.create_task(keep_health(path, dict, every_s=60))
+    assert await asyncio.to_thread(writing.wait, 5)
+    task.cancel()
+    await asyncio.wait({task}, timeout=0.1)  # the removal has run, or waits for the write
+    release.set()
+    assert await asyncio.to_thread(written.wait, 5)
+    await asyncio.gather(task, return_exceptions=True)
+    assert not path.exists()

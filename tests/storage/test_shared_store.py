@@ -4,7 +4,6 @@ objects on one schema stand for two processes (two connections)."""
 from __future__ import annotations
 
 import asyncio
-from collections.abc import AsyncIterator
 
 import psycopg
 import pytest
@@ -18,19 +17,6 @@ from bot.storage.db import SCHEMA_VERSION, Database
 from tests.chat.test_access import code_of, dm
 from tests.engines import postgres_schema
 from tests.model.test_usage import SONNET, Clock, budget, ctx
-
-
-@pytest.fixture
-async def two() -> AsyncIterator[tuple[Database, Database]]:
-    with postgres_schema() as url:
-        first, second = Database(url), Database(url)
-        await first.open()
-        await second.open()
-        try:
-            yield first, second
-        finally:
-            await first.close()
-            await second.close()
 
 
 async def test_one_daily_budget_for_every_process(two: tuple[Database, Database]) -> None:
