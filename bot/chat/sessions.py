@@ -24,6 +24,9 @@ took it, the row is marked delivered, with the platform ids of its messages
 (`HistoryStore.delivered`), so a reply to one is known after a restart. A reply
 stored and never delivered (a crash between the two, a send that failed) is
 sent at the next start by `recover`, its stored text as it is: no new model call.
+Turns and `recover` run under the session's lease (bot/chat/leases.py): a
+recovery skips a session whose turn runs, here or in another process sharing
+the store, so no message is answered twice.
 
 A session keeps the soul version its cache was written with while the cache is
 warm (`Agent.soul`), so a heartbeat write of SOUL.md costs it nothing; it takes

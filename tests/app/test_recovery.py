@@ -41,16 +41,22 @@ def _old_sessions(conn: Conn, ts: float) -> None:
         )
 
 
+@contextlib.contextmanager
+def _store(engine: str) -> Iterator[str]:
+    """The config lines of a store of `engine`: SQLite in data_dir, or a
+    PostgreSQL schema of its own."""
+    if engine == "sqlite":
+        yield ""
+    else:
+        with postgres_schema() as url:
+            yield f"store: {{url: '{url}'}}\n"
+
+
 @pytest.mark.parametrize("engine", ["sqlite", "postgresql"])
 async def test_recovery_reads_recent_rows_only_and_answers_the_recent_one(
     tmp_path: Path, engine: str
 ) -> None:
-    with contextlib.ExitStack() as stack:
-        extra = (
-            f"store: {{url: '{stack.enter_context(postgres_schema())}'}}\n"
-            if engine != "sqlite"
-            else ""
-        )
+    with _store(engine) as extra:
         async with FakeAnthropic() as fake:
             config = make_config(tmp_path, fake.url, extra)
             async with running(config) as (runtime, platform):
@@ -74,17 +80,6 @@ async def test_recovery_reads_recent_rows_only_and_answers_the_recent_one(
     assert recovered == 1
     assert count[0] < 20, count  # the search, and the recent session's load: not one per session
     assert reply.chat_id == "ann" and reply.text.endswith("are you there?")
-
-
-@contextlib.contextmanager
-def _store(engine: str) -> Iterator[str]:
-    """The config lines of a store of `engine`: SQLite in data_dir, or a
-    PostgreSQL schema of its own."""
-    if engine == "sqlite":
-        yield ""
-    else:
-        with postgres_schema() as url:
-            yield f"store: {{url: '{url}'}}\n"
 
 
 def _assistant_rows(conn: Conn) -> int:
