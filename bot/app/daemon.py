@@ -141,7 +141,7 @@ class Daemon:
                 listen, runtime.adapters, runtime.sessions, runtime.db.waiting_s
             ) as self.metrics:
                 await runtime.start_adapters()
-                await runtime.recover()
+                await runtime.recover(own_instance=True)
                 runtime.reflector.start()
                 self._scheduler.start()
                 souls = [s.id for s in runtime.registry.all()]

@@ -21,6 +21,7 @@ from bot.chat.access import Access
 from bot.chat.commands import Commands
 from bot.chat.context import ChannelContext
 from bot.chat.history import HistoryStore
+from bot.chat.leases import Leases
 from bot.chat.limits import RateLimit
 from bot.chat.places import CONSOLE
 from bot.chat.reflect import Reflector
@@ -79,6 +80,7 @@ class Runtime:
     reflector: Reflector
     history: HistoryStore
     retention: Retention
+    leases: Leases
     adapters: dict[str, Adapter] = field(default_factory=dict)
 
     _stack: AsyncExitStack = field(default_factory=AsyncExitStack, repr=False)
@@ -122,6 +124,7 @@ class Runtime:
                 return [note for adapter in by_name.values() for note in adapter.notes()]
 
             history = HistoryStore(db)
+            leases = Leases(db, config.instance or "", config.sessions.lease_s)
             reflector = Reflector(config.heartbeat, registry, model, history, memory, db)
             stack.push_async_callback(reflector.stop)
             agent = Agent(registry, model, memory, more_tools=reflector.tools)
@@ -132,6 +135,7 @@ class Runtime:
                 RateLimit(per) if (per := config.limits.messages_per_minute) else None,
                 stream, ChannelContext(groups.context_messages, groups.context_tokens),
                 config.data_dir / MEDIA_FOLDER if config.media.keep else None, config.media,
+                leases,
             ))  # fmt: skip
             access = Access(db, config)
             commands = Commands(registry=registry, sessions=sessions, memory=memory,
@@ -140,15 +144,21 @@ class Runtime:
             # Kept images age out even after `media.keep` is turned off.
             retention = Retention(config.retention, db, config.data_dir / MEDIA_FOLDER)
             runtime = cls(config, registry, db, ledger, model, memory, sessions, router,
-                          reflector, history, retention, by_name)  # fmt: skip
+                          reflector, history, retention, leases, by_name)  # fmt: skip
             stack.push_async_callback(runtime._each_adapter, lambda adapter: adapter.close())
             runtime._stack = stack.pop_all()
         return runtime
 
-    async def recover(self) -> int:
+    async def recover(self, own_instance: bool = False) -> int:
         """Answer, once, each message a crash left unanswered within
-        `sessions.recover_window_s` (`sessions.recovered`). Call once the
-        adapters serve. Returns how many sessions were taken up again."""
+        `sessions.recover_window_s` (`sessions.recovered`), but not one whose
+        turn another process is running (its lease: bot/chat/leases.py). With
+        `own_instance` (the caller holds the instance's lock: bot/app/owner.py),
+        the leases an earlier run of this instance left are released first
+        (`sessions.leases_released`): it is dead. Call once the adapters serve.
+        Returns how many sessions were taken up again."""
+        if own_instance and (released := await self.leases.release_earlier()):
+            log.info("sessions.leases_released", leases=released)
         window = self.config.sessions.recover_window_s
         if not window:
             return 0
@@ -160,8 +170,7 @@ class Runtime:
             except (ValueError, TypeError) as exc:  # an address from an older or broken row
                 log.warning("sessions.recover_failed", session=session, error=str(exc))
                 continue
-            if inbound.platform in self.adapters:
-                await self.sessions.recover(route, inbound)
+            if inbound.platform in self.adapters and await self.sessions.recover(route, inbound):
                 count += 1
         if count:
             log.info("sessions.recovered", sessions=count)

@@ -24,6 +24,9 @@ took it, the row is marked delivered, with the platform ids of its messages
 (`HistoryStore.delivered`), so a reply to one is known after a restart. A reply
 stored and never delivered (a crash between the two, a send that failed) is
 sent at the next start by `recover`, its stored text as it is: no new model call.
+Turns and `recover` run under the session's lease (bot/chat/leases.py): a
+recovery skips a session whose turn runs, here or in another process sharing
+the store, so no message is answered twice.
 
 A session keeps the soul version its cache was written with while the cache is
 warm (`Agent.soul`), so a heartbeat write of SOUL.md costs it nothing; it takes
@@ -56,6 +59,7 @@ from structlog.contextvars import bound_contextvars
 from bot import prompts
 from bot.chat.context import ChannelContext
 from bot.chat.history import Entry, HistoryStore, Snapshot, count_tokens
+from bot.chat.leases import Leases
 from bot.chat.limits import RateLimit
 from bot.chat.media import (
     Pictured,
@@ -202,6 +206,8 @@ class SessionParts:
     """Where images are kept after their turn (`media.keep`); None: nowhere."""
     media: MediaConfig = field(default_factory=MediaConfig)
     """How many images a turn takes, how long a download may take (`media:`)."""
+    leases: Leases | None = None
+    """Who answers a conversation among processes (bot/chat/leases.py); None: this one."""
 
 
 class Session:
@@ -228,6 +234,7 @@ class Session:
         self._pictured: dict[int, Pictured] = {}  # images waiting for their turn, by entry
         self._left_out = 0  # images waiting that newer ones pushed out, for the next turn to say
         self._provisional = 0  # their ids: negative, never a row's
+        self._leased = False  # whether this session may hold its lease (released after work)
         self.last_active = time.monotonic()
 
     @property
@@ -279,17 +286,23 @@ class Session:
             self._start()
         return True
 
-    def recover(self, inbound: Inbound) -> None:
+    def recover(self, inbound: Inbound) -> bool:
         """Answer what a crash left unanswered, replying to `inbound` (the
         newest message's address, as stored): the replies stored after the last
         one delivered are sent as they are, then the messages after the last
-        one replied to get a turn."""
+        one replied to get a turn. False, and nothing done, while a turn runs:
+        it answers what is waiting itself. Call holding the session's lease
+        (`SessionParts.leases`), when there is one: the work releases it."""
+        if self.busy:
+            return False
+        self._leased = self._parts.leases is not None
         replies = [e for e in self._entries if e.role == "assistant"]
         self._attempted = max((e.reply_to for e in replies if e.reply_to), default=0)
         sent = max((i for i, e in enumerate(replies) if e.delivered), default=-1)
         self._unsent = replies[sent + 1 :]
         self._latest = inbound
         self._start()
+        return True
 
     def _start(self) -> None:
         """Start the worker unless it runs (a deferred start ends here too)."""
@@ -337,15 +350,38 @@ class Session:
         self._attempted = 0
 
     async def _work(self) -> None:
+        while True:
+            try:
+                await self._rounds()
+            finally:
+                if self._leased and self._parts.leases is not None:
+                    self._leased = False
+                    await self._parts.leases.release(self.route.session)
+            if self._waiting() is None:  # none came while the lease was given back
+                return
+
+    def _waiting(self) -> tuple[list[Entry], Inbound] | None:
+        """The messages no turn has taken yet and the message to reply to
+        (the newest), or None when there are none."""
+        new = [e for e in self._entries if e.role == "user" and e.id > self._attempted]
+        return (new, self._latest) if new and self._latest is not None else None
+
+    async def _lease(self) -> None:
+        """Claim (or renew) the session's lease before a round of work,
+        waiting while another process holds it (bot/chat/leases.py)."""
+        if self._parts.leases is not None:
+            self._leased = True
+            await self._parts.leases.acquire(self.route.session)
+
+    async def _rounds(self) -> None:
         if self._unsent and self._latest is not None:
+            await self._lease()
             with bound_contextvars(soul=self.route.soul, session=self.route.session):
                 await self._send_unsent(self._latest)
-        while True:
-            new = [e for e in self._entries if e.role == "user" and e.id > self._attempted]
-            if not new or self._latest is None:
-                return
+        while (waiting := self._waiting()) is not None:
+            await self._lease()  # the messages that come meanwhile join the turn
+            new, target = self._waiting() or waiting
             self._attempted = new[-1].id
-            target = self._latest
             with bound_contextvars(soul=self.route.soul, session=self.route.session):
                 try:
                     await self._turn(new, target)
@@ -725,10 +761,27 @@ class SessionManager:
         """The text of the bot's reply sent as `message_id` in `session`, or None."""
         return await self._parts.store.sent_text(session, message_id)
 
-    async def recover(self, route: Route, inbound: Inbound) -> None:
-        """Answer, once, what the route's session left unanswered at a crash."""
-        async with self._lock(route.session):
-            (await self._get(route)).recover(inbound)
+    async def recover(self, route: Route, inbound: Inbound) -> bool:
+        """Answer, once, what the route's session left unanswered at a crash.
+        False, logged as `sessions.recover_skipped`, when a turn of it runs:
+        in this process, or in another sharing the store (its lease,
+        bot/chat/leases.py): that turn answers it. Raises what the store raised."""
+        key, leases = route.session, self._parts.leases
+        async with self._lock(key):
+            live = self._sessions.get(key)
+            if live is not None and live.busy:
+                log.info("sessions.recover_skipped", session=key, reason="its turn runs")
+                return False
+            if leases is not None and not await leases.claim(key):
+                log.info("sessions.recover_skipped", session=key,
+                         reason="another process holds its lease")  # fmt: skip
+                return False
+            try:
+                return (await self._get(route)).recover(inbound)
+            except BaseException:
+                if leases is not None:
+                    await leases.release(key)
+                raise
 
     async def reset(self, route: Route) -> None:
         """Start a new history for the route's session, after what came before it."""

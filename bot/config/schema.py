@@ -473,6 +473,12 @@ class SessionsConfig(_Section):
     has no reply (the process died mid-turn) is answered once; older ones are context for the
     next turn. `0`: none is."""
 
+    lease_s: float = Field(300.0, gt=0)
+    """How long a process's claim on a conversation lasts, renewed at each round of its turn:
+    while it holds it, no other process sharing the store answers the conversation, nor recovers
+    it at start. Longer than a turn may take; a crashed process's conversations wait this long
+    for another process (its own restart takes them at once)."""
+
 
 class LimitsConfig(_Section):
     """Limits on how fast people may write (`limits:`)."""

@@ -180,6 +180,12 @@ CREATE TABLE IF NOT EXISTS memory_erasures (
     epoch BIGINT NOT NULL,
     PRIMARY KEY (soul, scope)
 );
+CREATE TABLE IF NOT EXISTS session_leases (
+    session TEXT PRIMARY KEY,
+    instance TEXT NOT NULL,
+    run TEXT NOT NULL,
+    expires DOUBLE PRECISION NOT NULL
+);
 """
 
 

@@ -1,23 +1,27 @@
 """Recovery at start takes time in proportion to recent traffic (issue 27):
 with many sessions last spoken to long ago and one recent message left
 unanswered, `Runtime.recover` makes a few statements, however many old
-sessions there are, and answers the recent one."""
+sessions there are, and answers the recent one. And it answers no turn that
+runs (issue 27): not one of another process sharing the store (its lease,
+bot/chat/leases.py), not one of its own; a crashed owner's turn it does."""
 
 from __future__ import annotations
 
+import asyncio
 import contextlib
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any
 
 import pytest
 
+from bot.app.runtime import Runtime
 from bot.storage.sql import Conn
 from bot.types import Inbound
 from tests.engines import Counting, postgres_schema
 from tests.fakes.anthropic_fake import FakeAnthropic
-from tests.kit import make_config, running
+from tests.kit import capture_logs, make_config, running
 
 OLD_SESSIONS = 300
 
@@ -37,16 +41,22 @@ def _old_sessions(conn: Conn, ts: float) -> None:
         )
 
 
+@contextlib.contextmanager
+def _store(engine: str) -> Iterator[str]:
+    """The config lines of a store of `engine`: SQLite in data_dir, or a
+    PostgreSQL schema of its own."""
+    if engine == "sqlite":
+        yield ""
+    else:
+        with postgres_schema() as url:
+            yield f"store: {{url: '{url}'}}\n"
+
+
 @pytest.mark.parametrize("engine", ["sqlite", "postgresql"])
 async def test_recovery_reads_recent_rows_only_and_answers_the_recent_one(
     tmp_path: Path, engine: str
 ) -> None:
-    with contextlib.ExitStack() as stack:
-        extra = (
-            f"store: {{url: '{stack.enter_context(postgres_schema())}'}}\n"
-            if engine != "sqlite"
-            else ""
-        )
+    with _store(engine) as extra:
         async with FakeAnthropic() as fake:
             config = make_config(tmp_path, fake.url, extra)
             async with running(config) as (runtime, platform):
@@ -70,3 +80,102 @@ async def test_recovery_reads_recent_rows_only_and_answers_the_recent_one(
     assert recovered == 1
     assert count[0] < 20, count  # the search, and the recent session's load: not one per session
     assert reply.chat_id == "ann" and reply.text.endswith("are you there?")
+
+
+def _assistant_rows(conn: Conn) -> int:
+    return int(conn.execute("SELECT count(*) FROM history WHERE role = 'assistant'").fetchone()[0])
+
+
+@pytest.mark.parametrize("engine", ["sqlite", "postgresql"])
+async def test_a_start_does_not_answer_a_turn_another_process_runs(
+    tmp_path: Path, engine: str
+) -> None:
+    with _store(engine) as extra:
+        async with FakeAnthropic() as fake:
+            config = make_config(tmp_path, fake.url, extra)
+            async with running(config) as (first, spoken_to):
+                gate = fake.script_gate()
+                await spoken_to.say("are you there?", message_id="m1")
+                await asyncio.wait_for(gate.reached.wait(), 10)
+                async with running(config) as (second, restarted):
+                    with capture_logs() as logs:
+                        recovered = await second.recover()
+                    gate.open()
+                    replies = await spoken_to.replies(1)
+                    await first.sessions.wait(10)
+                    await second.sessions.wait(10)
+                    assert restarted.sent == []
+                rows = await first.db.run(_assistant_rows)
+    assert recovered == 0
+    assert [r.text.endswith("are you there?") for r in replies] == [True]
+    assert len(fake.requests) == 1 and rows == 1
+    skipped = [e for e in logs if e["event"] == "sessions.recover_skipped"]
+    assert [e["session"] for e in skipped] == ["test:u1"]
+
+
+async def _unanswered_with_lease(runtime: Runtime, instance: str, expires: float) -> None:
+    """Ann's message stored with no reply, its session's lease held by
+    `instance` (another run) until `expires`: a process that died mid-turn."""
+    ann = Inbound("test", "ann", "ann", "Ann", "are you there?", True, message_id="m1")
+    route = runtime.router.route(ann)
+    await runtime.history.bind(route.session, (route.soul, route.scope))
+    await runtime.history.append_message(route.session, 0, "are you there?", "m1", ann.address())
+    await runtime.db.run(
+        lambda c: c.execute(
+            "INSERT INTO session_leases (session, instance, run, expires) VALUES (?, ?, 'x', ?)",
+            (route.session, instance, expires),
+        )
+    )
+
+
+@pytest.mark.parametrize("engine", ["sqlite", "postgresql"])
+async def test_a_crashed_owners_turn_is_answered_once_its_lease_expired(
+    tmp_path: Path, engine: str
+) -> None:
+    with _store(engine) as extra:
+        async with (
+            FakeAnthropic() as fake,
+            running(make_config(tmp_path, fake.url, extra)) as (runtime, platform),
+        ):
+            await _unanswered_with_lease(runtime, "gone", time.time() - 1)
+            recovered = await runtime.recover()
+            [reply] = await platform.replies(1)
+            await runtime.sessions.wait(10)
+            leases = await runtime.db.run(
+                lambda c: c.execute("SELECT count(*) FROM session_leases").fetchone()[0]
+            )
+    assert recovered == 1 and reply.text.endswith("are you there?")
+    assert len(fake.requests) == 1
+    assert leases == 0  # released after the turn
+
+
+async def test_a_restart_takes_its_own_earlier_runs_leases_at_once(tmp_path: Path) -> None:
+    async with (
+        FakeAnthropic() as fake,
+        running(make_config(tmp_path, fake.url)) as (runtime, platform),
+    ):
+        await _unanswered_with_lease(runtime, "", time.time() + 300)
+        another_process = await runtime.recover()
+        holding_the_instance_lock = await runtime.recover(own_instance=True)
+        [reply] = await platform.replies(1)
+    assert (another_process, holding_the_instance_lock) == (0, 1)
+    assert reply.text.endswith("are you there?")
+
+
+async def test_recovery_during_a_turn_of_its_own_does_not_answer_it_again(
+    tmp_path: Path,
+) -> None:
+    async with (
+        FakeAnthropic() as fake,
+        running(make_config(tmp_path, fake.url)) as (runtime, platform),
+    ):
+        gate = fake.script_gate()
+        await platform.say("are you there?", message_id="m1")
+        await asyncio.wait_for(gate.reached.wait(), 10)
+        recovered = await runtime.recover()
+        gate.open()
+        await platform.replies(1)
+        await runtime.sessions.wait(10)
+        rows = await runtime.db.run(_assistant_rows)
+    assert len(fake.requests) == 1 and len(platform.sent) == 1 and rows == 1
+    assert recovered == 0

@@ -52,6 +52,7 @@ NOT_COPIED = {
     "soulbot_schema",
     "sqlite_sequence",
     "memory_erasures",
+    "session_leases",  # the turns in flight: none while a store is migrated
 }
 
 
