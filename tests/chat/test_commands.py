@@ -92,6 +92,8 @@ async def test_status_usage_and_compile(tmp_path: Path) -> None:
             await platform.say("remember the owl", user="1")
             await platform.replies(1)
             await runtime.memory.drain(5)
+            # The reply is out before its turn ends (the lease is given back after it).
+            assert await runtime.sessions.wait(5) == 0
             await platform.say("/soul status", user="1")
             status = (await platform.replies(2))[-1].text
             await platform.say("/soul compile", user="1")
