@@ -44,9 +44,12 @@ heartbeat: {idle_minutes: 1}
 bindings:
   - {platform: console, soul: twinkle, memory: shared}
 """
+# Piped at once, the two lines may reach the model in one turn (one reply, not two):
+# the first is long enough for a reflection either way (min_conversation_tokens).
 SAID = (
     "I spent the whole weekend repotting my basil and the tomato seedlings on the "
-    "balcony, and the lemon tree came inside for the winter\nthanks, good night\n"
+    "balcony, and the lemon tree came inside for the winter; next spring I will grow "
+    "peppers and climbing beans along the railing\nthanks, good night\n"
 )
 
 
