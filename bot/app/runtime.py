@@ -80,7 +80,7 @@ class Runtime:
     reflector: Reflector
     history: HistoryStore
     retention: Retention
-    leases: Leases
+    leases: Leases | None
     adapters: dict[str, Adapter] = field(default_factory=dict)
 
     _stack: AsyncExitStack = field(default_factory=AsyncExitStack, repr=False)
@@ -124,7 +124,12 @@ class Runtime:
                 return [note for adapter in by_name.values() for note in adapter.notes()]
 
             history = HistoryStore(db)
-            leases = Leases(db, config.instance or "", config.sessions.lease_s)
+            # Several processes share a PostgreSQL store only (`instance`); on SQLite
+            # the one daemon's sessions know their own turns, and a lease would cost
+            # each turn two statements for nothing.
+            leases = (
+                Leases(db, config.instance or "", config.sessions.lease_s) if db.shared else None
+            )
             reflector = Reflector(config.heartbeat, registry, model, history, memory, db)
             stack.push_async_callback(reflector.stop)
             agent = Agent(registry, model, memory, more_tools=reflector.tools)
@@ -157,7 +162,8 @@ class Runtime:
         the leases an earlier run of this instance left are released first
         (`sessions.leases_released`): it is dead. Call once the adapters serve.
         Returns how many sessions were taken up again."""
-        if own_instance and (released := await self.leases.release_earlier()):
+        leases = self.leases
+        if own_instance and leases is not None and (released := await leases.release_earlier()):
             log.info("sessions.leases_released", leases=released)
         window = self.config.sessions.recover_window_s
         if not window:

@@ -477,7 +477,8 @@ class SessionsConfig(_Section):
     """How long a process's claim on a conversation lasts, renewed at each round of its turn:
     while it holds it, no other process sharing the store answers the conversation, nor recovers
     it at start. Longer than a turn may take; a crashed process's conversations wait this long
-    for another process (its own restart takes them at once)."""
+    for another process (its own restart takes them at once). PostgreSQL only: on SQLite one
+    daemon answers every conversation and takes no lease."""
 
 
 class LimitsConfig(_Section):

@@ -86,7 +86,8 @@ def _assistant_rows(conn: Conn) -> int:
     return int(conn.execute("SELECT count(*) FROM history WHERE role = 'assistant'").fetchone()[0])
 
 
-@pytest.mark.parametrize("engine", ["sqlite", "postgresql"])
+# Processes share a PostgreSQL store only (`instance` needs one): the leases are its.
+@pytest.mark.parametrize("engine", ["postgresql"])
 async def test_a_start_does_not_answer_a_turn_another_process_runs(
     tmp_path: Path, engine: str
 ) -> None:
@@ -128,7 +129,7 @@ async def _unanswered_with_lease(runtime: Runtime, instance: str, expires: float
     )
 
 
-@pytest.mark.parametrize("engine", ["sqlite", "postgresql"])
+@pytest.mark.parametrize("engine", ["postgresql"])
 async def test_a_crashed_owners_turn_is_answered_once_its_lease_expired(
     tmp_path: Path, engine: str
 ) -> None:
@@ -150,14 +151,15 @@ async def test_a_crashed_owners_turn_is_answered_once_its_lease_expired(
 
 
 async def test_a_restart_takes_its_own_earlier_runs_leases_at_once(tmp_path: Path) -> None:
-    async with (
-        FakeAnthropic() as fake,
-        running(make_config(tmp_path, fake.url)) as (runtime, platform),
-    ):
-        await _unanswered_with_lease(runtime, "", time.time() + 300)
-        another_process = await runtime.recover()
-        holding_the_instance_lock = await runtime.recover(own_instance=True)
-        [reply] = await platform.replies(1)
+    with _store("postgresql") as extra:
+        async with (
+            FakeAnthropic() as fake,
+            running(make_config(tmp_path, fake.url, extra)) as (runtime, platform),
+        ):
+            await _unanswered_with_lease(runtime, "", time.time() + 300)
+            another_process = await runtime.recover()
+            holding_the_instance_lock = await runtime.recover(own_instance=True)
+            [reply] = await platform.replies(1)
     assert (another_process, holding_the_instance_lock) == (0, 1)
     assert reply.text.endswith("are you there?")
 
