@@ -23,10 +23,11 @@ from bot.chat.context import ChannelContext
 from bot.chat.history import HistoryStore
 from bot.chat.leases import Leases
 from bot.chat.limits import RateLimit
+from bot.chat.manager import SessionManager
 from bot.chat.places import CONSOLE
 from bot.chat.reflect import Reflector
 from bot.chat.router import Router
-from bot.chat.sessions import SessionManager, SessionParts
+from bot.chat.sessions import SessionParts
 from bot.chat.turn import Agent
 from bot.config.schema import Config
 from bot.errors import AdapterStartError, SoulbotError

@@ -41,8 +41,9 @@ from structlog.contextvars import bound_contextvars
 
 from bot import prompts
 from bot.chat.access import Access
+from bot.chat.manager import SessionManager
 from bot.chat.markup import plain
-from bot.chat.sessions import Send, SessionManager, reply_to, send_safely
+from bot.chat.sessions import Send, reply_to, send_safely
 from bot.errors import (
     BudgetExceeded,
     InvalidWikiPageIdError,

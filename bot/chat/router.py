@@ -43,9 +43,10 @@ import structlog
 from bot import prompts
 from bot.chat.access import Access
 from bot.chat.commands import Commands
+from bot.chat.manager import SessionManager
 from bot.chat.media import Pictured, placeholder, refusal, screen
 from bot.chat.places import binding_for, memory_mode, memory_scope
-from bot.chat.sessions import Send, SessionManager, internal_cause, reply_to, send_safely
+from bot.chat.sessions import Send, internal_cause, reply_to, send_safely
 from bot.config.schema import Binding, Config, GroupRule
 from bot.errors import InvalidKeyError, StoreUnavailable
 from bot.text import valid

@@ -44,11 +44,9 @@ anew too: under which binding it was said is not known.
 from __future__ import annotations
 
 import asyncio
-import contextlib
-import shutil
 import time
-from collections.abc import AsyncIterator, Awaitable, Callable, Sequence
-from contextlib import AbstractAsyncContextManager, AsyncExitStack, asynccontextmanager
+from collections.abc import Awaitable, Callable, Sequence
+from contextlib import AbstractAsyncContextManager
 from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import TYPE_CHECKING
@@ -67,14 +65,13 @@ from bot.chat.media import (
     holding_seen,
     keep,
     keep_newest,
-    kept_folder,
     refusal,
     split_seen,
 )
 from bot.chat.turn import Agent, CachedSoul
 from bot.config.schema import MediaConfig
 from bot.errors import BudgetExceeded, ModelError, ModelRejected
-from bot.types import SHARED, Inbound, Outbound, ReplyStream, Route
+from bot.types import Inbound, Outbound, ReplyStream, Route
 
 if TYPE_CHECKING:
     from bot.memory.service import Memory
@@ -173,16 +170,6 @@ class _Turn:
             e.id not in self.pictured or self.pictured[e.id].caption or self.pictured[e.id].images
             for e in self.new
         )
-
-
-@dataclass(frozen=True)
-class _Held:
-    """A message the store failed to take, kept for its session's next try."""
-
-    route: Route
-    inbound: Inbound
-    text: str
-    pictured: Pictured | None
 
 
 @dataclass(frozen=True)
@@ -646,248 +633,3 @@ class Session:
         self._summary = summary
         self._breakpoint = self._soul = None  # the prefix is written again: the live soul
         log.info("history.compacted", entries=cut)
-
-
-class SessionManager:
-    """Every live session, by key; loads a session from SQLite on first use."""
-
-    def __init__(self, parts: SessionParts, idle_s: float = 900.0) -> None:
-        self._parts = parts
-        self._idle_s = idle_s
-        self._sessions: dict[str, Session] = {}
-        # A session's lock and how many hold or wait for it; kept only while some do.
-        self._locks: dict[str, tuple[asyncio.Lock, int]] = {}
-        # Messages the store failed to take (a lock timeout, a server gone), by session,
-        # oldest first: stored, and answered, with the session's next message.
-        self._held: dict[str, list[_Held]] = {}
-        self._last_sweep = time.monotonic()
-
-    def __len__(self) -> int:
-        return len(self._sessions)
-
-    async def _get(self, route: Route) -> Session:
-        """The session of `route`, loaded from SQLite when not live (call under its lock)."""
-        session = self._sessions.get(route.session)
-        if session is None:
-            snapshot = await self._parts.store.load(route.session)
-            session = Session(route, snapshot, self._parts)
-            self._sessions[route.session] = session
-        await session.rebind(route)  # the config's binding may have changed
-        return session
-
-    @asynccontextmanager
-    async def _lock(self, key: str) -> AsyncIterator[None]:
-        """Hold the lock of session `key` (`async with`). The lock lives while
-        someone holds or waits for it, so sessions gone (evicted, forgotten,
-        never seen again) leave none behind."""
-        lock, users = self._locks.get(key) or (asyncio.Lock(), 0)
-        self._locks[key] = (lock, users + 1)
-        try:
-            async with lock:
-                yield
-        finally:
-            lock, users = self._locks[key]
-            if users == 1:
-                del self._locks[key]
-            else:
-                self._locks[key] = (lock, users - 1)
-
-    async def first_delivery(self, session: str, message_id: str) -> bool:
-        """Record a platform message id of `session` (an empty id always passes);
-        False, logged as `message.duplicate`, when it was delivered before."""
-        if not message_id or await self._parts.store.first_delivery(session, message_id):
-            return True
-        log.info("message.duplicate", session=session, message_id=message_id)
-        return False
-
-    async def deliver(
-        self, route: Route, inbound: Inbound, text: str, pictured: Pictured | None = None
-    ) -> None:
-        """Hand a message to its session, in arrival order; a platform message id
-        seen before is dropped. When the store fails, raises what it raised (the
-        caller apologises), and the message is held: the session's next message
-        stores it first, and one turn answers both."""
-        async with self._lock(route.session):
-            held = self._held.pop(route.session, [])
-            await self._take(route, [*held, _Held(route, inbound, text, pictured)], start=True)
-        self._sweep()
-
-    async def _take(self, route: Route, waiting: list[_Held], start: bool) -> None:
-        """Store the `waiting` messages of the route's session in order (with
-        `start`, the last starts a turn for them all); raises what the store
-        raised, the messages not stored held again (call under its lock)."""
-        try:
-            session = await self._get(route)
-            while waiting:
-                held = waiting[0]
-                last = start and len(waiting) == 1
-                if not await session.receive(held.inbound, held.text, held.pictured, start=last):
-                    log.info("message.duplicate", session=route.session,
-                             message_id=held.inbound.message_id)  # fmt: skip
-                waiting.pop(0)
-        except Exception:
-            self._held[route.session] = waiting
-            log.warning("sessions.message_held", session=route.session, messages=len(waiting))
-            raise
-
-    async def store_held(self) -> int:
-        """Store the messages held since the store failed them, with no turn (the
-        shutdown: the next start's recovery answers them); returns how many are
-        still not stored (logged: `sessions.held_lost`)."""
-        for key in list(self._held):
-            async with self._lock(key):
-                waiting = self._held.pop(key, [])
-                if waiting:
-                    with contextlib.suppress(Exception):  # held again, and counted below
-                        await self._take(waiting[-1].route, waiting, start=False)
-        left = sum(len(waiting) for waiting in self._held.values())
-        if left:
-            log.error("sessions.held_lost", messages=left,
-                      reason="the store did not take them; they are not answered")  # fmt: skip
-        return left
-
-    def overhear(self, route: Route, inbound: Inbound, text: str, remember: bool) -> None:
-        """Keep a group message not addressed to the bot as context for the
-        next turn of its session (`text`: what the turn is shown); with
-        `remember`, as a memory trace of the route's scope too."""
-        if route.is_dm:
-            return
-        if self._parts.context is not None:
-            self._parts.context.add(route.session, inbound.user_name, text)
-        if remember and self._parts.memory is not None:
-            self._parts.memory.record(route, "user", inbound.user_name, text)
-
-    async def sent_text(self, session: str, message_id: str) -> str | None:
-        """The text of the bot's reply sent as `message_id` in `session`, or None."""
-        return await self._parts.store.sent_text(session, message_id)
-
-    async def recover(self, route: Route, inbound: Inbound) -> bool:
-        """Answer, once, what the route's session left unanswered at a crash.
-        False, logged as `sessions.recover_skipped`, when a turn of it runs:
-        in this process, or in another sharing the store (its lease,
-        bot/chat/leases.py): that turn answers it. Raises what the store raised."""
-        key, leases = route.session, self._parts.leases
-        async with self._lock(key):
-            live = self._sessions.get(key)
-            if live is not None and live.busy:
-                log.info("sessions.recover_skipped", session=key, reason="its turn runs")
-                return False
-            if leases is not None and not await leases.claim(key):
-                log.info("sessions.recover_skipped", session=key,
-                         reason="another process holds its lease")  # fmt: skip
-                return False
-            try:
-                return (await self._get(route)).recover(inbound)
-            except BaseException:
-                if leases is not None:
-                    await leases.release(key)
-                raise
-
-    async def reset(self, route: Route) -> None:
-        """Start a new history for the route's session, after what came before it."""
-        async with self._lock(route.session):
-            await (await self._get(route)).reset()
-
-    async def _drop(self, sessions: list[str]) -> None:
-        """Take `sessions` out of memory, their running turns cancelled (call
-        under their locks)."""
-        tasks = []
-        for key in sessions:
-            self._held.pop(key, None)
-            live = self._sessions.pop(key, None)
-            if live is not None:
-                live.stop_deferred()
-            if live is not None and live.task is not None and not live.task.done():
-                live.task.cancel()
-                tasks.append(live.task)
-        await asyncio.gather(*tasks, return_exceptions=True)
-
-    async def forget(self, route: Route) -> int:
-        """Erase the route's private scope, so nothing of it is left or comes
-        back: under the locks of every session of the scope, their running
-        turns are cancelled (a reply must not be recorded into the erased
-        scope), their reflections stopped and heartbeat marks dropped (the
-        `on_forget` hook), then the traces, the wiki and the history go.
-        Returns how many sessions' history was erased. Raises RuntimeError
-        without memory, ValueError for the shared scope."""
-        memory = self._parts.memory
-        if memory is None:
-            raise RuntimeError("this session manager has no memory to forget")
-        if route.scope == SHARED:
-            raise ValueError("the shared scope cannot be forgotten from a chat")
-        live = [k for k, s in self._sessions.items()
-                if (s.route.soul, s.route.scope) == (route.soul, route.scope)]  # fmt: skip
-        sessions = sorted({*await memory.sessions_of(route), *live, route.session})
-        async with AsyncExitStack() as stack:
-            for key in sessions:
-                await stack.enter_async_context(self._lock(key))
-            await self._drop(sessions)
-            if self._parts.on_forget is not None:
-                await self._parts.on_forget(sessions)
-            if self._parts.context is not None:
-                self._parts.context.drop(sessions)
-            await memory.forget(route)
-            await self._parts.store.erase(sessions)
-            if self._parts.media_dir is not None:
-                for key in sessions:  # the images `media.keep` kept
-                    folder = kept_folder(self._parts.media_dir, key)
-                    await asyncio.to_thread(shutil.rmtree, folder, ignore_errors=True)
-        log.info("sessions.forgotten", soul=route.soul, scope=route.scope, sessions=len(sessions))
-        return len(sessions)
-
-    def _sweep(self) -> None:
-        now = time.monotonic()
-        if now - self._last_sweep >= min(60.0, self._idle_s):
-            self._last_sweep = now
-            self.evict_idle()
-            if self._parts.rate is not None:
-                self._parts.rate.sweep()
-
-    def evict_idle(self, idle_s: float | None = None) -> int:
-        """Drop sessions with no turn running, no reply waiting to be stored,
-        no one holding or waiting for their lock, and no message for `idle_s`
-        (default: the manager's); they come back from SQLite. Returns the count."""
-        limit = self._idle_s if idle_s is None else idle_s
-        now = time.monotonic()
-        idle = [  # a session holding a reply it could not store keeps it until it can
-            k
-            for k, s in self._sessions.items()
-            if not s.busy and not s.unsaved and k not in self._locks
-            and now - s.last_active >= limit
-        ]  # fmt: skip
-        for key in idle:
-            del self._sessions[key]
-        if idle:
-            log.debug("sessions.evicted", count=len(idle))
-        return len(idle)
-
-    async def store_unsaved(self) -> int:
-        """Store the replies whose write failed, of every session with no turn
-        running (the shutdown, after the turns); returns how many are still not
-        stored (each logged: `history.unsaved`)."""
-        left = 0
-        for session in list(self._sessions.values()):
-            if session.unsaved and not session.busy:
-                left += await session.store_unsaved()
-        if left:
-            log.error("history.unsaved", replies=left,
-                      reason="their messages will be answered again at the next start")  # fmt: skip
-        return left
-
-    def in_flight(self) -> list[asyncio.Task[None]]:
-        """The worker tasks of sessions with a turn running or queued."""
-        return [s.task for s in self._sessions.values() if s.busy and s.task is not None]
-
-    async def wait(self, seconds: float) -> int:
-        """Wait up to `seconds` for every turn in flight; returns how many remain."""
-        tasks = self.in_flight()
-        if tasks:
-            await asyncio.wait(tasks, timeout=seconds)
-        return len(self.in_flight())
-
-    async def cancel(self) -> None:
-        """Cancel every turn still running and wait for them to end."""
-        tasks = self.in_flight()
-        for task in tasks:
-            task.cancel()
-        await asyncio.gather(*tasks, return_exceptions=True)

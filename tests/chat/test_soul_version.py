@@ -16,7 +16,8 @@ from pathlib import Path
 from typing import Any
 
 from bot.chat.history import HistoryStore
-from bot.chat.sessions import SessionManager, SessionParts
+from bot.chat.manager import SessionManager
+from bot.chat.sessions import SessionParts
 from bot.chat.turn import CACHE_TTL_S, Agent
 from bot.model.client import ModelClient
 from bot.model.usage import Ledger
