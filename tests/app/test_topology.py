@@ -118,6 +118,20 @@ async def test_a_stale_row_blocks_no_one(two: tuple[Database, Database]) -> None
     await dead.leave()
 
 
+async def test_a_refreshed_row_stays_live(two: tuple[Database, Database]) -> None:
+    clock = Clock()
+    first = Topology(two[0], replace(A, telegram=True), clock)
+    await first.join()
+    clock.now += STALE_S - 1
+    await first.refresh()  # the daemon's every REFRESH_S
+    clock.now += STALE_S - 1  # past the first write's staleness, within the refresh's
+    try:
+        line = await refused(two[1], replace(B, telegram=True), clock)
+    finally:
+        await first.leave()
+    assert line.startswith("telegram: instance a")
+
+
 async def test_a_dead_run_of_the_same_instance_is_replaced(
     two: tuple[Database, Database],
 ) -> None:
