@@ -247,6 +247,11 @@ class DataDirInUse(SoulbotError):
         self.pid = pid
 
 
+class TopologyConflict(SoulbotError):
+    """This process's config disagrees with a live process on the same shared
+    store (bot/app/topology.py); the message names both and the conflict."""
+
+
 class AdapterStartError(SoulbotError):
     """An adapter could not connect; the message says why and what to check,
     and never holds a secret."""

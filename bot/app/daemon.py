@@ -1,21 +1,21 @@
 """The daemon's lifecycle: start, serve until a signal, shut down in order.
 
-It owns the whole order. Start: the adapters, the reflector's idle sweep, the
-nightly scheduler (the memory compile, then retention), the health file. Signal handlers only
-set flags (uvicorn's pattern). The first SIGTERM/SIGINT starts the graceful
-shutdown (docs/conversations.md), all of it within `shutdown.deadline_s`: adapters stop
-taking messages; the messages already taken are stored; up to
-`memory.compile.shutdown_wait_s` for the turns in flight (replies still go
-out), then for their memory writes; whatever is left is logged as
+It owns the whole order. Start: on a shared store, the check that this process
+agrees with the others on it (bot/app/topology.py), the adapters, the reflector's
+idle sweep, the nightly scheduler (the memory compile, then retention), the health
+file. Signal handlers only set flags (uvicorn's pattern). The first SIGTERM/SIGINT
+starts the graceful shutdown (docs/conversations.md), all of it within
+`shutdown.deadline_s`: adapters stop taking messages; the messages already taken are
+stored; up to `memory.compile.shutdown_wait_s` for the turns in flight (replies
+still go out), then for their memory writes; whatever is left is logged as
 `shutdown.pending` (turns, writes) and the turns cancelled; a nightly run and
-`/soul compile` runs in progress are waited for; the shutdown tasks run
-(`heartbeat`: reflections on the open conversations, so a private scope's
-reflection lands in its wiki before `compile`: the memory compile); the health
-file goes, the runtime closes (bot/app/runtime.py); exit 0. A task the
-deadline cuts short is cancelled and logged as `shutdown.cut_short`.
-A second signal cuts the wait and the tasks short: the store still closes
-cleanly, and the exit code is 1. (The end of console input is no signal: a
-stop it began takes two to force, so a SIGTERM that races a closing stdin
+`/soul compile` runs in progress are waited for; the shutdown tasks run (`heartbeat`:
+reflections on the open conversations, so a private scope's reflection lands in its
+wiki before `compile`: the memory compile); the health file goes, the runtime closes
+(bot/app/runtime.py); exit 0. A task the deadline cuts short is cancelled and logged
+as `shutdown.cut_short`. A second signal cuts the wait and the tasks short: the
+store still closes cleanly, and the exit code is 1. (The end of console input is no
+signal: a stop it began takes two to force, so a SIGTERM that races a closing stdin
 still stops gracefully.)
 
 With `metrics.listen` set, the Prometheus endpoint (bot/app/metrics.py) serves
@@ -41,6 +41,7 @@ from bot.app.health import adapter_state, health_path, keep_health
 from bot.app.metrics import MetricsServer, serving_metrics
 from bot.app.runtime import Runtime
 from bot.app.scheduler import Scheduler, nightly_trigger
+from bot.app.topology import Process, Topology
 from bot.types import ShutdownStep, ShutdownWatcher
 
 log = structlog.get_logger(__name__)
@@ -136,7 +137,11 @@ class Daemon:
         runtime = self._runtime
         health: asyncio.Task[None] | None = None
         listen = runtime.config.metrics.listen
+        # On a shared store, before anything serves: the processes must agree.
+        topology = Topology(runtime.db, Process.of(runtime.config)) if runtime.db.shared else None
         try:
+            if topology is not None:
+                await topology.join()
             async with serving_metrics(
                 listen, runtime.adapters, runtime.sessions, runtime.db.waiting_s
             ) as self.metrics:
@@ -155,6 +160,8 @@ class Daemon:
                 health.cancel()
                 await asyncio.gather(health, return_exceptions=True)
             await self._scheduler.stop(0.0)
+            if topology is not None:
+                await topology.leave()
             await runtime.close()
             for signum in (signal.SIGTERM, signal.SIGINT):
                 loop.remove_signal_handler(signum)

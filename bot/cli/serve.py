@@ -14,7 +14,7 @@ from adapters.base import Adapter
 from bot.app.preflight import OPERATOR_FAULT, console_enabled, pick_default_soul, refusals
 from bot.cli.common import common_options, fail, load_registry, setup
 from bot.config.schema import Config, ConsoleConfig, DiscordConfig, TelegramConfig
-from bot.errors import SoulbotError, StorageError
+from bot.errors import SoulbotError, StorageError, TopologyConflict
 from bot.soul.registry import SoulRegistry
 from bot.storage.db import prepare_data_dir
 
@@ -88,7 +88,7 @@ def _start(config: Config, registry: SoulRegistry) -> None:
     try:
         prepare_data_dir(config.data_dir)
         code = asyncio.run(_serve(config, registry))
-    except StorageError as exc:  # the operator's to fix: a restart fails the same way
+    except (StorageError, TopologyConflict) as exc:  # the operator's: a restart fails the same way
         fail(str(exc), OPERATOR_FAULT)
     except SoulbotError as exc:
         click.echo(f"error: {exc}", err=True)

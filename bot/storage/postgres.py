@@ -186,6 +186,17 @@ CREATE TABLE IF NOT EXISTS session_leases (
     run TEXT NOT NULL,
     expires DOUBLE PRECISION NOT NULL
 );
+CREATE TABLE IF NOT EXISTS processes (
+    instance TEXT PRIMARY KEY,
+    host TEXT NOT NULL,
+    pid INTEGER NOT NULL,
+    data_dir TEXT NOT NULL,
+    telegram BOOLEAN NOT NULL,
+    discord BOOLEAN NOT NULL,
+    shard_count INTEGER,
+    shard_ids TEXT,
+    updated DOUBLE PRECISION NOT NULL
+);
 """
 
 

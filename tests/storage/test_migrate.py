@@ -53,6 +53,7 @@ NOT_COPIED = {
     "sqlite_sequence",
     "memory_erasures",
     "session_leases",  # the turns in flight: none while a store is migrated
+    "processes",  # the processes serving it: none while a store is migrated
 }
 
 
