@@ -9,13 +9,15 @@ VENV   := .venv
 BIN    := $(VENV)/bin
 CONFIG := $(if $(wildcard soulbot.yaml),soulbot.yaml,deploy/soulbot.example.yaml)
 
-# The lock: the exact versions, with their hashes, that the suite passed on, for every
-# Python from 3.11 to 3.13 (a universal resolution). run.txt holds what `make run` needs,
-# dev.txt that and the test tools, build.txt the build backend soulbot itself is installed
-# with. `make upgrade` refreshes them; nothing else does.
+# The lock: uv.lock, the exact versions that the suite passed on, for every Python from
+# 3.11 to 3.13 (one universal resolution). pip installs its exports, with their hashes:
+# run.txt holds what `make run` needs, dev.txt that and the test tools; build.txt the
+# build backend soulbot itself is installed with. `make upgrade` refreshes them all;
+# nothing else does.
 LOCK_RUN   := requirements/run.txt
 LOCK_DEV   := requirements/dev.txt
 LOCK_BUILD := requirements/build.txt
+EXPORT      = $(BIN)/uv export --quiet --frozen --no-emit-project --format requirements-txt
 COMPILE     = $(BIN)/uv pip compile --quiet --universal --python-version 3.11 --generate-hashes
 
 .PHONY: run test lint bench fake upgrade clean
@@ -85,8 +87,9 @@ fake: $(VENV)/.installed-dev
 # Refreshes the lock to the newest versions pyproject.toml allows, installs them and runs
 # the whole suite on them: commit requirements/ only when it passes.
 upgrade: $(VENV)/.installed-dev
-	$(COMPILE) pyproject.toml --upgrade --extra dev -o $(LOCK_DEV)
-	$(COMPILE) pyproject.toml --constraint $(LOCK_DEV) -o $(LOCK_RUN)
+	$(BIN)/uv lock --quiet --upgrade
+	$(EXPORT) --extra dev -o $(LOCK_DEV)
+	$(EXPORT) -o $(LOCK_RUN)
 	$(COMPILE) requirements/build.in --upgrade --constraint $(LOCK_DEV) -o $(LOCK_BUILD)
 	$(MAKE) test
 

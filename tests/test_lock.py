@@ -1,7 +1,7 @@
-"""The lock (requirements/run.txt, dev.txt and build.txt) is what make installs: it must
-pin every dependency pyproject.toml declares (and its build backend), at a version the
-declared range allows, with hashes, and the files must agree. A pyproject.toml edited
-without `make upgrade` fails here."""
+"""The lock is uv.lock; make installs its exports (requirements/run.txt and dev.txt) and
+the build backend's (build.txt). They must pin every dependency pyproject.toml declares,
+at a version the declared range allows, with hashes, and the files must agree. A
+pyproject.toml edited without `make upgrade` fails here."""
 
 from __future__ import annotations
 
@@ -59,6 +59,16 @@ def test_every_declared_dependency_is_locked_within_its_range(
         assert requirement.specifier.contains(locked[name], prereleases=True), (
             f"requirements/{lock}.txt pins {name}=={locked[name]}, outside {requirement}"
         )
+
+
+def test_the_exports_pip_installs_are_uv_lock_s_versions() -> None:
+    packages = tomllib.loads((REPO / "uv.lock").read_text())["package"]
+    locked = {
+        canonicalize_name(p["name"]): Version(p["version"])
+        for p in packages
+        if p.get("source", {}).get("editable") != "." and p["name"] != "soulbot"
+    }
+    assert pins("dev") == locked
 
 
 def test_the_run_lock_is_the_dev_lock_without_the_test_tools() -> None:
