@@ -41,7 +41,7 @@ from bot.app.health import adapter_state, health_path, keep_health
 from bot.app.metrics import MetricsServer, serving_metrics
 from bot.app.runtime import Runtime
 from bot.app.scheduler import Scheduler, nightly_trigger
-from bot.app.topology import Process, Topology
+from bot.cluster.topology import Process, Topology
 from bot.types import ShutdownStep, ShutdownWatcher
 
 log = structlog.get_logger(__name__)

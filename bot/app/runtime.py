@@ -21,7 +21,6 @@ from bot.chat.access import Access
 from bot.chat.commands import Commands
 from bot.chat.context import ChannelContext
 from bot.chat.history import HistoryStore
-from bot.chat.leases import Leases
 from bot.chat.limits import RateLimit
 from bot.chat.manager import SessionManager
 from bot.chat.places import CONSOLE
@@ -29,6 +28,7 @@ from bot.chat.reflect import Reflector
 from bot.chat.router import Router
 from bot.chat.sessions import SessionParts
 from bot.chat.turn import Agent
+from bot.cluster.leases import Leases
 from bot.config.schema import Config
 from bot.errors import AdapterStartError, SoulbotError
 from bot.memory.compile import Compiler

@@ -57,7 +57,6 @@ from structlog.contextvars import bound_contextvars
 from bot import prompts
 from bot.chat.context import ChannelContext
 from bot.chat.history import Entry, HistoryStore, Snapshot, count_tokens
-from bot.chat.leases import Leases
 from bot.chat.limits import RateLimit
 from bot.chat.media import (
     Pictured,
@@ -69,6 +68,7 @@ from bot.chat.media import (
     split_seen,
 )
 from bot.chat.turn import Agent, CachedSoul
+from bot.cluster.leases import Leases
 from bot.config.schema import MediaConfig
 from bot.errors import BudgetExceeded, ModelError, ModelRejected
 from bot.types import Inbound, Outbound, ReplyStream, Route

@@ -21,6 +21,7 @@ from typing import Any, TypeVar
 import structlog
 
 from bot import prompts
+from bot.cluster.wikilock import WikiLock, wiki_lock
 from bot.errors import CompileFailed, PageFormatError, ScopeErased, SoulbotError, WikiBusy
 from bot.memory.compile import Compiler, CompileResult, Guard, log_line
 from bot.memory.page import Page, render_page
@@ -32,7 +33,6 @@ from bot.memory.store import NewTrace, Trace, TraceStore
 from bot.memory.tool import read_page_tool
 from bot.memory.traces import TraceWriter
 from bot.memory.wiki import Wiki
-from bot.memory.wikilock import WikiLock, wiki_lock
 from bot.soul.registry import SoulRegistry
 from bot.types import SHARED, Route, Scope, Tool
 

@@ -7,7 +7,7 @@ from __future__ import annotations
 import asyncio
 from dataclasses import dataclass
 
-from bot.chat.leases import Leases
+from bot.cluster.leases import Leases
 from bot.storage.db import Database
 from tests.kit import capture_logs, wait_until
 

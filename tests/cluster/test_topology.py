@@ -10,7 +10,7 @@ from pathlib import Path
 
 import pytest
 
-from bot.app.topology import STALE_S, Process, Topology
+from bot.cluster.topology import STALE_S, Process, Topology
 from bot.config.load import parse_config
 from bot.errors import TopologyConflict
 from bot.storage.db import Database
