@@ -207,7 +207,7 @@ class WikiLockLost(WikiError):
 class ScopeErased(WikiError):
     """The wiki's scope was erased (`/forget`, `/memory drop`) while a compile
     of it was under way: what it prepared is thrown away, and it starts over
-    from the store (bot/memory/wikilock.py)."""
+    from the store (bot/cluster/wikilock.py)."""
 
     reason = "was erased during its compile: starting over"
 
@@ -249,7 +249,7 @@ class DataDirInUse(SoulbotError):
 
 class TopologyConflict(SoulbotError):
     """This process's config disagrees with a live process on the same shared
-    store (bot/app/topology.py); the message names both and the conflict."""
+    store (bot/cluster/topology.py); the message names both and the conflict."""
 
 
 class AdapterStartError(SoulbotError):

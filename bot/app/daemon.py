@@ -1,7 +1,7 @@
 """The daemon's lifecycle: start, serve until a signal, shut down in order.
 
 It owns the whole order. Start: on a shared store, the check that this process
-agrees with the others on it (bot/app/topology.py), the adapters, the reflector's
+agrees with the others on it (bot/cluster/topology.py), the adapters, the reflector's
 idle sweep, the nightly scheduler (the memory compile, then retention), the health
 file. Signal handlers only set flags (uvicorn's pattern). The first SIGTERM/SIGINT
 starts the graceful shutdown (docs/conversations.md), all of it within
@@ -41,7 +41,6 @@ from bot.app.health import adapter_state, health_path, keep_health
 from bot.app.metrics import MetricsServer, serving_metrics
 from bot.app.runtime import Runtime
 from bot.app.scheduler import Scheduler, nightly_trigger
-from bot.app.topology import Process, Topology
 from bot.types import ShutdownStep, ShutdownWatcher
 
 log = structlog.get_logger(__name__)
@@ -137,11 +136,8 @@ class Daemon:
         runtime = self._runtime
         health: asyncio.Task[None] | None = None
         listen = runtime.config.metrics.listen
-        # On a shared store, before anything serves: the processes must agree.
-        topology = Topology(runtime.db, Process.of(runtime.config)) if runtime.db.shared else None
         try:
-            if topology is not None:
-                await topology.join()
+            await runtime.cluster.join()  # before anything serves: the processes must agree
             async with serving_metrics(
                 listen, runtime.adapters, runtime.sessions, runtime.db.waiting_s
             ) as self.metrics:
@@ -160,8 +156,7 @@ class Daemon:
                 health.cancel()
                 await asyncio.gather(health, return_exceptions=True)
             await self._scheduler.stop(0.0)
-            if topology is not None:
-                await topology.leave()
+            await runtime.cluster.leave()
             await runtime.close()
             for signum in (signal.SIGTERM, signal.SIGINT):
                 loop.remove_signal_handler(signum)

@@ -7,19 +7,24 @@ model credentials, a data_dir or a SQLite database soulbot cannot use: the
 systemd unit does not restart on it), 1 for the rest (no soul loaded, no
 default soul, no adapter enabled, a database of a newer soulbot). `run` prints
 the first and exits; `check` lists them all among its errors, so the two
-cannot disagree. Nothing here makes or changes a file, and nothing is sent:
-a PostgreSQL server and the platforms are asked only once `run` starts (or by
-`check --online`, for the platforms and the model).
+cannot disagree. Nothing here makes or changes a file, and nothing is sent to
+the platforms (they are asked only once `run` starts, or by `check --online`).
+
+`store_refusals` is what `run` meets once it connects to a shared (PostgreSQL)
+store: a server it cannot reach or use, or a live process it cannot run beside
+(bot/cluster/topology.py), each a line and exit 2. `check` asks the server for
+them on a read-only connection that registers nothing; `run` meets them itself.
 """
 
 from __future__ import annotations
 
 from dataclasses import dataclass
 
+from bot.cluster import topology
 from bot.config.schema import Config
 from bot.errors import SoulbotError, StorageError
 from bot.soul.registry import SoulRegistry
-from bot.storage.db import store_problem
+from bot.storage.db import store_problem, store_target
 
 # The exit code of a fault only the operator can fix (no credentials, a data_dir or a
 # database soulbot cannot use): the systemd unit does not restart on it.
@@ -62,6 +67,20 @@ def refusals(config: Config, registry: SoulRegistry) -> list[Refusal]:
             )
         )
     return found
+
+
+def store_refusals(config: Config) -> list[Refusal]:
+    """What `run` would stop at once connected to `config`'s PostgreSQL store,
+    asked read-only (see the module docstring); nothing on SQLite, where one
+    process serves and `refusals` checks the file."""
+    target = store_target(config.data_dir, config.store.url)
+    if not isinstance(target, str):
+        return []
+    try:
+        line = topology.refusal(target, topology.Process.of(config), config.store.timeouts())
+    except StorageError as exc:
+        return [Refusal(str(exc), OPERATOR_FAULT)]
+    return [Refusal(line, OPERATOR_FAULT)] if line else []
 
 
 def missing_credentials(config: Config) -> str | None:

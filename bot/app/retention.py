@@ -41,6 +41,7 @@ from pathlib import Path
 import structlog
 
 from bot.chat.history import LIVE
+from bot.cluster.locks import try_lock, unlock
 from bot.config.schema import RetentionConfig
 from bot.model.usage import utc_day
 from bot.storage.db import Database
@@ -164,13 +165,13 @@ class Retention:
         """Delete what is past its window, batch by batch; what was deleted.
         Skips the run (nothing deleted) while another process runs it. Raises
         what the store raises (a batch already done stays done)."""
-        if not await self._db.try_lock(LOCK):
+        if not await try_lock(self._db, LOCK):
             log.info("retention.skipped", reason="another process is running it")
             return Pruned()
         try:
             pruned = await self._run(self._clock())
         finally:
-            await self._db.unlock(LOCK)
+            await unlock(self._db, LOCK)
         log.info("retention.done", **asdict(pruned))
         return pruned
 

@@ -21,7 +21,6 @@ from bot.chat.access import Access
 from bot.chat.commands import Commands
 from bot.chat.context import ChannelContext
 from bot.chat.history import HistoryStore
-from bot.chat.leases import Leases
 from bot.chat.limits import RateLimit
 from bot.chat.manager import SessionManager
 from bot.chat.places import CONSOLE
@@ -29,6 +28,7 @@ from bot.chat.reflect import Reflector
 from bot.chat.router import Router
 from bot.chat.sessions import SessionParts
 from bot.chat.turn import Agent
+from bot.cluster.cluster import Cluster
 from bot.config.schema import Config
 from bot.errors import AdapterStartError, SoulbotError
 from bot.memory.compile import Compiler
@@ -38,7 +38,6 @@ from bot.model.client import ModelClient
 from bot.model.usage import Ledger
 from bot.soul.registry import SoulRegistry
 from bot.storage.db import Database, store_target
-from bot.storage.postgres import Timeouts
 from bot.types import Inbound, Outbound, ReplyStream
 
 log = structlog.get_logger(__name__)
@@ -59,13 +58,6 @@ def settle_gc() -> None:
     gc.set_threshold(young, middle, FULL_GC_THRESHOLD)
 
 
-def timeouts(config: Config) -> Timeouts:
-    """The PostgreSQL limits of `config`'s `store:`."""
-    store = config.store
-    return Timeouts(store.connect_timeout_s, store.statement_timeout_s, store.lock_timeout_s,
-                    store.keepalive_s)  # fmt: skip
-
-
 @dataclass
 class Runtime:
     """Everything a turn needs. Build with `Runtime.open`, end with `close`."""
@@ -81,7 +73,7 @@ class Runtime:
     reflector: Reflector
     history: HistoryStore
     retention: Retention
-    leases: Leases | None
+    cluster: Cluster
     adapters: dict[str, Adapter] = field(default_factory=dict)
 
     _stack: AsyncExitStack = field(default_factory=AsyncExitStack, repr=False)
@@ -97,18 +89,19 @@ class Runtime:
             if any(adapter.name == CONSOLE for adapter in adapters):  # the chat owns the terminal
                 stack.enter_context(away_from_the_chat(config.data_dir / LOG_FILE, config.log_level,
                                                        config.secrets()))  # fmt: skip
-            db = Database(store_target(config.data_dir, config.store.url), timeouts(config))
+            db = Database(store_target(config.data_dir, config.store.url), config.store.timeouts())
             await db.open()
             stack.push_async_callback(db.close)
             ledger = Ledger(db, prices=config.model.prices, budget=config.budget,
                             admins=config.admins, instance=config.instance or "")  # fmt: skip
             model = ModelClient(config.model, ledger)
             stack.push_async_callback(model.close)
+            cluster = Cluster(db, config)
             store = TraceStore(db)
             compiler = Compiler(store, model, max_tokens=config.memory.compile.max_tokens,
                                 page_max_tokens=config.memory.page_max_tokens)  # fmt: skip
             memory = Memory(config.data_dir, registry, store, compiler,
-                            config.memory.recall_token_budget)  # fmt: skip
+                            config.memory.recall_token_budget, cluster)  # fmt: skip
             stack.push_async_callback(memory.close)
             by_name = {adapter.name: adapter for adapter in adapters}
 
@@ -125,12 +118,6 @@ class Runtime:
                 return [note for adapter in by_name.values() for note in adapter.notes()]
 
             history = HistoryStore(db)
-            # Several processes share a PostgreSQL store only (`instance`); on SQLite
-            # the one daemon's sessions know their own turns, and a lease would cost
-            # each turn two statements for nothing.
-            leases = (
-                Leases(db, config.instance or "", config.sessions.lease_s) if db.shared else None
-            )
             reflector = Reflector(config.heartbeat, registry, model, history, memory, db)
             stack.push_async_callback(reflector.stop)
             agent = Agent(registry, model, memory, more_tools=reflector.tools)
@@ -141,7 +128,7 @@ class Runtime:
                 RateLimit(per) if (per := config.limits.messages_per_minute) else None,
                 stream, ChannelContext(groups.context_messages, groups.context_tokens),
                 config.data_dir / MEDIA_FOLDER if config.media.keep else None, config.media,
-                leases,
+                cluster.leases,
             ))  # fmt: skip
             access = Access(db, config)
             commands = Commands(registry=registry, sessions=sessions, memory=memory,
@@ -150,35 +137,47 @@ class Runtime:
             # Kept images age out even after `media.keep` is turned off.
             retention = Retention(config.retention, db, config.data_dir / MEDIA_FOLDER)
             runtime = cls(config, registry, db, ledger, model, memory, sessions, router,
-                          reflector, history, retention, leases, by_name)  # fmt: skip
+                          reflector, history, retention, cluster, by_name)  # fmt: skip
             stack.push_async_callback(runtime._each_adapter, lambda adapter: adapter.close())
             runtime._stack = stack.pop_all()
         return runtime
 
     async def recover(self, own_instance: bool = False) -> int:
         """Answer, once, each message a crash left unanswered within
-        `sessions.recover_window_s` (`sessions.recovered`), but not one whose
-        turn another process is running (its lease: bot/chat/leases.py). With
+        `sessions.recover_window_s` (`sessions.recovered`) in a conversation
+        this process owns (bot/cluster/ownership.py: its shard's, Telegram's,
+        its own terminal's); one another live process owns is left to it,
+        counted (`sessions.recover_elsewhere`). Nor one whose turn another
+        process is running (its lease: bot/cluster/leases.py). With
         `own_instance` (the caller holds the instance's lock: bot/app/owner.py),
         the leases an earlier run of this instance left are released first
-        (`sessions.leases_released`): it is dead. Call once the adapters serve.
-        Returns how many sessions were taken up again."""
-        leases = self.leases
+        (`sessions.leases_released`): it is dead. Call once the adapters serve
+        (and, on a shared store, the process has joined). Returns how many
+        sessions were taken up again."""
+        leases = self.cluster.leases
         if own_instance and leases is not None and (released := await leases.release_earlier()):
             log.info("sessions.leases_released", leases=released)
         window = self.config.sessions.recover_window_s
         if not window:
             return 0
-        count = 0
-        for session, address in await self.history.unanswered(time.time() - window):
+        unanswered = await self.history.unanswered(time.time() - window)
+        owners = await self.cluster.owners()
+        count = elsewhere = 0
+        for session, address in unanswered:
             try:
                 inbound = Inbound.from_address(address)
                 route = self.router.route(inbound)
+                mine = owners.mine(inbound)
             except (ValueError, TypeError) as exc:  # an address from an older or broken row
                 log.warning("sessions.recover_failed", session=session, error=str(exc))
                 continue
-            if inbound.platform in self.adapters and await self.sessions.recover(route, inbound):
+            if not mine:
+                elsewhere += 1
+            elif inbound.platform in self.adapters and await self.sessions.recover(route, inbound):
                 count += 1
+        if elsewhere:
+            log.info("sessions.recover_elsewhere", sessions=elsewhere,
+                     reason="another live process owns them")  # fmt: skip
         if count:
             log.info("sessions.recovered", sessions=count)
         return count

@@ -2,7 +2,7 @@
 session from the store on its first message and evicts it when idle, takes each
 message in under the session's lock (a message the store fails to take is held,
 in memory, and stored with the next), recovers at start what a crash left
-unanswered (under the session's lease on a shared store: bot/chat/leases.py),
+unanswered (under the session's lease on a shared store: bot/cluster/leases.py),
 and resets and forgets sessions. One session's work is bot/chat/sessions.py's.
 """
 
@@ -152,7 +152,7 @@ class SessionManager:
         """Answer, once, what the route's session left unanswered at a crash.
         False, logged as `sessions.recover_skipped`, when a turn of it runs:
         in this process, or in another sharing the store (its lease,
-        bot/chat/leases.py): that turn answers it. Raises what the store raised."""
+        bot/cluster/leases.py): that turn answers it. Raises what the store raised."""
         key, leases = route.session, self._parts.leases
         async with self._lock(key):
             live = self._sessions.get(key)

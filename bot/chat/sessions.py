@@ -24,7 +24,7 @@ took it, the row is marked delivered, with the platform ids of its messages
 (`HistoryStore.delivered`), so a reply to one is known after a restart. A reply
 stored and never delivered (a crash between the two, a send that failed) is
 sent at the next start by `recover`, its stored text as it is: no new model call.
-Turns and `recover` run under the session's lease (bot/chat/leases.py): a
+Turns and `recover` run under the session's lease (bot/cluster/leases.py): a
 recovery skips a session whose turn runs, here or in another process sharing
 the store, so no message is answered twice.
 
@@ -57,7 +57,6 @@ from structlog.contextvars import bound_contextvars
 from bot import prompts
 from bot.chat.context import ChannelContext
 from bot.chat.history import Entry, HistoryStore, Snapshot, count_tokens
-from bot.chat.leases import Leases
 from bot.chat.limits import RateLimit
 from bot.chat.media import (
     Pictured,
@@ -69,6 +68,7 @@ from bot.chat.media import (
     split_seen,
 )
 from bot.chat.turn import Agent, CachedSoul
+from bot.cluster.leases import Leases
 from bot.config.schema import MediaConfig
 from bot.errors import BudgetExceeded, ModelError, ModelRejected
 from bot.types import Inbound, Outbound, ReplyStream, Route
@@ -194,7 +194,7 @@ class SessionParts:
     media: MediaConfig = field(default_factory=MediaConfig)
     """How many images a turn takes, how long a download may take (`media:`)."""
     leases: Leases | None = None
-    """Who answers a conversation among processes (bot/chat/leases.py); None: this one."""
+    """Who answers a conversation among processes (bot/cluster/leases.py); None: this one."""
 
 
 class Session:
@@ -355,7 +355,7 @@ class Session:
 
     async def _lease(self) -> None:
         """Claim (or renew) the session's lease before a round of work,
-        waiting while another process holds it (bot/chat/leases.py)."""
+        waiting while another process holds it (bot/cluster/leases.py)."""
         if self._parts.leases is not None:
             self._leased = True
             await self._parts.leases.acquire(self.route.session)

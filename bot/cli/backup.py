@@ -18,7 +18,7 @@ from bot.storage.db import store_target
 from bot.storage.postgres import shown
 
 # Under data_dir, what is not data: the daemon's lock, pid and health files, the
-# wikis' locks (bot/memory/wikilock.py) and the terminal chat's exports (copies of a
+# wikis' locks (bot/cluster/wikilock.py) and the terminal chat's exports (copies of a
 # wiki handed out).
 NOT_DATA = frozenset({LOCK_FILE, PID_FILE, HEALTH_FILE, "locks", "exports"})
 

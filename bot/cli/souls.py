@@ -17,7 +17,13 @@ import click
 from click.core import ParameterSource
 
 from bot.app.owner import serving
-from bot.app.preflight import console_enabled, pick_default_soul, platforms, refusals
+from bot.app.preflight import (
+    console_enabled,
+    pick_default_soul,
+    platforms,
+    refusals,
+    store_refusals,
+)
 from bot.chat.places import heartbeat_blocked
 from bot.cli.common import (
     absolute,
@@ -50,18 +56,20 @@ from bot.storage.postgres import shown
     is_flag=True,
     help="Ask the platforms whose token is set: Telegram (getMe: the token, privacy mode) "
     "and Discord (the token, the Message Content intent); and the model (a 1-token call: "
-    "who answers; a tiny forced tool call: whether tools work). Without it nothing is sent.",
+    "who answers; a tiny forced tool call: whether tools work). Without it nothing is sent "
+    "to them (a PostgreSQL store is asked, read-only, what `soulbot run` would meet there).",
 )
 @common_options
 def check(online: bool, config_path: Path | None, log_format: str | None) -> None:
     """Load the config and every soul; list them, the paths used, the platforms that will
     start, the model, the warnings (links out of a soul folder, a data_dir others may open,
     a model name with no price), notes (souls whose heartbeat never writes SOUL.md), and
-    every error (exit 1): each reason `soulbot run` would stop at once, a token that cannot
-    be one, and with --online what the platforms and the model say."""
+    every error (exit 1): each reason `soulbot run` would stop at once (a PostgreSQL store's
+    included: the server, or a live process on it this one cannot run beside), a token that
+    cannot be one, and with --online what the platforms and the model say."""
     config = setup(config_path, log_format)
     registry, report = load_registry(config)
-    refused = [refusal.line for refusal in refusals(config, registry)]
+    refused = [refusal.line for refusal in [*refusals(config, registry), *store_refusals(config)]]
     rows = [("ID", "NAME", "FILES", "PROMPT TOKENS")]
     for soul in registry.all():
         size = sum(estimate_tokens(b.text) for b in system_blocks(soul))

@@ -26,7 +26,7 @@ from pydantic import (
 from pydantic_core import PydanticCustomError
 
 from bot.prompts import DEFAULT_EMPTY_PHRASES
-from bot.storage.postgres import is_postgres
+from bot.storage.postgres import Timeouts, is_postgres
 
 DmPolicy = Literal["open", "allowlist", "pairing"]
 GroupRule = Literal["mention", "always"]
@@ -554,6 +554,11 @@ class StoreConfig(_Section):
         if value is not None and not re.match(r"^(sqlite:///.+|postgres(ql)?://\S*)$", value):
             raise ValueError("expected sqlite:///path/to/file.db or postgresql://user@host/db")
         return value
+
+    def timeouts(self) -> Timeouts:
+        """The PostgreSQL limits these keys set."""
+        return Timeouts(self.connect_timeout_s, self.statement_timeout_s, self.lock_timeout_s,
+                        self.keepalive_s)  # fmt: skip
 
 
 class Config(_Section):

@@ -17,7 +17,7 @@ get them twice, and a page's front matter stays small however long it lives.
 Any other failure (a full disk, a budget refusal, a failed model call) stops
 the compile before the watermark moves, so the next compile takes the same
 traces up again. Before each write the compile awaits its `guard` (the wiki's
-lock still held, the scope not erased since it started: bot/memory/wikilock.py),
+lock still held, the scope not erased since it started: bot/cluster/wikilock.py),
 which stops it, nothing more written, with ScopeErased or WikiLockLost.
 """
 

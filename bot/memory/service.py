@@ -21,6 +21,8 @@ from typing import Any, TypeVar
 import structlog
 
 from bot import prompts
+from bot.cluster.cluster import Cluster
+from bot.cluster.wikilock import WikiLock
 from bot.errors import CompileFailed, PageFormatError, ScopeErased, SoulbotError, WikiBusy
 from bot.memory.compile import Compiler, CompileResult, Guard, log_line
 from bot.memory.page import Page, render_page
@@ -32,7 +34,6 @@ from bot.memory.store import NewTrace, Trace, TraceStore
 from bot.memory.tool import read_page_tool
 from bot.memory.traces import TraceWriter
 from bot.memory.wiki import Wiki
-from bot.memory.wikilock import WikiLock, wiki_lock
 from bot.soul.registry import SoulRegistry
 from bot.types import SHARED, Route, Scope, Tool
 
@@ -42,7 +43,7 @@ T = TypeVar("T")
 
 SELF_PAGE = "self"
 # A self note or a forget waits this long for the lock of its wiki, held by a
-# compile in another process (bot/memory/wikilock.py); a compile never waits: it
+# compile in another process (bot/cluster/wikilock.py); a compile never waits: it
 # is left to the other, and so is a `/memory drop` (its person tries again).
 WIKI_WAIT_S = 600.0
 # A compile the erasure of its scope sent back to the store starts over at most
@@ -88,14 +89,15 @@ class Memory:
         store: TraceStore,
         compiler: Compiler,
         recall_budget: int,
+        cluster: Cluster,
         clock: Callable[[], float] = time.time,
     ) -> None:
         self._registry = registry
+        self._cluster = cluster
         self._store = store
         self._compiler = compiler
         self._recall_budget = recall_budget
         self._clock = clock
-        self._data_dir = data_dir
         self._scopes = Scopes(data_dir, registry, clock)
         self._writer = TraceWriter(store)
         # A wiki's lock lives while someone holds or waits for it.
@@ -368,7 +370,7 @@ class Memory:
         the compile moved what was over the page's cap); then the catalog is
         written again. Done under
         the wiki's lock (this process's and the one across processes:
-        bot/memory/wikilock.py), so it never races a compile or a self note;
+        bot/cluster/wikilock.py), so it never races a compile or a self note;
         the scope's erase epoch moves with the traces. A trace folded into this
         page and another is dropped too: the other page keeps what the model
         wrote of it. The traces come from the store's fold records and, for a
@@ -470,8 +472,8 @@ class Memory:
         return erased
 
     def _wiki_lock(self, soul: str, scope: str) -> WikiLock:
-        """The wiki's lock across processes (bot/memory/wikilock.py)."""
-        return wiki_lock(self._store.db, self._data_dir, soul, scope)
+        """The wiki's lock across processes (bot/cluster/wikilock.py)."""
+        return self._cluster.wiki_lock(soul, scope)
 
     def _lock(self, soul: str, scope: str) -> asyncio.Lock:
         """The lock of one wiki in this process, taken before the one across

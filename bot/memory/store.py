@@ -20,7 +20,7 @@ Layout (the tables are in `bot.storage.db.SCHEMA`):
   id). The key leads with the trace, so one wiki's folds are one id range; a page
   id means a page of the wiki of the scope its traces belong to.
 - `memory_erasures`: each (soul, scope)'s erase epoch, bumped by `forget` and
-  `drop_page` (bot/memory/wikilock.py).
+  `drop_page` (bot/cluster/wikilock.py).
 """
 
 from __future__ import annotations
@@ -423,7 +423,7 @@ class TraceStore:
     async def erase_epoch(self, soul: str, scope: str) -> int:
         """How many times the scope was erased (`forget`, a `drop_page` that
         took traces): a compile that saw another number prepared from traces
-        that are gone (bot/memory/wikilock.py). 0 for a scope never erased."""
+        that are gone (bot/cluster/wikilock.py). 0 for a scope never erased."""
 
         def query(conn: Conn) -> int:
             return _epoch(conn, soul, scope)

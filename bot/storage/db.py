@@ -15,7 +15,6 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import errno
-import hashlib
 import os
 import queue
 import sqlite3
@@ -57,8 +56,8 @@ DB_NAME = "soulbot.db"
 #    a crash kept from its chat is sent at the next start (rows before it count as sent).
 # 8: the table session_bindings (the soul and scope a session's history was said under),
 #    so a changed binding starts a new conversation.
-# The tables memory_erasures (bot/memory/wikilock.py) and session_leases
-# (bot/chat/leases.py) came without a version of their own: IF NOT EXISTS makes them
+# The tables memory_erasures (bot/cluster/wikilock.py) and session_leases
+# (bot/cluster/leases.py) came without a version of their own: IF NOT EXISTS makes them
 # at every open, on either engine.
 # 9: SQLite's history ids are AUTOINCREMENT: an id is never given twice, so a row written
 #    after an erase (`forget`) is above every id before it, the ones a live session holds
@@ -547,30 +546,6 @@ class Database:
             raise RuntimeError("the database is not open")
         return await self._submit(fn)
 
-    async def try_lock(self, name: str) -> bool:
-        """Take the lock `name` across every process sharing this store, without
-        waiting: whether it was taken. A PostgreSQL session advisory lock (the
-        server drops it when this process's connection ends); on SQLite, which
-        one host's processes share, always True: the callers' file locks do."""
-        if not self.shared:
-            return True
-        return bool(
-            await self.run(
-                lambda c: c.execute(
-                    "SELECT pg_try_advisory_lock(?)", (advisory_key(c, name),)
-                ).fetchone()[0]
-            )
-        )
-
-    async def unlock(self, name: str) -> None:
-        """Give back the lock `name` taken by `try_lock`."""
-        if self.shared:
-            await self.run(
-                lambda c: c.execute(
-                    "SELECT pg_advisory_unlock(?)", (advisory_key(c, name),)
-                ).fetchone()
-            )
-
     async def close(self) -> None:
         """Finish the queued calls and close the connection; safe to call twice."""
         thread, self._thread, self._ready = self._thread, None, False
@@ -578,15 +553,6 @@ class Database:
             return
         self._calls.put(None)
         await asyncio.to_thread(thread.join)
-
-
-def advisory_key(conn: Conn, name: str) -> int:
-    """The 64-bit PostgreSQL advisory lock key of the lock `name` of the store on
-    `conn`: its schema is part of it, as advisory locks are the whole database's
-    and two stores in two schemas of one database must not share one."""
-    (schema,) = conn.execute("SELECT current_schema()").fetchone()
-    digest = hashlib.sha256(f"{schema}\0{name}".encode()).digest()
-    return int.from_bytes(digest[:8], "big", signed=True)
 
 
 @dataclass(frozen=True, eq=False)

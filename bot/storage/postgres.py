@@ -276,20 +276,36 @@ class Timeouts:
         }
 
 
+def _connected(url: str, timeouts: Timeouts | None, settings: str = "") -> Any:
+    """psycopg's connection to `url` in autocommit mode, limited by `timeouts`
+    (default: `Timeouts()`), with `settings` (libpq `-c` options) first. Raises
+    StorageError naming the server (never the password) when it cannot be
+    reached or used."""
+    import psycopg
+
+    params = (timeouts or Timeouts()).params(url)
+    params["options"] = f"{settings} {params['options']}".strip()
+    try:
+        return psycopg.connect(url, autocommit=True, **params)
+    except psycopg.Error as exc:
+        reason = str(exc).strip().splitlines()[0] if str(exc).strip() else type(exc).__name__
+        reason = without_password(reason)  # libpq quotes a URL it cannot parse
+        raise StorageError(shown(url), f"cannot be reached or used: {reason}") from exc
+
+
+def reading(url: str, timeouts: Timeouts | None = None) -> PostgresConn:
+    """A read-only connection to the database at `url` (every transaction
+    read-only), its schema left as it is, made or not: a look that changes
+    nothing (`soulbot check`). Raises StorageError as `connect` does."""
+    return PostgresConn(_connected(url, timeouts, "-c default_transaction_read_only=on"))
+
+
 def connect(url: str, version: int, timeouts: Timeouts | None = None) -> PostgresConn:
     """A connection to the database at `url` in autocommit mode, schema in place
     at `version`, limited by `timeouts` (default: `Timeouts()`). Raises
     StorageError naming the server (never the password) when it cannot be
     reached or used; SoulbotError for a schema of a newer soulbot."""
-    import psycopg
-
-    params = (timeouts or Timeouts()).params(url)
-    try:
-        raw: psycopg.Connection[Any] = psycopg.connect(url, autocommit=True, **params)
-    except psycopg.Error as exc:
-        reason = str(exc).strip().splitlines()[0] if str(exc).strip() else type(exc).__name__
-        reason = without_password(reason)  # libpq quotes a URL it cannot parse
-        raise StorageError(shown(url), f"cannot be reached or used: {reason}") from exc
+    raw = _connected(url, timeouts)
     try:
         # Another process making the schema, or an index over a large table, may take
         # longer than a chat's statement: no limit here, the connection's after.

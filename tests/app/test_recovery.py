@@ -3,7 +3,7 @@ with many sessions last spoken to long ago and one recent message left
 unanswered, `Runtime.recover` makes a few statements, however many old
 sessions there are, and answers the recent one. And it answers no turn that
 runs (issue 27): not one of another process sharing the store (its lease,
-bot/chat/leases.py), not one of its own; a crashed owner's turn it does."""
+bot/cluster/leases.py), not one of its own; a crashed owner's turn it does."""
 
 from __future__ import annotations
 
@@ -181,3 +181,46 @@ async def test_recovery_during_a_turn_of_its_own_does_not_answer_it_again(
         rows = await runtime.db.run(_assistant_rows)
     assert len(fake.requests) == 1 and len(platform.sent) == 1 and rows == 1
     assert recovered == 0
+
+
+def _discord(extra: str, instance: str, shards: list[int]) -> str:
+    """The config lines of one of two processes holding `shards` of 4."""
+    discord = f"{{token: d, dm_policy: open, shard_count: 4, shard_ids: {shards}}}"
+    return f"{extra}instance: {instance}\nadapters: {{discord: {discord}}}\n"
+
+
+async def test_a_restart_leaves_a_conversation_another_live_process_owns(
+    tmp_path: Path,
+) -> None:
+    """Processes a and b hold shards 0-1 and 2-3 of one Discord bot; b restarts
+    while a server conversation on a's shard waits for its answer, its lease
+    free (a has not begun the turn). b leaves it to a (one line, counted); a
+    answers it, once."""
+    with _store("postgresql") as extra:
+        async with FakeAnthropic() as fake:
+            a = make_config(tmp_path, fake.url, _discord(extra, "a", [0, 1]))
+            b = make_config(tmp_path, fake.url, _discord(extra, "b", [2, 3]))
+            async with running(a, "discord") as (first, at_a):
+                await first.cluster.join()
+                try:
+                    ann = Inbound("discord", "700", "4242", "Ann", "", False, mentions_bot=True,
+                                  message_id="m1", guild_id=str((1000 * 4 + 1) << 22))  # fmt: skip
+                    route = first.router.route(ann)
+                    await first.history.bind(route.session, (route.soul, route.scope))
+                    await first.history.append_message(
+                        route.session, 0, "are you there?", "m1", ann.address()
+                    )
+                    async with running(b, "discord") as (second, at_b):
+                        with capture_logs() as logs:
+                            by_b = await second.recover(own_instance=True)
+                    assert (by_b, at_b.sent) == (0, [])  # b stopped: it had nothing to send
+                    by_a = await first.recover()
+                    [reply] = await at_a.replies(1)
+                    await first.sessions.wait(10)
+                finally:
+                    await first.cluster.leave()
+    assert by_a == 1
+    assert reply.chat_id == "700" and reply.text.endswith("are you there?")
+    assert len(fake.requests) == 1
+    [left] = [e for e in logs if e["event"] == "sessions.recover_elsewhere"]
+    assert left["sessions"] == 1

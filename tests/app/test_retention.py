@@ -20,6 +20,7 @@ from bot.app.retention import DAY_S, Pruned, Retention
 from bot.app.scheduler import Scheduler
 from bot.chat.history import HistoryStore
 from bot.chat.media import keep, kept_folder, read_image
+from bot.cluster.locks import try_lock, unlock
 from bot.config.schema import RetentionConfig
 from bot.errors import BudgetExceeded
 from bot.model.client import Usage
@@ -175,9 +176,9 @@ async def test_a_second_process_skips_the_run_another_holds(
     here, there = two
     clock = Clock(NOON)
     await _month_of_dead_rows(here, clock)
-    assert await there.try_lock(retention.LOCK)
+    assert await try_lock(there, retention.LOCK)
     assert await Retention(WINDOW, here, None, clock=clock).run() == Pruned()
-    await there.unlock(retention.LOCK)
+    await unlock(there, retention.LOCK)
     assert (await Retention(WINDOW, here, None, clock=clock).run()).history == 60
 
 
@@ -192,11 +193,10 @@ async def test_two_processes_deleting_at_once_do_no_harm(
     clock = Clock(NOON)
     await _month_of_dead_rows(here, clock)
 
-    async def taken(name: str) -> bool:
+    async def taken(db: Database, name: str) -> bool:
         return True
 
-    for db in two:
-        monkeypatch.setattr(db, "try_lock", taken)
+    monkeypatch.setattr(retention, "try_lock", taken)
     runs = [Retention(WINDOW, db, None, clock=clock).run() for db in (here, there, here, there)]
     done = await asyncio.gather(*runs)
     assert sum(p.history for p in done) == 60

@@ -13,11 +13,11 @@ from filelock import FileLock
 from bot import prompts
 from bot.app.runtime import Runtime
 from bot.chat.commands import MEMORY_MAX_CHARS, MEMORY_PAGES_SHOWN, memory_list
+from bot.cluster.wikilock import wiki_lock_path
 from bot.memory.page import Page
 from bot.memory.service import MemoryView
 from bot.memory.store import NewTrace, Trace
 from bot.memory.wiki import Wiki
-from bot.memory.wikilock import wiki_lock_path
 from tests.fakes.anthropic_fake import FakeAnthropic
 from tests.kit import make_config, running
 

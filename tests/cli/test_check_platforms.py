@@ -117,15 +117,18 @@ def test_paths_are_shown_as_the_absolute_paths_they_are(example: Path) -> None:
 
 
 def test_a_postgresql_store_is_shown_without_its_password(example: Path) -> None:
+    """And asked, read-only, what `run` would meet there: a server it cannot reach."""
     code, out, err = check(
         example,
         SOULBOT_STORE_URL="postgresql://bot:hunter2@db.example:5433/souls",
         SOULBOT_INSTANCE="shards-0-1",
     )
-    assert code == 0, out + err
+    assert code == 1, out + err
     assert "store: postgresql://bot@db.example:5433/souls (instance shards-0-1)" in part(
         out, "paths"
     )
+    [error] = part(out, "errors")
+    assert error.startswith("- postgresql://bot@db.example:5433/souls: cannot be reached or used: ")
     assert "hunter2" not in out + err
 
 

@@ -12,8 +12,8 @@ from filelock import FileLock
 
 from bot import prompts
 from bot.app.runtime import Runtime
+from bot.cluster.wikilock import wiki_lock_path
 from bot.errors import CompileFailed
-from bot.memory.wikilock import wiki_lock_path
 from bot.types import Route
 from tests.fakes.anthropic_fake import FakeAnthropic
 from tests.kit import RecordingPlatform, capture_logs, make_config, running, user_texts

@@ -14,11 +14,11 @@ from pathlib import Path
 import psycopg
 import pytest
 
+from bot.cluster.wikilock import AdvisoryWikiLock, FileWikiLock, WikiLock, wiki_lock
 from bot.errors import ScopeErased, StoreUnavailable, WikiBusy, WikiLockLost
 from bot.memory import service
 from bot.memory.compile import CompileResult
 from bot.memory.store import NewTrace, TraceStore
-from bot.memory.wikilock import AdvisoryWikiLock, FileWikiLock, WikiLock, wiki_lock
 from bot.storage.db import Database
 from bot.types import Route
 from tests.engines import SERVER, postgres_schema

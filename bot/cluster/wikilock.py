@@ -37,8 +37,9 @@ from pathlib import Path
 import structlog
 from filelock import FileLock, Timeout
 
+from bot.cluster.locks import advisory_key
 from bot.errors import WikiLockLost
-from bot.storage.db import Database, advisory_key
+from bot.storage.db import Database
 from bot.storage.sql import Conn
 
 log = structlog.get_logger(__name__)

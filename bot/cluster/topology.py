@@ -18,8 +18,11 @@ bot/app/owner.py, says it is dead). A running process refreshes its row every
 `REFRESH_S` (`topology.refresh_failed` when the store fails it; the next try
 may succeed) and deletes it at a clean stop (`leave`); a killed one's row goes
 stale and blocks no one after `STALE_S`. Times are each process's wall clock,
-as for the leases (bot/chat/leases.py). On SQLite one daemon serves a
+as for the leases (bot/cluster/leases.py). On SQLite one daemon serves a
 `data_dir`: nothing is registered there.
+
+`soulbot check` asks the same question without registering (`refusal`), on a
+read-only connection, so it lists the line `run` would stop with.
 """
 
 from __future__ import annotations
@@ -35,6 +38,7 @@ import structlog
 
 from bot.config.schema import Config
 from bot.errors import TopologyConflict
+from bot.storage import postgres
 from bot.storage.db import Database
 from bot.storage.sql import Conn
 
@@ -122,6 +126,35 @@ def _row(values: Sequence[object]) -> Process:
                    bool(discord), shard_count, shard_ids)  # fmt: skip
 
 
+def live_others(conn: Conn, me: Process, now: float) -> list[Process]:
+    """The rows of the other live processes (refreshed within `STALE_S` of
+    `now`; a row of `me`'s instance is a dead run's, or `me`'s own)."""
+    rows = conn.execute(
+        f"SELECT {_COLUMNS} FROM processes WHERE instance <> ? AND updated >= ? ORDER BY instance",
+        (me.instance, now - STALE_S),
+    ).fetchall()
+    return [_row(row) for row in rows]
+
+
+def first_conflict(me: Process, others: Sequence[Process]) -> str | None:
+    """The line of the first of `others` that `me` cannot run beside, or None."""
+    return next((line for other in others if (line := conflict(me, other))), None)
+
+
+def refusal(url: str, me: Process, timeouts: postgres.Timeouts | None = None) -> str | None:
+    """The line `Topology.join` would refuse `me` with now on the PostgreSQL
+    store at `url`, read on a read-only connection that registers nothing and
+    makes no table (`soulbot check`); None when it would not (no store made
+    yet included). Raises StorageError when the server cannot be reached or used."""
+    conn = postgres.reading(url, timeouts)
+    try:
+        if not conn.execute("SELECT to_regclass('processes') IS NOT NULL").fetchone()[0]:
+            return None
+        return first_conflict(me, live_others(conn, me, time.time()))
+    finally:
+        conn.close()
+
+
 class Topology:
     """This process's row of `processes`: `join` at start, `leave` at a clean stop."""
 
@@ -145,14 +178,8 @@ class Topology:
         me = self._me
         now = self._clock()
         with conn.transaction(lock="processes"):
-            rows = conn.execute(
-                f"SELECT {_COLUMNS} FROM processes WHERE instance <> ? AND updated >= ? "
-                "ORDER BY instance",
-                (me.instance, now - STALE_S),
-            ).fetchall()
-            for other in map(_row, rows):
-                if line := conflict(me, other):
-                    raise TopologyConflict(line)
+            if line := first_conflict(me, live_others(conn, me, now)):
+                raise TopologyConflict(line)
             ids = ",".join(map(str, me.shard_ids)) if me.shard_ids is not None else None
             conn.execute(
                 f"INSERT INTO processes ({_COLUMNS}) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?) "
@@ -163,6 +190,10 @@ class Topology:
                 (me.instance, me.host, me.pid, me.data_dir, me.telegram, me.discord,
                  me.shard_count, ids, now),
             )  # fmt: skip
+
+    async def others(self) -> list[Process]:
+        """The other live processes on the store now. Raises what the store raised."""
+        return await self._db.run(lambda conn: live_others(conn, self._me, self._clock()))
 
     async def _keep(self) -> None:
         while True:

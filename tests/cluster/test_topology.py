@@ -1,4 +1,4 @@
-"""The start-up check of the processes on one shared store (bot/app/topology.py):
+"""The start-up check of the processes on one shared store (bot/cluster/topology.py):
 two `Database` objects on one PostgreSQL schema stand for two processes."""
 
 from __future__ import annotations
@@ -8,9 +8,10 @@ import json
 from dataclasses import replace
 from pathlib import Path
 
+import psycopg
 import pytest
 
-from bot.app.topology import STALE_S, Process, Topology
+from bot.cluster.topology import STALE_S, Process, Topology
 from bot.config.load import parse_config
 from bot.errors import TopologyConflict
 from bot.storage.db import Database
@@ -192,4 +193,45 @@ async def test_soulbot_run_stops_on_a_conflict_before_it_serves(tmp_path: Path) 
         "error: telegram: instance a (host h, pid 123) already polls Telegram on this "
         "store; set adapters.telegram.token in one process only"
     )
+    assert [row[0] for row in rows] == ["a"]
+
+
+async def test_soulbot_check_says_what_run_would_beside_a_live_process(tmp_path: Path) -> None:
+    """`soulbot check` of a second Telegram process lists `run`'s refusal among
+    its errors, and registers nothing; on a store not made yet it makes no table."""
+    example_souls(tmp_path)
+    config = {
+        "default_soul": "wren", "instance": "b",
+        "adapters": {"telegram": {"token": "123456789:AAHdqTcvCH1vGWJxfSeofSAs0K5PALDsaw4"}},
+    }  # fmt: skip
+    with postgres_schema() as fresh:
+        (tmp_path / "b.yaml").write_text(json.dumps(config | {"store": {"url": fresh}}))
+        untouched = await asyncio.to_thread(soulbot, "check", "--config", "b.yaml", cwd=tmp_path)
+        with psycopg.connect(fresh) as conn:
+            tables = conn.execute(
+                "SELECT count(*) FROM pg_tables WHERE schemaname = current_schema()"
+            ).fetchone()
+    with postgres_schema() as url:
+        db = Database(url)
+        await db.open()
+        try:
+            data_dir = str((tmp_path / "data").absolute())
+            first = Topology(db, replace(A, telegram=True, data_dir=data_dir))
+            await first.join()
+            (tmp_path / "b.yaml").write_text(json.dumps(config | {"store": {"url": url}}))
+            done = await asyncio.to_thread(soulbot, "check", "--config", "b.yaml", cwd=tmp_path)
+            rows = await db.run(
+                lambda conn: conn.execute("SELECT instance FROM processes").fetchall()
+            )
+            await first.leave()
+        finally:
+            await db.close()
+    assert untouched.returncode == 0, untouched.stdout + untouched.stderr
+    assert tables == (0,)
+    assert done.returncode == 1
+    errors = done.stdout.split("\nerrors:\n", 1)[1].splitlines()
+    assert errors == [
+        "  - telegram: instance a (host h, pid 123) already polls Telegram on this "
+        "store; set adapters.telegram.token in one process only"
+    ]
     assert [row[0] for row in rows] == ["a"]

@@ -1,4 +1,4 @@
-"""The lease of a conversation (bot/chat/leases.py), on both engines: one
+"""The lease of a conversation (bot/cluster/leases.py), on both engines: one
 owner at a time, until it releases it or it expires; a run holding its
 instance's lock takes back what an earlier run of that instance left."""
 
@@ -7,7 +7,7 @@ from __future__ import annotations
 import asyncio
 from dataclasses import dataclass
 
-from bot.chat.leases import Leases
+from bot.cluster.leases import Leases
 from bot.storage.db import Database
 from tests.kit import capture_logs, wait_until
 

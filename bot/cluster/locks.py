@@ -1,0 +1,45 @@
+"""A named lock across every process of a store, for work one process at a
+time does (the nightly retention), and the advisory keys the wiki locks take.
+
+On PostgreSQL, a session advisory lock on the process's one connection (the
+server drops it when that connection ends); on SQLite, whose processes share
+one host, `try_lock` always takes it: the callers' file locks do the rest.
+"""
+
+from __future__ import annotations
+
+import hashlib
+
+from bot.storage.db import Database
+from bot.storage.sql import Conn
+
+
+def advisory_key(conn: Conn, name: str) -> int:
+    """The 64-bit PostgreSQL advisory lock key of the lock `name` of the store on
+    `conn`: its schema is part of it, as advisory locks are the whole database's
+    and two stores in two schemas of one database must not share one."""
+    (schema,) = conn.execute("SELECT current_schema()").fetchone()
+    digest = hashlib.sha256(f"{schema}\0{name}".encode()).digest()
+    return int.from_bytes(digest[:8], "big", signed=True)
+
+
+async def try_lock(db: Database, name: str) -> bool:
+    """Take the lock `name` across every process sharing `db`'s store, without
+    waiting: whether it was taken (see the module)."""
+    if not db.shared:
+        return True
+    return bool(
+        await db.run(
+            lambda c: c.execute(
+                "SELECT pg_try_advisory_lock(?)", (advisory_key(c, name),)
+            ).fetchone()[0]
+        )
+    )
+
+
+async def unlock(db: Database, name: str) -> None:
+    """Give back the lock `name` taken by `try_lock`."""
+    if db.shared:
+        await db.run(
+            lambda c: c.execute("SELECT pg_advisory_unlock(?)", (advisory_key(c, name),)).fetchone()
+        )
