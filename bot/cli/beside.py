@@ -1,0 +1,49 @@
+"""What a CLI command that writes what a running daemon holds in memory does
+beside one: it refuses, with one line naming the daemon and the chat command
+that does the same work inside it (whose live sessions then see it).
+
+A daemon is one whose pid file in `data_dir` names a live process (any
+instance: bot/app/owner.py), or, on a shared store, one whose row in
+`processes` is fresh (bot/app/topology.py): a daemon on another host too.
+"""
+
+from __future__ import annotations
+
+import asyncio
+
+from bot.app.owner import servers
+from bot.app.topology import Process, live
+from bot.cli.common import fail
+from bot.config.schema import Config
+from bot.errors import SoulbotError
+from bot.storage.db import Database, store_target
+
+
+def refuse_beside_a_daemon(config: Config, how: str, nothing: str) -> None:
+    """Exit 1 with `soulbot (pid N) serves WHERE: HOW, or stop the daemon first;
+    NOTHING` when a daemon serves `config`'s data (the first found)."""
+    for served in servers(config.data_dir):
+        fail(f"soulbot (pid {served.pid}) serves {served.where}: {how}, "
+             f"or stop the daemon first; {nothing}")  # fmt: skip
+    try:
+        others = asyncio.run(_on_the_store(config))
+    except SoulbotError as exc:
+        fail(str(exc))
+    for process in others:
+        fail(f"soulbot {process.name()} serves this store: {how}, "
+             f"or stop the daemon first; {nothing}")  # fmt: skip
+
+
+async def _on_the_store(config: Config) -> list[Process]:
+    """The live processes registered on `config`'s store; none on SQLite."""
+    from bot.app.runtime import timeouts  # the runtime (and the model SDK) only when needed
+
+    target = store_target(config.data_dir, config.store.url)
+    if not isinstance(target, str):  # SQLite: one host, the pid files say it all
+        return []
+    db = Database(target, timeouts(config))
+    await db.open()
+    try:
+        return await live(db)
+    finally:
+        await db.close()
