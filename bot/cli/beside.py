@@ -1,6 +1,7 @@
 """What a CLI command that writes what a running daemon holds in memory does
-beside one: it refuses, with one line naming the daemon and the chat command
-that does the same work inside it (whose live sessions then see it).
+beside one: it refuses, with one line naming the daemon and what to do instead
+(the chat command that does the same work inside it, whose live sessions then
+see it).
 
 A daemon is one whose pid file in `data_dir` names a live process (any
 instance: bot/app/owner.py), or, on a shared store, one whose row in
@@ -19,23 +20,26 @@ from bot.errors import SoulbotError
 from bot.storage.db import Database, store_target
 
 
-def refuse_beside_a_daemon(config: Config, how: str, nothing: str) -> None:
-    """Exit 1 with `soulbot (pid N) serves WHERE: HOW, or stop the daemon first;
-    NOTHING` when a daemon serves `config`'s data (the first found)."""
+def refuse_beside_a_daemon(config: Config, then: str) -> None:
+    """Exit 1 with `soulbot (pid N) serves WHERE: THEN` when a daemon serves
+    `config`'s data (the first found)."""
     for served in servers(config.data_dir):
-        fail(f"soulbot (pid {served.pid}) serves {served.where}: {how}, "
-             f"or stop the daemon first; {nothing}")  # fmt: skip
+        fail(f"soulbot (pid {served.pid}) serves {served.where}: {then}")
     try:
-        others = asyncio.run(_on_the_store(config))
+        check_the_store(config, then)
     except SoulbotError as exc:
         fail(str(exc))
-    for process in others:
-        fail(f"soulbot {process.name()} serves this store: {how}, "
-             f"or stop the daemon first; {nothing}")  # fmt: skip
+
+
+def check_the_store(config: Config, then: str) -> None:
+    """Raise SoulbotError `soulbot instance I (host H, pid N) serves this
+    store: THEN` when a process registered on `config`'s shared store is live
+    (nothing on SQLite), or when the store cannot be asked."""
+    for process in asyncio.run(_on_the_store(config)):
+        raise SoulbotError(f"soulbot {process.name()} serves this store: {then}")
 
 
 async def _on_the_store(config: Config) -> list[Process]:
-    """The live processes registered on `config`'s store; none on SQLite."""
     from bot.app.runtime import timeouts  # the runtime (and the model SDK) only when needed
 
     target = store_target(config.data_dir, config.store.url)

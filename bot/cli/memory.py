@@ -272,8 +272,8 @@ def forget(soul: str, scope: str, yes: bool, config_path: Path | None,
     if scope == "shared":
         fail("the shared scope is the soul's own wiki: edit or delete its files by hand")
     # Its sessions would keep the conversation.
-    refuse_beside_a_daemon(config, "forget from the chat with `/forget confirm`",
-                           "nothing was erased")  # fmt: skip
+    refuse_beside_a_daemon(config, "forget from the chat with `/forget confirm`, or stop the "
+                           "daemon first; nothing was erased")  # fmt: skip
     if not yes:
         click.confirm(f"Erase everything {soul} remembers of {scope}?", abort=True)
 

@@ -426,7 +426,7 @@ def _file_op(
     (refused: `how` says what to do instead); on a shared store under the
     soul's lock (bot/soul/soullock.py)."""
     config = setup(config_path, log_format)
-    refuse_beside_a_daemon(config, how, "SOUL.md was not changed")
+    refuse_beside_a_daemon(config, f"{how}, or stop the daemon first; SOUL.md was not changed")
     registry, _ = load_registry(config)
     try:
         click.echo(asyncio.run(_locked(config, name, lambda check: op(registry, check))))
