@@ -5,6 +5,7 @@
     ├── SoulLoadError        a soul workspace: which file, which field, what was expected
     ├── RegionError          a SOUL.md whose regions cannot be read (also a ValueError)
     ├── Rejected             a reflection or a SOUL.md write the heartbeat refuses (ValueError)
+    ├── SoulWriteStopped     a SOUL.md write that did not happen: its lock across hosts not held
     ├── InvalidKeyError      a scope or session key part that breaks the key rule (ValueError)
     ├── InvalidWikiPageIdError  a memory wiki page id that breaks the id rule
     ├── PageFormatError      a wiki page whose front matter or encoding cannot be read (ValueError)
@@ -53,6 +54,17 @@ class RegionError(SoulbotError, ValueError):
 
 class Rejected(SoulbotError, ValueError):
     """A reflection (or a write) that must not reach SOUL.md; the message is the reason."""
+
+
+class SoulWriteStopped(SoulbotError):
+    """A write of `soul`'s SOUL.md that did not happen, nothing changed: on a
+    shared store, another process held the soul's lock past the wait, or this
+    process lost it with the store's connection before it wrote (bot/soul/soullock.py).
+    The message says which."""
+
+    def __init__(self, soul: str, reason: str) -> None:
+        super().__init__(f"{soul}: SOUL.md was not written: {reason}")
+        self.soul = soul
 
 
 class InvalidKeyError(SoulbotError, ValueError):

@@ -37,6 +37,7 @@ from bot.memory.store import TraceStore
 from bot.model.client import ModelClient
 from bot.model.usage import Ledger
 from bot.soul.registry import SoulRegistry
+from bot.soul.soullock import SoulLocks
 from bot.storage.db import Database, store_target
 from bot.types import Inbound, Outbound, ReplyStream
 
@@ -118,7 +119,8 @@ class Runtime:
                 return [note for adapter in by_name.values() for note in adapter.notes()]
 
             history = HistoryStore(db)
-            reflector = Reflector(config.heartbeat, registry, model, history, memory, db)
+            souls = SoulLocks(db)
+            reflector = Reflector(config.heartbeat, registry, model, history, memory, db, souls)
             stack.push_async_callback(reflector.stop)
             agent = Agent(registry, model, memory, more_tools=reflector.tools)
             groups = config.groups
@@ -132,7 +134,8 @@ class Runtime:
             ))  # fmt: skip
             access = Access(db, config)
             commands = Commands(registry=registry, sessions=sessions, memory=memory,
-                                access=access, db=db, send=send, notes=notes)  # fmt: skip
+                                access=access, db=db, souls=souls, send=send,
+                                notes=notes)  # fmt: skip
             router = Router(config, default_soul, sessions, send, access, commands)
             # Kept images age out even after `media.keep` is turned off.
             retention = Retention(config.retention, db, config.data_dir / MEDIA_FOLDER)

@@ -59,6 +59,7 @@ from bot.model.usage import day_totals, usage_table
 from bot.soul.persona import SOUL_ID
 from bot.soul.registry import ReloadReport, SoulRegistry
 from bot.soul.soulfile import new_epoch, rollback_soul
+from bot.soul.soullock import SoulLocks
 from bot.storage.db import Database
 from bot.types import SHARED, Attachment, Inbound, Outbound, Route
 
@@ -222,6 +223,7 @@ class Commands:
         memory: Memory,
         access: Access,
         db: Database,
+        souls: SoulLocks,
         send: Send,
         notes: Callable[[], list[str]] = list,
         clock: Callable[[], float] = time.time,
@@ -232,6 +234,7 @@ class Commands:
         self._memory = memory
         self._access = access
         self._db = db
+        self._souls = souls
         self._send = send
         self._clock = clock
         self._background: set[asyncio.Task[None]] = set()
@@ -361,14 +364,16 @@ class Commands:
         if sub == "usage" and len(rest) <= 1:
             return await self._usage(rest[0] if rest else "1")
         if sub == "rollback" and len(rest) == 2:
-            return await self._file_op(rollback_soul, self._registry, rest[0], rest[1])
+            return await self._file_op(rest[0], rollback_soul, self._registry, rest[0], rest[1])
         if sub == "epoch" and len(rest) == 1:
-            return await self._file_op(new_epoch, self._registry, rest[0])
+            return await self._file_op(rest[0], new_epoch, self._registry, rest[0])
         return prompts.SOUL_USAGE
 
-    async def _file_op(self, op: Callable[..., str], *args: object) -> str:
+    async def _file_op(self, soul: str, op: Callable[..., str], *args: object) -> str:
+        """`op(*args, check)`: a write of `soul`'s SOUL.md, under its lock."""
         try:
-            return await asyncio.to_thread(op, *args)
+            async with self._souls.hold(soul) as check:
+                return await asyncio.to_thread(op, *args, check)
         except SoulbotError as exc:
             return _error(exc)
 

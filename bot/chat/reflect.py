@@ -14,8 +14,11 @@ checked (`bot/soul/heartbeat.validate`): a rejected call writes nothing and
 logs `heartbeat.rejected` with the reason.
 
 Where it goes: a session of the soul's shared scope writes SOUL.md (under the
-file lock, with the daily backup, then the soul is reloaded: a session whose
-prompt cache is warm keeps the version it has, see bot/chat/turn.py);
+file lock and, on a shared store, the soul's lock across processes:
+bot/soul/soullock.py; with the daily backup; then the soul is reloaded: a
+session whose prompt cache is warm keeps the version it has, see
+bot/chat/turn.py). A write that lost the soul's lock does not happen
+(`heartbeat.failed`), and its turns are reflected on with the next ones;
 past `max_autobiography_entries` the oldest entries are folded by the model into
 one `- [history]` line. A private scope's reflection and facts go to the `self`
 page of that scope's wiki, never into SOUL.md, so they never reach another
@@ -41,7 +44,7 @@ from bot import prompts
 from bot.chat.history import Entry, HistoryStore
 from bot.chat.transcript import transcript
 from bot.config.schema import HeartbeatConfig
-from bot.errors import BudgetExceeded, ModelError, Rejected
+from bot.errors import BudgetExceeded, ModelError, Rejected, SoulWriteStopped
 from bot.memory.service import Memory
 from bot.model.client import ModelClient
 from bot.model.usage import CallContext
@@ -49,6 +52,7 @@ from bot.soul import heartbeat
 from bot.soul.loader import Soul
 from bot.soul.registry import SoulRegistry
 from bot.soul.soulfile import SoulFile
+from bot.soul.soullock import SoulLocks
 from bot.storage.db import Database
 from bot.storage.sql import Conn
 from bot.types import SHARED, Route, Tool
@@ -83,9 +87,11 @@ class Reflector:
         history: HistoryStore,
         memory: Memory,
         db: Database,
+        souls: SoulLocks,
         clock: Callable[[], float] = time.time,
     ) -> None:
         self._config = config
+        self._souls = souls
         self._registry = registry
         self._model = model
         self._history = history
@@ -253,7 +259,7 @@ class Reflector:
             else:
                 await self._write(soul, route, reflection)
             await self._set_mark(route.session, entries[-1].id)
-        except (BudgetExceeded, ModelError) as exc:
+        except (BudgetExceeded, ModelError, SoulWriteStopped) as exc:
             log.warning("heartbeat.failed", error=str(exc))
         except Exception as exc:  # the boundary of a background task
             log.exception("heartbeat.failed", error=f"{type(exc).__name__}: {exc}")
@@ -285,7 +291,8 @@ class Reflector:
             changes.append(change)
             return new
 
-        text = await asyncio.to_thread(file.update, edit)
+        async with self._souls.hold(soul.id) as check:
+            text = await asyncio.to_thread(file.update, edit, check)
         await self._fold(soul, route, file, text)
         await asyncio.to_thread(self._registry.reload, soul.id, at_once=False)
         change = changes[0]
@@ -308,10 +315,16 @@ class Reflector:
         user = prompts.FOLD_USER.format(entries="\n".join(folded))
         reply = await self._model.complete(ctx, system, [{"role": "user", "content": user}])
         try:
-            result = await asyncio.to_thread(
-                file.update, lambda text, at: heartbeat.apply_fold(text, folded, reply.text, at)
-            )
+            async with self._souls.hold(soul.id) as check:
+                result = await asyncio.to_thread(
+                    file.update,
+                    lambda text, at: heartbeat.apply_fold(text, folded, reply.text, at),
+                    check,
+                )
         except Rejected as exc:
             log.warning("heartbeat.fold_rejected", reason=str(exc), soul=soul.id)
+            return
+        except SoulWriteStopped as exc:  # the entries are folded at the next write
+            log.warning("heartbeat.fold_stopped", reason=str(exc), soul=soul.id)
             return
         log.info("heartbeat.folded", soul=soul.id, entries=len(folded), written=result is not None)

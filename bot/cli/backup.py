@@ -3,12 +3,15 @@ and back (bot/storage/backup.py holds the how)."""
 
 from __future__ import annotations
 
+import contextlib
+from collections.abc import Iterator
 from pathlib import Path
 
 import click
 
 from bot.app.health import HEALTH_FILE
 from bot.app.owner import LOCK_FILE, PID_FILE, instance_file, instances, own_every_instance
+from bot.cli.beside import check_the_store
 from bot.cli.common import common_options, fail, setup
 from bot.config.schema import Config
 from bot.errors import SoulbotError
@@ -84,6 +87,15 @@ def backup(dest: Path, no_database: bool, config_path: Path | None,
     )
 
 
+@contextlib.contextmanager
+def _every_daemon_stopped(config: Config) -> Iterator[None]:
+    """Hold every instance's lock of data_dir; on a shared store, refuse
+    (SoulbotError) while a process registered there lives, on any host."""
+    with own_every_instance(config.data_dir, config.instance):
+        check_the_store(config, "stop it first; nothing was restored")
+        yield
+
+
 @click.command()
 @click.argument("file", type=click.Path(path_type=Path))
 @click.option(
@@ -96,15 +108,15 @@ def backup(dest: Path, no_database: bool, config_path: Path | None,
 def restore(file: Path, force: bool, config_path: Path | None, log_format: str | None) -> None:
     """Restore the backup FILE into this config's data_dir, workspaces and
     SQLite database; a backup of another store is refused. Every daemon of
-    data_dir must be stopped, whatever its instance; the restore holds them
-    all, so none starts meanwhile."""
+    data_dir must be stopped, whatever its instance (and on a shared store,
+    whatever its host); the restore holds them all, so none starts meanwhile."""
     config = setup(config_path, log_format)
     try:
         restored = restore_backup(
             _places(config),
             file,
             force=force,
-            hold=lambda: own_every_instance(config.data_dir, config.instance),
+            hold=lambda: _every_daemon_stopped(config),
         )
     except OSError as exc:  # data_dir cannot be made to take its lock
         fail(f"restore failed: {exc.filename or config.data_dir}: {exc.strerror or exc}")

@@ -12,8 +12,8 @@ from typing import TYPE_CHECKING, Any, TypeVar
 
 import click
 
-from bot.app.owner import servers
 from bot.app.preflight import OPERATOR_FAULT, missing_credentials
+from bot.cli.beside import refuse_beside_a_daemon
 from bot.cli.common import common_options, fail, load_registry, setup
 from bot.config.schema import Config
 from bot.errors import InvalidKeyError, SoulbotError
@@ -265,17 +265,15 @@ def pages(soul: str, scope: str | None, config_path: Path | None, log_format: st
 def forget(soul: str, scope: str, yes: bool, config_path: Path | None,
            log_format: str | None) -> None:  # fmt: skip
     """Erase a private scope: its traces, its wiki and its conversation history.
-    Refused while a daemon serves data_dir: its sessions would keep the
-    conversation (`/forget` in the chat erases it there)."""
+    Refused while a daemon serves data_dir or the store: its sessions would
+    keep the conversation (`/forget` in the chat erases it there)."""
     config = setup(config_path, log_format)
     _check_scope(scope)
     if scope == "shared":
         fail("the shared scope is the soul's own wiki: edit or delete its files by hand")
-    for served in servers(config.data_dir):  # its sessions would keep the conversation
-        fail(
-            f"soulbot (pid {served.pid}) serves {served.where}: forget from the chat with "
-            "`/forget confirm`, or stop the daemon first; nothing was erased"
-        )
+    # Its sessions would keep the conversation.
+    refuse_beside_a_daemon(config, "forget from the chat with `/forget confirm`, or stop the "
+                           "daemon first; nothing was erased")  # fmt: skip
     if not yes:
         click.confirm(f"Erase everything {soul} remembers of {scope}?", abort=True)
 

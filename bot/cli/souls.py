@@ -25,6 +25,7 @@ from bot.app.preflight import (
     store_refusals,
 )
 from bot.chat.places import heartbeat_blocked
+from bot.cli.beside import refuse_beside_a_daemon
 from bot.cli.common import (
     absolute,
     command_path,
@@ -45,8 +46,9 @@ from bot.soul.persona import persona_from_legacy, soul_id
 from bot.soul.prompt import estimate_tokens, system_blocks
 from bot.soul.registry import SoulRegistry
 from bot.soul.soulfile import new_epoch, rollback_soul
+from bot.soul.soullock import Check, SoulLocks, unchecked
 from bot.soul.workspace import create_workspace
-from bot.storage.db import store_target
+from bot.storage.db import Database, store_target
 from bot.storage.postgres import shown
 
 
@@ -392,7 +394,9 @@ def init(name: str, legacy: Path | None, config_path: Path | None, log_format: s
 def soul() -> None:
     """A soul's self-written SOUL.md: roll it back, or start a new epoch.
 
-    A running daemon sees the change after `/soul reload` (or a restart).
+    Refused while a daemon serves data_dir or the store: its live sessions
+    would keep the old prompt (`/soul rollback` and `/soul epoch` in the chat
+    do it there).
     """
 
 
@@ -403,7 +407,9 @@ def soul() -> None:
 def rollback(name: str, day: str, config_path: Path | None, log_format: str | None) -> None:
     """Restore the backup of DAY of soul NAME's SOUL.md (the current file is kept
     as a backup too)."""
-    _file_op(config_path, log_format, lambda registry: rollback_soul(registry, name, day))
+    how = f"roll back from the chat with `/soul rollback {name} {day}`"
+    _file_op(config_path, log_format, name, how,
+             lambda registry, check: rollback_soul(registry, name, day, check))  # fmt: skip
 
 
 @soul.command()
@@ -412,15 +418,39 @@ def rollback(name: str, day: str, config_path: Path | None, log_format: str | No
 def epoch(name: str, config_path: Path | None, log_format: str | None) -> None:
     """Start a new epoch of soul NAME: the autobiography is cleared, the core and
     the memory kept."""
-    _file_op(config_path, log_format, lambda registry: new_epoch(registry, name))
+    how = f"start it from the chat with `/soul epoch {name}`"
+    _file_op(config_path, log_format, name, how,
+             lambda registry, check: new_epoch(registry, name, check))  # fmt: skip
 
 
 def _file_op(
-    config_path: Path | None, log_format: str | None, op: Callable[[SoulRegistry], str]
+    config_path: Path | None,
+    log_format: str | None,
+    name: str,
+    how: str,
+    op: Callable[[SoulRegistry, Check], str],
 ) -> None:
+    """`op`, a write of soul `name`'s SOUL.md, unless a daemon serves the data
+    (refused: `how` says what to do instead); on a shared store under the
+    soul's lock (bot/soul/soullock.py)."""
     config = setup(config_path, log_format)
+    refuse_beside_a_daemon(config, f"{how}, or stop the daemon first; SOUL.md was not changed")
     registry, _ = load_registry(config)
     try:
-        click.echo(op(registry))
+        click.echo(asyncio.run(_locked(config, name, lambda check: op(registry, check))))
     except SoulbotError as exc:
         fail(str(exc))
+
+
+async def _locked(config: Config, name: str, op: Callable[[Check], str]) -> str:
+    target = store_target(config.data_dir, config.store.url)
+    if not isinstance(target, str):  # SQLite: one host, whose file lock is enough
+        return op(unchecked)
+
+    db = Database(target, config.store.timeouts())
+    await db.open()
+    try:
+        async with SoulLocks(db).hold(name) as check:
+            return await asyncio.to_thread(op, check)
+    finally:
+        await db.close()

@@ -37,6 +37,26 @@ async def try_lock(db: Database, name: str) -> bool:
     )
 
 
+async def holds_lock(db: Database, name: str) -> bool:
+    """Whether this process's connection holds the lock `name` now: False once
+    the connection that took it was lost (the server dropped it with that
+    connection); on SQLite always True (see the module)."""
+    if not db.shared:
+        return True
+
+    def query(conn: Conn) -> bool:
+        key = advisory_key(conn, name)  # pg_locks shows a bigint as its high and low 32 bits
+        row = conn.execute(
+            "SELECT count(*) FROM pg_locks WHERE locktype = 'advisory' AND granted "
+            "AND pid = pg_backend_pid() AND objsubid = 1 "
+            "AND classid::bigint = ? AND objid::bigint = ?",
+            ((key >> 32) & 0xFFFF_FFFF, key & 0xFFFF_FFFF),
+        ).fetchone()
+        return bool(row[0])
+
+    return await db.run(query)
+
+
 async def unlock(db: Database, name: str) -> None:
     """Give back the lock `name` taken by `try_lock`."""
     if db.shared:

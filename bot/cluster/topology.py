@@ -229,3 +229,13 @@ class Topology:
         except Exception as exc:
             log.warning("topology.refresh_failed", error_class=type(exc).__name__,
                         error=str(exc))  # fmt: skip
+
+
+async def live(db: Database, clock: Callable[[], float] = time.time) -> list[Process]:
+    """The processes registered on the store whose rows are fresh (refreshed
+    within STALE_S), by instance: the daemons serving it now, on any host."""
+    since = clock() - STALE_S
+    rows = await db.run(lambda conn: conn.execute(
+        f"SELECT {_COLUMNS} FROM processes WHERE updated >= ? ORDER BY instance", (since,)
+    ).fetchall())  # fmt: skip
+    return [_row(row) for row in rows]

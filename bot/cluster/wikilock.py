@@ -37,10 +37,9 @@ from pathlib import Path
 import structlog
 from filelock import FileLock, Timeout
 
-from bot.cluster.locks import advisory_key
+from bot.cluster.locks import holds_lock, try_lock, unlock
 from bot.errors import WikiLockLost
 from bot.storage.db import Database
-from bot.storage.sql import Conn
 
 log = structlog.get_logger(__name__)
 
@@ -138,36 +137,18 @@ class AdvisoryWikiLock(WikiLock):
         super().__init__(soul, scope)
         self._db = db
 
-    def _key(self, conn: Conn) -> int:
-        return advisory_key(conn, f"wiki\0{self.soul}\0{self.scope}")
+    def _name(self) -> str:
+        return f"wiki\0{self.soul}\0{self.scope}"
 
     async def try_take(self) -> bool:
-        def take(conn: Conn) -> bool:
-            key = self._key(conn)
-            return bool(conn.execute("SELECT pg_try_advisory_lock(?)", (key,)).fetchone()[0])
-
-        return await self._db.run(take)
+        return await try_lock(self._db, self._name())
 
     async def held(self) -> bool:
-        def query(conn: Conn) -> bool:
-            key = self._key(conn)  # pg_locks shows a bigint key as its high and low 32 bits
-            row = conn.execute(
-                "SELECT count(*) FROM pg_locks WHERE locktype = 'advisory' AND granted "
-                "AND pid = pg_backend_pid() AND objsubid = 1 "
-                "AND classid::bigint = ? AND objid::bigint = ?",
-                ((key >> 32) & 0xFFFF_FFFF, key & 0xFFFF_FFFF),
-            ).fetchone()
-            return bool(row[0])
-
-        return await self._db.run(query)
+        return await holds_lock(self._db, self._name())
 
     async def give_back(self) -> None:
         """Unlock it; a lost connection took the lock with it already."""
-
-        def release(conn: Conn) -> None:
-            conn.execute("SELECT pg_advisory_unlock(?)", (self._key(conn),))
-
-        await self._db.run(release)
+        await unlock(self._db, self._name())
 
 
 def wiki_lock(db: Database, data_dir: Path, soul: str, scope: str) -> WikiLock:

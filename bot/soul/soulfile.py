@@ -10,7 +10,10 @@ in a folder made 0700, each file 0600, whatever the umask; SOUL.md keeps its
 own mode. `rollback` restores one (keeping what it replaces as a backup too),
 `epoch` starts a new autobiography. Nothing is written through a link that
 leads out of the soul folder (`memory/` or `.meta/` pointing elsewhere).
-These calls block: run them in a worker thread.
+These calls block: run them in a worker thread. Each write takes a `check`,
+called under the file lock right before anything is written: on a shared
+store it raises when the soul's lock across processes is no longer held
+(bot/soul/soullock.py), and nothing is written.
 """
 
 from __future__ import annotations
@@ -27,6 +30,7 @@ from filelock import FileLock
 from bot.errors import Rejected, SoulbotError
 from bot.soul import heartbeat
 from bot.soul.registry import SoulRegistry
+from bot.soul.soullock import Check, unchecked
 from bot.storage.files import (
     PRIVATE_FILE,
     PRIVATE_FOLDER,
@@ -69,17 +73,20 @@ class SoulFile:
         """The file's text. Raises OSError, UnicodeDecodeError."""
         return decode_text(self.path.read_bytes())
 
-    def update(self, edit: Callable[[str, datetime], str | None]) -> str | None:
-        """Under the lock: read, `edit(text, now)`, back up, replace. Returns
-        the new text, or None when `edit` returned None or the same text.
-        Raises filelock.Timeout, OSError (a link out of the soul folder among
-        them: see `_lock`), and what `edit` raises."""
+    def update(
+        self, edit: Callable[[str, datetime], str | None], check: Check = unchecked
+    ) -> str | None:
+        """Under the lock: read, `edit(text, now)`, `check()`, back up, replace.
+        Returns the new text, or None when `edit` returned None or the same
+        text. Raises filelock.Timeout, OSError (a link out of the soul folder
+        among them: see `_lock`), and what `edit` and `check` raise."""
         with self._lock():
             text = self.read()
             now = self._now()
             new = edit(text, now)
             if new is None or new == text:
                 return None
+            check()
             self._backup(text, now)
             replace_file(self.path, new.encode("utf-8"))
             return new
@@ -99,10 +106,10 @@ class SoulFile:
         names = (p.name.removeprefix("SOUL.md.") for p in self.backups.glob("SOUL.md.*"))
         return sorted(name for name in names if _DATE.match(name))
 
-    def rollback(self, day: str) -> None:
+    def rollback(self, day: str, check: Check = unchecked) -> None:
         """Replace SOUL.md with the backup of `day` (YYYY-MM-DD); what it
         replaces is kept as a backup named with the time. Raises SoulbotError
-        when there is no such backup."""
+        when there is no such backup, and what `check` raises."""
         source = self.backups / f"SOUL.md.{day}"
         if not _DATE.match(day) or not source.is_file():
             known = ", ".join(self.dates()) or "none"
@@ -110,15 +117,16 @@ class SoulFile:
         with self._lock():
             now = self._now()
             current = self.read()
+            check()
             self._backup(current, now)
             stamp = now.strftime("%Y-%m-%dT%H%M%S")
             replace_file(self.backups / f"SOUL.md.{stamp}", current.encode("utf-8"), PRIVATE_FILE)
             replace_file(self.path, source.read_bytes())
 
-    def epoch(self) -> int:
+    def epoch(self, check: Check = unchecked) -> int:
         """Start a new epoch (autobiography cleared; core and memory kept).
         Returns the new epoch number. Raises Rejected for a SOUL.md
-        without regions."""
+        without regions, and what `check` raises."""
         result: list[int] = []
 
         def edit(text: str, now: datetime) -> str:
@@ -126,7 +134,7 @@ class SoulFile:
             result.append(number)
             return new
 
-        self.update(edit)
+        self.update(edit, check)
         return result[0]
 
 
@@ -138,19 +146,20 @@ def _soul_file(registry: SoulRegistry, name: str) -> SoulFile:
     return SoulFile(soul.folder)
 
 
-def rollback_soul(registry: SoulRegistry, name: str, day: str) -> str:
+def rollback_soul(registry: SoulRegistry, name: str, day: str, check: Check = unchecked) -> str:
     """Restore the backup of `day` and reload the soul; returns the line to
-    show. Raises SoulbotError (no such soul or backup, or the restored file
-    does not load: the registry keeps the previous version live)."""
-    _soul_file(registry, name).rollback(day)
+    show. Raises SoulbotError (no such soul or backup, the restored file
+    does not load: the registry keeps the previous version live, or what
+    `check` raises)."""
+    _soul_file(registry, name).rollback(day, check)
     return _reloaded(registry, name, f"{name}: rolled back to the backup of {day}")
 
 
-def new_epoch(registry: SoulRegistry, name: str) -> str:
+def new_epoch(registry: SoulRegistry, name: str, check: Check = unchecked) -> str:
     """Start a new epoch of the soul's autobiography and reload it; returns the
-    line to show. Raises SoulbotError."""
+    line to show. Raises SoulbotError (`check`'s SoulWriteStopped among them)."""
     try:
-        number = _soul_file(registry, name).epoch()
+        number = _soul_file(registry, name).epoch(check)
     except Rejected:
         raise SoulbotError(f"{name}: SOUL.md has no regions, so it has no heartbeat") from None
     return _reloaded(registry, name, f"{name}: epoch {number} started; the autobiography is empty")

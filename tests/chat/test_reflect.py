@@ -3,8 +3,11 @@ scope) or the scope's self page (private scope) gets the reflection."""
 
 from __future__ import annotations
 
+import asyncio
+import contextlib
 import json
 import sqlite3
+import threading
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -13,8 +16,11 @@ import pytest
 
 from bot import prompts
 from bot.config.schema import Config, HeartbeatConfig
+from bot.soul import heartbeat, soulfile, soullock
 from bot.soul.heartbeat import entries_of
 from bot.soul.regions import META, meta_fields, parse_regions
+from bot.soul.soullock import SoulLocks
+from tests.engines import postgres_schema
 from tests.fakes.anthropic_fake import FakeAnthropic, Reply
 from tests.kit import capture_logs, make_config, running, wait_until
 
@@ -369,3 +375,88 @@ async def test_a_new_binding_starts_a_new_conversation_and_reflects_only_on_it(
     for request in fake.requests[said_before:]:
         assert "ORCHID77" not in json.dumps(request) and "to yourself" not in json.dumps(request)
     assert "ORCHID77" not in soul_text(tmp_path)
+
+
+class NoFlock:
+    """A file lock that excludes no one: a folder shared by two hosts whose
+    flock does not reach the other (some network file systems)."""
+
+    def __init__(self, *args: object, **kwargs: object) -> None:
+        pass
+
+    def __enter__(self) -> NoFlock:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        pass
+
+
+async def test_two_hosts_reflecting_into_one_soul_on_a_shared_store_both_land(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Two runtimes (two hosts) on one PostgreSQL store and one workspaces
+    folder whose file lock does not reach across: both reflections read SOUL.md
+    at once unless the store's lock of the soul keeps them apart, and the
+    second write would drop the first's entry."""
+    monkeypatch.setattr(soulfile, "FileLock", NoFlock)
+    both_read = threading.Barrier(2)
+    merge = heartbeat.merge
+
+    def merge_when_both_read(text: str, *args: Any) -> Any:
+        with contextlib.suppress(threading.BrokenBarrierError):
+            both_read.wait(timeout=2)  # held apart: the first waits out the timeout alone
+        return merge(text, *args)
+
+    monkeypatch.setattr(heartbeat, "merge", merge_when_both_read)
+    with postgres_schema() as url:
+        async with FakeAnthropic() as fake:
+            model = Model(fake)
+            model.reflections += [save_soul("Ann told me about basil."),
+                                  save_soul("Bob told me about tomatoes.")]  # fmt: skip
+            store = f"memory: {{scope: shared}}\nstore: {{url: '{url}'}}\n"
+            config = slow_idle(soul_config(tmp_path, fake.url, store))
+            async with (
+                running(config, CONSOLE) as (one, here),
+                running(config, CONSOLE) as (other, there),
+            ):
+                await here.say(LONG, user="ann", chat="g1", dm=False)
+                await there.say(LONG + " too", user="bob", chat="g2", dm=False)
+                await here.replies(1)
+                await there.replies(1)
+                with capture_logs() as logs:
+                    await asyncio.gather(one.reflector.flush(), other.reflector.flush())
+    assert [e["event"] for e in logs if e["event"].startswith("heartbeat.")] == [
+        "heartbeat.written", "heartbeat.written",
+    ]  # fmt: skip
+    entries = entries_of(soul_text(tmp_path))
+    assert sorted(e.split("] ")[1] for e in entries) == [
+        "Ann told me about basil.", "Bob told me about tomatoes.",
+    ]  # fmt: skip
+    meta = meta_fields(parse_regions(soul_text(tmp_path)).get(META) or "")  # type: ignore[union-attr]
+    assert meta["update_count"] == "2"
+
+
+async def test_soul_commands_wait_for_another_hosts_hold_of_the_soul(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """`/soul epoch` and `/soul rollback` write under the soul's lock across
+    processes: while another process holds it past the wait, they write nothing
+    and say why."""
+    monkeypatch.setattr(soullock, "WAIT_S", 0.6)  # two tries
+    with postgres_schema() as url:
+        async with FakeAnthropic() as fake:
+            Model(fake)
+            config = slow_idle(soul_config(tmp_path, fake.url, f"store: {{url: '{url}'}}\n"))
+            async with (
+                running(config, CONSOLE) as (_, platform),
+                running(config) as (other, _),
+            ):
+                async with SoulLocks(other.db).hold("lark"):
+                    await platform.say("/soul epoch lark", user="ann")
+                    await platform.say("/soul rollback lark 2026-01-01", user="ann")
+                    busy = [reply.text for reply in await platform.replies(2)]
+                await platform.say("/soul epoch lark", user="ann")
+                free = (await platform.replies(3))[-1].text
+    stopped = "lark: SOUL.md was not written: another process held its lock for 0.6 s"
+    assert busy == [stopped, stopped]
+    assert free.startswith("lark: epoch 1 started")

@@ -308,3 +308,43 @@ def test_restore_with_another_instances_config_beside_a_serving_daemon_is_refuse
         assert (shared / "data" / "soulbot-a.pid").read_text() == f"{os.getpid()}\n"
         assert files_of(shared) == before
     assert not any(".before-restore-" in p.name for p in shared.iterdir())
+
+
+def test_restore_on_a_shared_store_beside_a_daemon_of_another_host_is_refused(
+    home: Path, tmp_path: Path
+) -> None:
+    """A daemon on another host holds no lock in this host's view of data_dir;
+    its fresh row in the store's `processes` says it serves."""
+    import asyncio
+
+    from bot.cluster.topology import Process, Topology
+    from bot.storage.db import Database
+    from tests.engines import postgres_schema
+
+    with postgres_schema() as url:
+        (home / "soulbot.yaml").write_text(CONFIG + f"store:\n  url: '{url}'\n")
+        made = soulbot("backup", "../backups", "--no-database", cwd=home)
+        assert made.returncode == 0, made.stderr
+        (path,) = (tmp_path / "backups").iterdir()
+        elsewhere = Process("b", "host-b", 4242, str(home / "data"), False, True, None, None)
+
+        async def registered() -> None:
+            db = Database(url)
+            await db.open()
+            try:
+                await Topology(db, elsewhere).join()
+            finally:
+                await db.close()
+
+        asyncio.run(registered())
+        before = files_of(home)
+        result = soulbot("restore", str(path), "--force", cwd=home)
+    assert result.stderr.splitlines() == [
+        "error: restore failed: soulbot instance b (host host-b, pid 4242) serves this store: "
+        "stop it first; nothing was restored"
+    ]
+    assert result.returncode == 1
+    after = files_of(home)
+    after.pop("data/soulbot.lock")  # the restore's own hold, taken first
+    assert after == before
+    assert not any(".before-restore-" in p.name for p in home.iterdir())

@@ -7,6 +7,7 @@ import os
 import shutil
 import subprocess
 import sys
+import time
 from pathlib import Path
 
 import pytest
@@ -329,6 +330,74 @@ def test_soul_rollback_and_epoch(example: Path) -> None:
     assert missing.returncode == 1 and "no backup of" in missing.stderr
     plain = soulbot("soul", "epoch", "wren", cwd=example)
     assert plain.returncode == 1 and "wren: SOUL.md has no regions" in plain.stderr
+
+
+def test_soul_rollback_and_epoch_beside_a_serving_daemon_are_refused(example: Path) -> None:
+    """Its live sessions would keep the old prompt: the chat's commands do it
+    inside the daemon."""
+    from bot.app.owner import own_data_dir
+
+    soul_md = example / "workspaces" / "twinkle" / "SOUL.md"
+    original = soul_md.read_text()
+    backups = example / "workspaces" / "twinkle" / "memory" / ".meta" / "backups"
+    backups.mkdir(parents=True)
+    (backups / "SOUL.md.2026-11-01").write_text(original.replace("# SOUL", "# OLD SOUL"))
+    with own_data_dir(example / "data", "b"):  # a daemon serving, of any instance
+        rolled = soulbot("soul", "rollback", "twinkle", "2026-11-01", cwd=example)
+        epoch = soulbot("soul", "epoch", "twinkle", cwd=example)
+    head = f"error: soulbot (pid {os.getpid()}) serves data (instance b): "
+    assert (rolled.returncode, epoch.returncode) == (1, 1)
+    assert rolled.stderr.splitlines() == [
+        head + "roll back from the chat with `/soul rollback twinkle 2026-11-01`, or stop the "
+        "daemon first; SOUL.md was not changed"
+    ]
+    assert epoch.stderr.splitlines() == [
+        head + "start it from the chat with `/soul epoch twinkle`, or stop the daemon first; "
+        "SOUL.md was not changed"
+    ]
+    assert soul_md.read_text() == original
+
+
+# Two soulbot processes and a store each time.
+@pytest.mark.timeout(120)
+def test_soul_epoch_on_a_shared_store_is_refused_beside_a_daemon_of_another_host(
+    example: Path,
+) -> None:
+    """On PostgreSQL a daemon may serve from another host: its pid file says
+    nothing here, its fresh row in `processes` does. Once that row is stale
+    (the daemon is gone), the epoch is written, under the soul's lock."""
+    import asyncio
+
+    from bot.cluster.topology import STALE_S, Process, Topology
+    from bot.storage.db import Database
+    from tests.engines import postgres_schema
+
+    soul_md = example / "workspaces" / "twinkle" / "SOUL.md"
+    original = soul_md.read_text()
+    elsewhere = Process("b", "host-b", 4242, str(example / "data"), False, True, None, None)
+
+    async def registered(when: float) -> None:
+        db = Database(url)
+        await db.open()
+        try:
+            await Topology(db, elsewhere, clock=lambda: when).join()
+        finally:
+            await db.close()
+
+    with postgres_schema() as url:
+        env = {"SOULBOT_STORE_URL": url}
+        asyncio.run(registered(time.time()))
+        refused = soulbot("soul", "epoch", "twinkle", cwd=example, env=env)
+        assert refused.returncode == 1
+        assert refused.stderr.splitlines() == [
+            "error: soulbot instance b (host host-b, pid 4242) serves this store: start it from "
+            "the chat with `/soul epoch twinkle`, or stop the daemon first; SOUL.md was not changed"
+        ]
+        assert soul_md.read_text() == original
+        asyncio.run(registered(time.time() - STALE_S - 1))
+        done = soulbot("soul", "epoch", "twinkle", cwd=example, env=env)
+    assert done.returncode == 0, done.stderr
+    assert done.stdout.startswith("twinkle: epoch 1 started")
 
 
 def test_check_warns_about_links_out_of_a_soul_and_an_open_data_dir(example: Path) -> None:
