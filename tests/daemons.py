@@ -71,6 +71,15 @@ class RunningDaemon:
                 self._changed.clear()
                 await self._changed.wait()
 
+    async def kill(self) -> None:
+        """SIGKILL it (a crash: nothing of its stop runs) and wait until it is gone."""
+        proc = self._proc
+        if proc is not None and proc.returncode is None:
+            proc.kill()
+            await proc.wait()
+            if self._reader is not None:
+                await self._reader
+
     async def stop(self, timeout: float = 60.0) -> int:  # noqa: ASYNC109
         """SIGTERM, then its exit code (killed when it outlasts `timeout`)."""
         proc = self._proc

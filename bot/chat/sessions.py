@@ -26,7 +26,9 @@ stored and never delivered (a crash between the two, a send that failed) is
 sent at the next start by `recover`, its stored text as it is: no new model call.
 Turns and `recover` run under the session's lease (bot/cluster/leases.py): a
 recovery skips a session whose turn runs, here or in another process sharing
-the store, so no message is answered twice.
+the store, so no message is answered twice. A turn that waited for another
+process's lease reads the history from the store again before it asks the
+model: what that process said meanwhile is not in this one's copy.
 
 A session keeps the soul version its cache was written with while the cache is
 warm (`Agent.soul`), so a heartbeat write of SOUL.md costs it nothing; it takes
@@ -222,6 +224,7 @@ class Session:
         self._left_out = 0  # images waiting that newer ones pushed out, for the next turn to say
         self._provisional = 0  # their ids: negative, never a row's
         self._leased = False  # whether this session may hold its lease (released after work)
+        self._elsewhere: set[int] = set()  # messages newer than `_attempted` another process took
         self.last_active = time.monotonic()
 
     @property
@@ -285,6 +288,7 @@ class Session:
         self._leased = self._parts.leases is not None
         replies = [e for e in self._entries if e.role == "assistant"]
         self._attempted = max((e.reply_to for e in replies if e.reply_to), default=0)
+        self._elsewhere = set()
         sent = max((i for i, e in enumerate(replies) if e.delivered), default=-1)
         self._unsent = replies[sent + 1 :]
         self._latest = inbound
@@ -335,6 +339,7 @@ class Session:
         self._pictured = {}
         self._left_out = 0
         self._attempted = 0
+        self._elsewhere = set()
 
     async def _work(self) -> None:
         while True:
@@ -350,15 +355,46 @@ class Session:
     def _waiting(self) -> tuple[list[Entry], Inbound] | None:
         """The messages no turn has taken yet and the message to reply to
         (the newest), or None when there are none."""
-        new = [e for e in self._entries if e.role == "user" and e.id > self._attempted]
+        new = [
+            e
+            for e in self._entries
+            if e.role == "user" and e.id > self._attempted and e.id not in self._elsewhere
+        ]
         return (new, self._latest) if new and self._latest is not None else None
 
     async def _lease(self) -> None:
         """Claim (or renew) the session's lease before a round of work,
-        waiting while another process holds it (bot/cluster/leases.py)."""
+        waiting while another process holds it (bot/cluster/leases.py); when it
+        did, the history is read again (`_reload`): that process may have said
+        more in the conversation meanwhile, and a turn answers from all of it."""
         if self._parts.leases is not None:
             self._leased = True
-            await self._parts.leases.acquire(self.route.session)
+            if await self._parts.leases.acquire(self.route.session):
+                await self._reload()
+
+    async def _reload(self) -> None:
+        """Take the history from the store again. The messages waiting here stay
+        waiting (those another process took are not), and so do the replies
+        whose store failed; the cached prefix is written again. When the load
+        fails (`history.reload_failed`), the copy in memory stays."""
+        mine = {e.id for e in self._entries if e.role == "user" and e.id > self._attempted}
+        try:
+            snapshot = await self._parts.store.load(self.route.session)
+        except Exception as exc:
+            log.warning("history.reload_failed", error_class=type(exc).__name__, error=str(exc))
+            return
+        stored = {e.id for e in snapshot.entries}
+        kept = [e for e in self._entries if e.id < 0 or (e.id in mine and e.id not in stored)]
+        self._entries = sorted([*snapshot.entries, *kept], key=lambda e: e.order)
+        self._elsewhere = {
+            e.id
+            for e in snapshot.entries
+            if e.role == "user" and e.id > self._attempted and e.id not in mine
+        }
+        self._generation, self._summary = snapshot.generation, snapshot.summary
+        self._binding = snapshot.binding
+        self._breakpoint = self._soul = None
+        log.info("session.reloaded", entries=len(self._entries), elsewhere=len(self._elsewhere))
 
     async def _rounds(self) -> None:
         if self._unsent and self._latest is not None:

@@ -75,21 +75,23 @@ class Leases:
 
         return bool(await self._db.run(upsert))
 
-    async def acquire(self, session: str) -> None:
+    async def acquire(self, session: str) -> bool:
         """Claim the lease of `session`, waiting while another owner holds it
-        (logged once: `sessions.lease_wait`). A claim the store fails is
-        logged (`sessions.lease_failed`) and the turn goes ahead: the store
-        it needs is failing anyway, and no one is kept from their answer."""
+        (logged once: `sessions.lease_wait`). Returns True when it got the
+        lease after another owner held it, who may have added to the session's
+        history meanwhile. A claim the store fails is logged
+        (`sessions.lease_failed`) and the turn goes ahead (False): the store it
+        needs is failing anyway, and no one is kept from their answer."""
         delay = min(RETRY_S, self._lease_s / 4)
         told = False
         while True:
             try:
                 if await self.claim(session):
-                    return
+                    return told
             except Exception as exc:
                 log.warning("sessions.lease_failed", session=session,
                             error_class=type(exc).__name__, error=str(exc))  # fmt: skip
-                return
+                return False
             if not told:
                 log.info("sessions.lease_wait", session=session)
                 told = True

@@ -21,7 +21,7 @@ from bot.storage.sql import Conn
 from bot.types import Inbound
 from tests.engines import Counting, postgres_schema
 from tests.fakes.anthropic_fake import FakeAnthropic
-from tests.kit import capture_logs, make_config, running
+from tests.kit import capture_logs, make_config, running, wait_until
 
 OLD_SESSIONS = 300
 
@@ -224,3 +224,44 @@ async def test_a_restart_leaves_a_conversation_another_live_process_owns(
     assert len(fake.requests) == 1
     [left] = [e for e in logs if e["event"] == "sessions.recover_elsewhere"]
     assert left["sessions"] == 1
+def _said(request: dict[str, Any], role: str) -> list[list[str]]:
+    """The texts of each of the request's messages of `role`, in order."""
+    found = []
+    for message in request["messages"]:
+        if message["role"] == role:
+            content = message["content"]
+            blocks = [{"text": content}] if isinstance(content, str) else content
+            found.append([block["text"] for block in blocks if "text" in block])
+    return found
+
+
+@pytest.mark.parametrize("engine", ["postgresql"])
+async def test_a_turn_that_waited_for_another_process_answers_from_what_it_said(
+    tmp_path: Path, engine: str
+) -> None:
+    with _store(engine) as extra:
+        async with FakeAnthropic() as fake:
+            config = make_config(tmp_path, fake.url, extra)
+            async with running(config) as (first, spoken_to), running(config) as (_, moved):
+                await moved.say("hello", message_id="m0")  # its session is live in `moved`
+                await moved.replies(1)
+                gate = fake.script_gate()
+                await spoken_to.say("the first question", message_id="m1")
+                await asyncio.wait_for(gate.reached.wait(), 10)
+                with capture_logs() as logs:
+                    await moved.say("the second question", message_id="m2")
+                    await wait_until(lambda: any(e["event"] == "sessions.lease_wait" for e in logs))
+                gate.open()
+                [first_reply] = await spoken_to.replies(1)
+                [_, second_reply] = await moved.replies(2)
+                await first.sessions.wait(10)
+    *_, second_request = fake.requests
+    *earlier, last = _said(second_request, "user")
+    # The other process's exchange is history; the one new message is this process's.
+    assert any("the first question" in text for texts in earlier for text in texts)
+    assert first_reply.text in [
+        text for texts in _said(second_request, "assistant") for text in texts
+    ]
+    assert any("the second question" in text for text in last)
+    assert not any("the first question" in text for text in last)
+    assert second_reply.text.endswith("the second question")
