@@ -122,11 +122,11 @@ async def test_a_store_that_does_not_answer_stops_the_write(
     first, _ = two
     folder = soul_folder(tmp_path)
 
-    async def fails(name: str) -> bool:
+    async def fails(db: Database, name: str) -> bool:
         raise StoreUnavailable("postgresql://test", "canceling statement due to statement timeout")
 
     with pytest.raises(SoulWriteStopped, match="the store did not say"):
         async with SoulLocks(first).hold("twinkle") as check:
-            monkeypatch.setattr(first, "holds_lock", fails)
+            monkeypatch.setattr(soullock, "holds_lock", fails)
             await asyncio.to_thread(SoulFile(folder).update, reflect, check)
     assert (folder / "SOUL.md").read_text() == SOUL
