@@ -17,7 +17,9 @@ from typing import Any
 
 from bot import prompts
 from bot.app.runtime import Runtime
+from bot.chat.moods import set_mood_tool
 from bot.config.schema import Config
+from bot.soul.persona import Persona
 from bot.types import Route
 from tests.fakes.anthropic_fake import FakeAnthropic
 from tests.kit import RecordingPlatform, capture_logs, make_config, running
@@ -235,3 +237,29 @@ async def test_no_allowed_moods_no_tool(tmp_path: Path) -> None:
     for request in (only_default, none):
         assert "set_mood" not in [t["name"] for t in request.get("tools", [])]
     assert not any(b["text"].startswith("## Mood") for b in none["system"])
+
+
+async def test_a_mood_the_store_cannot_keep_stays_as_it_was() -> None:
+    """The tool alone: a change whose write fails is not made, and the answer says so."""
+    persona = Persona.model_validate({"defaultMood": "calm", "allowedMoods": ["calm", "wry"]})
+    kept: list[str] = []
+
+    async def failing(mood: str) -> None:
+        raise OSError("disk full")
+
+    async def keeping(mood: str) -> None:
+        kept.append(mood)
+
+    with capture_logs() as logs:
+        refused = json.loads(await set_mood_tool(persona, lambda: "calm", failing).handler(
+            {"mood": "wry"}))  # fmt: skip
+    tool = set_mood_tool(persona, lambda: "calm", keeping)
+    same = json.loads(await tool.handler({"mood": "calm"}))
+    moved = json.loads(await tool.handler({"mood": " wry "}))
+    assert refused == {"error": "your mood could not be kept; it stays calm",
+                       "details": {"code": "MOOD_NOT_KEPT"}}  # fmt: skip
+    assert [e["what"] for e in logs if e["event"] == "history.write_failed"] == ["mood"]
+    assert same == {"mood": "calm"} and moved == {"mood": "wry", "was": "calm"}
+    assert kept == ["wry"]
+    assert tool.spec()["input_schema"]["properties"]["mood"]["enum"] == ["calm", "wry"]
+    assert "calm, wry" in tool.description
