@@ -9,10 +9,16 @@ are the fake's responses as the ledger recorded them (`usage` rows of source
   all sessions), made as the heartbeat makes it (`SoulFile.update` with
   `heartbeat.merge`, then the registry's reload, as `Reflector._write` does).
 
+- the group run: one group chat, every 5th line addressed to the bot;
+- the mood run: 10 conversations of 20 turns, one after another in turn, the
+  soul with allowedMoods; the first moves its mood (`set_mood`, scripted) every
+  5th of its turns. The others' share shows that its changes cost them nothing.
+
 share = cache reads / (input + cache writes + cache reads), over every turn call.
 
     .venv/bin/python bench/cache.py [--turns 40] [--sessions 50] [--session-turns 40]
                                     [--write-every 20] [--group-messages 200]
+                                    [--mood-sessions 10] [--mood-turns 20]
 """
 
 from __future__ import annotations
@@ -46,6 +52,9 @@ from tests.fakes.process import FakeProcess
 TARGET_SHARE = 0.80  # at least
 TARGET_HEARTBEAT_SHARE = 0.90  # at least, in the heartbeat run
 TARGET_GROUP_SHARE = 0.85  # at least, in the group-chat run
+TARGET_MOOD_OTHERS_SHARE = 0.90  # at least, of the conversations that keep their mood
+MOOD_EVERY = 5  # the moving conversation's set_mood: every this many of its turns
+MOODS = ("wry", "stormy", "calm")  # the bench soul's allowedMoods, its default last
 GROUP_SPEAKERS = 10
 ADDRESSED_EVERY = 5
 MIN_SYSTEM_TOKENS = 2000  # the soul's system prompt must be over this
@@ -61,13 +70,15 @@ def system_tokens(workspaces: Path) -> int:
     return sum(tokens(canonical({"type": "text", "text": b.text})) for b in system_blocks(soul))
 
 
-def ledger_sums(db: Path) -> dict[str, int]:
+def ledger_sums(db: Path, leave_out: str = "") -> dict[str, int]:
+    """The turn calls' token sums, the session `leave_out`'s left out."""
     conn = sqlite3.connect(db)
     try:
         calls, inp, out, write, read = conn.execute(
             "SELECT COUNT(*), SUM(input_tokens), SUM(output_tokens),"
             " SUM(cache_creation_input_tokens), SUM(cache_read_input_tokens)"
-            " FROM usage WHERE source = 'turn'"
+            " FROM usage WHERE source = 'turn' AND session != ?",
+            (leave_out,),
         ).fetchone()
         (compactions,) = conn.execute(
             "SELECT COUNT(*) FROM usage WHERE source = 'compact'"
@@ -175,6 +186,37 @@ async def group_run(config: Config, messages: int) -> tuple[BenchAdapter, int]:
     return adapter, answered
 
 
+async def mood_run(
+    config: Config, fake: FakeProcess, sessions: int, turns: int
+) -> tuple[BenchAdapter, list[dict[str, Any]]]:
+    """`sessions` conversations of `turns` each, one turn at a time, round
+    robin; conversation 0 calls set_mood every MOOD_EVERY-th of its turns
+    (scripted, so the next request, its own, gets it). Returns the adapter and
+    the `mood.changed` lines."""
+    registry = SoulRegistry(config.workspaces)
+    registry.reload_all()
+    adapter = BenchAdapter()
+    changes: list[dict[str, Any]] = []
+    tap(["turn.completed"], adapter.on_turn)
+    tap(["mood.changed"], lambda event: changes.append(dict(event)))
+    runtime = await Runtime.open(config, registry, [adapter])
+    try:
+        await runtime.start_adapters()
+        async with asyncio.timeout(TIMEOUT_S):
+            for turn in range(turns):
+                for user in range(sessions):
+                    if user == 0 and turn % MOOD_EVERY == MOOD_EVERY - 1:
+                        mood = MOODS[(turn // MOOD_EVERY) % len(MOODS)]
+                        fake.script({"kind": "tool_use", "name": "set_mood",
+                                     "input": {"mood": mood}})  # fmt: skip
+                    await adapter.exchange(user, turn)
+        await runtime.stop_adapters()
+        await runtime.sessions.wait(10.0)
+    finally:
+        await runtime.close()
+    return adapter, changes
+
+
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--turns", type=int, default=40)
@@ -182,6 +224,8 @@ def main() -> int:
     parser.add_argument("--session-turns", type=int, default=40, help="of the heartbeat run")
     parser.add_argument("--write-every", type=int, default=20, help="turns, over the run")
     parser.add_argument("--group-messages", type=int, default=200, help="of the group-chat run")
+    parser.add_argument("--mood-sessions", type=int, default=10, help="of the mood run")
+    parser.add_argument("--mood-turns", type=int, default=20, help="per session, of the mood run")
     args = parser.parse_args()
     configure_logging("json", "warning")
     with FakeProcess() as fake:
@@ -203,15 +247,29 @@ def main() -> int:
             write_soul(config.workspaces)
             group, group_turns = asyncio.run(group_run(config, args.group_messages))
             group_sums = ledger_sums(config.data_dir / DB_NAME)
+        with tempfile.TemporaryDirectory(prefix="soulbot-bench-") as tmp:
+            config = make_config(Path(tmp), fake.url, extra=UNLIMITED)
+            write_soul(config.workspaces)
+            moody, changes = asyncio.run(
+                mood_run(config, fake, args.mood_sessions, args.mood_turns)
+            )
+            mover = changes[0]["session"] if changes else ""
+            mood_sums = ledger_sums(config.data_dir / DB_NAME)
+            others_sums = ledger_sums(config.data_dir / DB_NAME, leave_out=mover)
     total, share = read_share(sums)
     beat_total, beat_share = read_share(beat_sums)
     group_total, group_share = read_share(group_sums)
+    mood_total, mood_share = read_share(mood_sums)
+    others_total, others_share = read_share(others_sums)
     beat_turns = args.sessions * args.session_turns
+    mood_turns = args.mood_sessions * args.mood_turns
     ok = {
         "cache_read_share": share >= TARGET_SHARE,
         "system_prompt_tokens": prompt_tokens > MIN_SYSTEM_TOKENS,
         "heartbeat_cache_read_share": beat_share >= TARGET_HEARTBEAT_SHARE,
         "group_cache_read_share": group_share >= TARGET_GROUP_SHARE,
+        "mood_others_cache_read_share": others_share >= TARGET_MOOD_OTHERS_SHARE,
+        "mood_changes": len(changes) == args.mood_turns // MOOD_EVERY,
     }
     result: dict[str, Any] = {
         "bench": "cache",
@@ -255,11 +313,28 @@ def main() -> int:
             "cache_write_tokens": group_sums["write"],
             "cache_read_share": round(group_share, 4),
         },
+        "moods": {
+            "sessions": args.mood_sessions,
+            "turns_per_session": args.mood_turns,
+            "mood_changes": len(changes),
+            "turns": len(moody.samples),
+            "turn_calls": mood_sums["calls"],
+            "failed_turns": moody.failed,
+            "input_tokens_total": mood_total,
+            "cache_read_tokens": mood_sums["read"],
+            "cache_write_tokens": mood_sums["write"],
+            "cache_read_share": round(mood_share, 4),
+            "others_input_tokens_total": others_total,
+            "others_cache_read_tokens": others_sums["read"],
+            "others_cache_write_tokens": others_sums["write"],
+            "others_cache_read_share": round(others_share, 4),
+        },
         "target": {
             "cache_read_share_min": TARGET_SHARE,
             "system_prompt_tokens_over": MIN_SYSTEM_TOKENS,
             "heartbeat_cache_read_share_min": TARGET_HEARTBEAT_SHARE,
             "group_cache_read_share_min": TARGET_GROUP_SHARE,
+            "mood_others_cache_read_share_min": TARGET_MOOD_OTHERS_SHARE,
         },
         "pass": ok,
         "all_pass": all(ok.values())
@@ -268,7 +343,9 @@ def main() -> int:
         and len(beat.samples) == beat_turns
         and not beat.failed
         and len(group.samples) == group_turns
-        and not group.failed,
+        and not group.failed
+        and len(moody.samples) == mood_turns
+        and not moody.failed,
     }
     emit(result)
     return 0 if result["all_pass"] else 1

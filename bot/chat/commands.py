@@ -358,7 +358,7 @@ class Commands:
                 return prompts.RELOAD_ID_ONLY
             return await self._reload(rest[0] if rest else None)
         if sub == "status" and not rest:
-            return await self._status(private=inbound.is_dm)
+            return await self._status(route, private=inbound.is_dm)
         if sub == "compile" and len(rest) <= 1:
             return self._compile(inbound, rest[0] if rest else None)
         if sub == "usage" and len(rest) <= 1:
@@ -388,12 +388,13 @@ class Commands:
         head = "Reload: every problem is listed; live souls keep answering."
         return "\n".join([head, *reload_lines(report)])
 
-    async def _status(self, *, private: bool) -> str:
-        """Souls, sessions, wikis, today's usage; each private wiki by name only
-        when `private` (the admin's own DM), else counted."""
+    async def _status(self, route: Route, *, private: bool) -> str:
+        """Souls, this conversation's mood, sessions, wikis, today's usage; each
+        private wiki by name only when `private` (the admin's own DM), else counted."""
         lines = ["Souls:"]
         for soul in self._registry.all():
             lines.append(f"- {soul.id} version {soul.version} ({', '.join(soul.files)})")
+        lines.append(await self._mood_line(route))
         lines.append(
             f"Sessions in memory: {len(self._sessions)}; turns in flight: "
             f"{len(self._sessions.in_flight())}"
@@ -407,6 +408,19 @@ class Commands:
         if notes:
             lines += ["Platforms:", *(f"- {note}" for note in notes)]
         return "\n".join(lines)
+
+    async def _mood_line(self, route: Route) -> str:
+        """This conversation's mood, with its soul's default and allowed moods."""
+        mood = await self._sessions.mood(route)
+        soul = self._registry.get(route.soul)
+        persona = soul.persona if soul is not None else None
+        about = []
+        if persona is not None and persona.default_mood:
+            about.append(f"default {plain(persona.default_mood)}")
+        if persona is not None and persona.allowed_moods:
+            about.append("allowed: " + ", ".join(plain(m) for m in persona.allowed_moods))
+        shown = plain(mood) if mood else "none"
+        return f"Mood here ({route.soul}): {shown}" + (f" ({'; '.join(about)})" if about else "")
 
     async def _wiki_lines(self, soul: str, *, private: bool) -> list[str]:
         """The soul's wikis, the shared one first, at most 10 by name; without

@@ -16,6 +16,10 @@ A session's binding is the soul and memory scope its current generation was
 said under (`session_bindings`): a conversation under another one is a new
 generation (bot/chat/sessions.py), so no soul or scope is shown, or reflects
 on, what was said to another.
+
+A session's mood (`session_moods`: the soul's mood it moved to with `set_mood`,
+bot/chat/moods.py) belongs to its current generation too: `reset` drops it (the
+conversation is back in the soul's `defaultMood`), `erase` deletes it.
 """
 
 from __future__ import annotations
@@ -79,6 +83,8 @@ class Snapshot:
     summary: str | None
     entries: list[Entry]
     binding: Binding | None = None
+    mood: str | None = None
+    """The mood it moved to under its binding's soul (None: the soul's default)."""
 
 
 def count_tokens(text: str) -> int:
@@ -147,6 +153,14 @@ def _bind(conn: Conn, session: str, binding: Binding) -> None:
     )
 
 
+def read_mood(conn: Conn, session: str, soul: str) -> str | None:
+    """The mood `session` moved to under `soul` (`session_moods`), or None."""
+    row = conn.execute(
+        "SELECT mood FROM session_moods WHERE session = ? AND soul = ?", (session, soul)
+    ).fetchone()
+    return None if row is None else str(row[0])
+
+
 class HistoryStore:
     """History rows and delivered message ids (kept for `SEEN_WINDOW_S`), on
     the shared database."""
@@ -166,25 +180,28 @@ class HistoryStore:
 
     async def load(self, session: str) -> Snapshot:
         def query(conn: Conn) -> Snapshot:
-            # One statement: the generation (0 for a session never reset) and the
-            # binding joined with its live rows; a session with none gives one row
-            # of NULLs.
+            # One statement: the generation (0 for a session never reset), the
+            # binding and the mood chosen under its soul, joined with its live
+            # rows; a session with none gives one row of NULLs.
             found = conn.execute(
-                f"SELECT s.generation, b.soul, b.scope, {_COLUMNS} FROM (SELECT "
+                f"SELECT s.generation, b.soul, b.scope, m.mood, {_COLUMNS} FROM (SELECT "
                 "COALESCE(MAX(generation), 0) AS generation FROM sessions WHERE session = ?) "
-                "AS s LEFT JOIN session_bindings AS b ON b.session = ? LEFT JOIN (SELECT "
-                f"{_COLUMNS}, generation FROM history WHERE session = ? AND {LIVE}) AS h "
-                "ON h.generation = s.generation ORDER BY id",
-                (session, session, session),
+                "AS s LEFT JOIN session_bindings AS b ON b.session = ? "
+                "LEFT JOIN (SELECT soul AS mood_soul, mood FROM session_moods "
+                "WHERE session = ?) AS m ON m.mood_soul = b.soul "
+                f"LEFT JOIN (SELECT {_COLUMNS}, generation FROM history WHERE session = ? "
+                f"AND {LIVE}) AS h ON h.generation = s.generation ORDER BY id",
+                (session, session, session, session),
             ).fetchall()
-            rows = [r[3:] for r in found if r[3] is not None]
+            rows = [r[4:] for r in found if r[4] is not None]
             summary = next((r[3] for r in reversed(rows) if r[2] == "summary"), None)
             entries = [Entry(r[0], r[1], r[3], r[4], r[5], r[6], bool(r[7]))
                        for r in rows if r[2] == "message"]  # fmt: skip
             entries.sort(key=lambda e: e.order)
-            soul, scope = found[0][1:3]
+            soul, scope, mood = found[0][1:4]
             binding = None if soul is None else (str(soul), str(scope))
-            return Snapshot(int(found[0][0]), summary, entries, binding)
+            chosen = None if mood is None else str(mood)
+            return Snapshot(int(found[0][0]), summary, entries, binding, chosen)
 
         return await self._db.run(query)
 
@@ -319,6 +336,7 @@ class HistoryStore:
                 )
                 if binding is not None:
                     _bind(conn, session, binding)
+                conn.execute("DELETE FROM session_moods WHERE session = ?", (session,))
                 row = conn.execute(
                     "SELECT generation FROM sessions WHERE session = ?", (session,)
                 ).fetchone()
@@ -336,12 +354,34 @@ class HistoryStore:
         def delete(conn: Conn) -> None:
             with conn.transaction():
                 for table in ("history", "seen_messages", "sessions", "session_bindings",
-                              "reply_addresses", "sent_messages"):  # fmt: skip
+                              "reply_addresses", "sent_messages", "session_moods"):  # fmt: skip
                     conn.executemany(
                         f"DELETE FROM {table} WHERE session = ?", [(s,) for s in sessions]
                     )
 
         await self._db.run(delete)
+
+    async def set_mood(self, session: str, soul: str, mood: str | None) -> None:
+        """Keep the mood `session` moved to under `soul`; None: back to the
+        soul's default (the row goes)."""
+        ts = self._clock()
+
+        def write(conn: Conn) -> None:
+            if mood is None:
+                conn.execute("DELETE FROM session_moods WHERE session = ?", (session,))
+                return
+            conn.execute(
+                "INSERT INTO session_moods (session, soul, mood, ts) VALUES (?, ?, ?, ?) "
+                "ON CONFLICT (session) DO UPDATE SET soul = excluded.soul, "
+                "mood = excluded.mood, ts = excluded.ts",
+                (session, soul, mood, ts),
+            )
+
+        await self._db.run(write)
+
+    async def mood(self, session: str, soul: str) -> str | None:
+        """The mood `session` moved to under `soul`, or None (the default)."""
+        return await self._db.run(lambda conn: read_mood(conn, session, soul))
 
     async def record_sent(self, session: str, message_ids: list[str], text: str) -> None:
         """Keep the platform ids of a reply's messages, with its text (cut to

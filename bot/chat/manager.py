@@ -175,6 +175,15 @@ class SessionManager:
         async with self._lock(route.session):
             await (await self._get(route)).reset()
 
+    async def mood(self, route: Route) -> str | None:
+        """The mood of the route's conversation (`Session.mood`), from the
+        store when it is not live (nothing loaded for it)."""
+        live = self._sessions.get(route.session)
+        if live is not None and live.route.soul == route.soul:
+            return live.mood
+        chosen = await self._parts.store.mood(route.session, route.soul)
+        return self._parts.agent.mood(route, None, chosen)
+
     async def _drop(self, sessions: list[str]) -> None:
         """Take `sessions` out of memory, their running turns cancelled (call
         under their locks)."""

@@ -41,6 +41,13 @@ binding changed), the session starts a new history, as /reset does, so neither
 the new soul's turns nor its heartbeat read what was said under the old one. A
 history whose binding was never recorded (stored by an earlier version) starts
 anew too: under which binding it was said is not known.
+
+A conversation has a mood (`mood`): its soul's `defaultMood` until the model
+moves it to another of the soul's `allowedMoods` with `set_mood`
+(bot/chat/moods.py), kept in the store, so a restart keeps it; `/reset` (and a
+new binding) takes it back to the default, and so does a soul reload that takes
+the mood out of allowedMoods (at the next turn). Each change is one
+`mood.changed` line (soul, session, from, to, reason), never a message's text.
 """
 
 from __future__ import annotations
@@ -69,11 +76,14 @@ from bot.chat.media import (
     refusal,
     split_seen,
 )
+from bot.chat.moods import set_mood_tool
 from bot.chat.turn import Agent, CachedSoul
 from bot.cluster.leases import Leases
 from bot.config.schema import MediaConfig
 from bot.errors import BudgetExceeded, ModelError, ModelRejected
-from bot.types import Inbound, Outbound, ReplyStream, Route
+from bot.soul.persona import Persona
+from bot.soul.prompt import current_mood
+from bot.types import Inbound, Outbound, ReplyStream, Route, Tool
 
 if TYPE_CHECKING:
     from bot.memory.service import Memory
@@ -214,6 +224,7 @@ class Session:
         self._attempted = max(users, default=0)
         self._breakpoint: int | None = None
         self._soul: CachedSoul | None = None  # the soul version the cached prefix holds
+        self._mood = snapshot.mood  # the mood it moved to with set_mood; None: the default
         self._latest: Inbound | None = None
         self._received: dict[int, float] = {}
         self._task: asyncio.Task[None] | None = None
@@ -234,6 +245,49 @@ class Session:
     @property
     def task(self) -> asyncio.Task[None] | None:
         return self._task
+
+    @property
+    def mood(self) -> str | None:
+        """The mood this conversation is in (what its next turn's prompt says,
+        and what speech may take its voice from): the one it moved to with
+        `set_mood` while the soul allows it, else the soul's `defaultMood`;
+        None without either (or while its soul is not loaded and it never moved)."""
+        return self._parts.agent.mood(self.route, self._soul, self._mood)
+
+    def _mood_changed(self, was: str | None, to: str | None, reason: str) -> None:
+        log.info("mood.changed", soul=self.route.soul, session=self.route.session,
+                 reason=reason, to=to, **{"from": was})  # fmt: skip
+
+    async def _set_mood(self, persona: Persona, mood: str | None, reason: str) -> None:
+        """Move to `mood` (None: the default) under `persona` and keep it.
+        Raises what the store raised (nothing changed then)."""
+        was = current_mood(persona, self._mood)
+        await self._parts.store.set_mood(self.route.session, self.route.soul, mood)
+        self._mood = mood
+        self._mood_changed(was, current_mood(persona, mood), reason)
+
+    def _mood_tools(self, persona: Persona | None) -> list[Tool]:
+        """`set_mood` for a turn under `persona`, when it has allowedMoods."""
+        if persona is None or not persona.allowed_moods:
+            return []
+
+        async def change(mood: str) -> None:
+            await self._set_mood(persona, mood, "set_mood")
+
+        return [set_mood_tool(persona, lambda: current_mood(persona, self._mood), change)]
+
+    async def _mood_allowed(self, persona: Persona, shown: str | None) -> None:
+        """After a reload took the mood it moved to out of allowedMoods (the
+        turn's prompt `shown` another), go back to the default, once."""
+        if self._mood is None or shown == self._mood:
+            return
+        was, self._mood = self._mood, None
+        self._mood_changed(was, shown, "no longer in allowedMoods")
+        try:
+            await self._parts.store.set_mood(self.route.session, self.route.soul, None)
+        except Exception as exc:  # the row is ignored while the soul does not allow it
+            log.warning("history.write_failed", error_class=type(exc).__name__,
+                        error=str(exc), what="mood")  # fmt: skip
 
     async def receive(
         self, inbound: Inbound, text: str, pictured: Pictured | None = None, start: bool = True
@@ -329,12 +383,16 @@ class Session:
         `route`, when given)."""
         if self._task is not None:
             await asyncio.gather(self._task, return_exceptions=True)
+        was, chosen = self.mood, self._mood
         self.route = route or self.route
         binding = (self.route.soul, self.route.scope)
         self._generation = await self._parts.store.reset(self.route.session, binding)
         self._binding = binding
         self._entries, self._summary, self._breakpoint = [], None, None
         self._soul = None
+        self._mood = None  # the store's reset dropped it too
+        if chosen is not None:
+            self._mood_changed(was, self.mood, "reset")
         self._unsaved, self._unsent = [], []
         self._pictured = {}
         self._left_out = 0
@@ -550,9 +608,13 @@ class Session:
             async with self._parts.typing(target):
                 prompt = await self._parts.agent.prompt(
                     route, self._summary, history, new, self._breakpoint, self._soul,
-                    turn.context, images,
+                    turn.context, images, self._mood,
                 )  # fmt: skip
-                reply = await self._parts.agent.turn(route, prompt, turn.on_text())
+                persona = prompt.soul.version.soul.persona if prompt.soul else None
+                if persona is not None:
+                    await self._mood_allowed(persona, prompt.mood)
+                reply = await self._parts.agent.turn(route, prompt, turn.on_text(),
+                                                     self._mood_tools(persona))  # fmt: skip
         except BudgetExceeded as exc:
             text, turn.cause = prompts.DAILY_LIMIT, str(exc)
         except ModelRejected as exc:

@@ -2,14 +2,18 @@
 
 Layout (docs/conversations.md), in the order the API caches it: tools; the soul's system
 blocks, ending at a breakpoint (the same bytes for every session on one version
-of the soul); the session's own system blocks (its scope's memory index, the
-compacted-history summary), ending at a breakpoint; the history, with a
+of the soul); the session's own system blocks (its mood, right after the soul's
+hard limits; its scope's memory index; the compacted-history summary), ending at
+a breakpoint; the history, with a
 breakpoint where the previous turn's history ended (so the previous turn's cache
 entry is read) and one at its end; then the per-turn part in the newest user
 message: the recall block, the group chat's unaddressed lines
 (bot/chat/context.py), the clock, the note that asks for a line on the images,
 and the new messages, each with its images before its text.
-Nothing that changes per turn sits above a breakpoint. Images are sent in the
+Nothing that changes per turn sits above a breakpoint, and nothing of one
+conversation above the soul's: a mood change (`set_mood`, bot/chat/moods.py)
+writes that conversation's own blocks and history again, once, and leaves every
+other conversation's prefix as it was, byte for byte. Images are sent in the
 turn of their message only; the history keeps their placeholder.
 
 A session keeps the soul version its cached prefix was written with while that
@@ -32,7 +36,7 @@ from bot.chat.transcript import transcript
 from bot.errors import SoulbotError
 from bot.model.client import ModelClient, OnText, Reply
 from bot.model.usage import CallContext
-from bot.soul.prompt import system_blocks
+from bot.soul.prompt import current_mood, mood_block, system_blocks
 from bot.soul.registry import LiveSoul, SoulRegistry
 from bot.types import Route, Tool
 
@@ -59,12 +63,14 @@ class Prompt:
     """A laid-out request; `breakpoint_id` is the history entry whose block
     carries the history-end breakpoint (None with no history); `soul`, the soul
     version it was laid out with, warm for CACHE_TTL_S once it is sent (None
-    from `layout` alone)."""
+    from `layout` alone); `mood`, the mood its conversation is in (the
+    `current_mood` of that version)."""
 
     system: list[dict[str, Any]]
     messages: list[dict[str, Any]]
     breakpoint_id: int | None
     soul: CachedSoul | None = None
+    mood: str | None = None
 
 
 def _text(text: str, cached: bool = False) -> dict[str, Any]:
@@ -150,6 +156,16 @@ class Agent:
             return cached.version
         return live
 
+    def mood(self, route: Route, cached: CachedSoul | None, chosen: str | None) -> str | None:
+        """The mood a turn of `route` would show now (`current_mood` under the
+        version `soul` picks), for a session that moved to `chosen` (None: it
+        never did); `chosen` itself while the route's soul is not loaded."""
+        try:
+            persona = self.soul(route, cached, self._clock()).soul.persona
+        except SoulbotError:
+            return chosen
+        return current_mood(persona, chosen)
+
     async def prompt(
         self,
         route: Route,
@@ -160,15 +176,20 @@ class Agent:
         cached: CachedSoul | None = None,
         context: Sequence[str] = (),
         images: Mapping[int, Sequence[Image]] | None = None,
+        mood: str | None = None,
     ) -> Prompt:
         """The request for a turn, with the soul version `soul` picks given
         the session's `cached` one; `context`: the group chat's unaddressed
-        lines since the bot last spoke; `images` by entry of `new`. Raises
+        lines since the bot last spoke; `images` by entry of `new`; `mood`:
+        the one the session moved to (None: the soul's default). Raises
         SoulbotError when the soul is gone."""
         now = self._clock()
         version = self.soul(route, cached, now)
         blocks = [b.text for b in system_blocks(version.soul)]
-        session_blocks = []
+        persona = version.soul.persona
+        current = current_mood(persona, mood)
+        mood_text = mood_block(persona, current)
+        session_blocks = [mood_text] if mood_text else []
         turn_blocks = []
         if self._memory is not None:
             index = await self._memory.scope_index(route)
@@ -193,14 +214,22 @@ class Agent:
             turn_blocks.append(prompts.IMAGES_NOTE.format(count=count))
         prompt = layout(blocks, session_blocks, history, new, previous_breakpoint, turn_blocks,
                         images)  # fmt: skip
-        return replace(prompt, soul=CachedSoul(version, now + CACHE_TTL_S))
+        return replace(prompt, soul=CachedSoul(version, now + CACHE_TTL_S), mood=current)
 
-    async def turn(self, route: Route, prompt: Prompt, on_text: OnText | None = None) -> Reply:
-        """Run a turn, streamed to `on_text` when given. Raises BudgetExceeded, ModelError."""
+    async def turn(
+        self,
+        route: Route,
+        prompt: Prompt,
+        on_text: OnText | None = None,
+        own_tools: Sequence[Tool] = (),
+    ) -> Reply:
+        """Run a turn, streamed to `on_text` when given, offering the session's
+        `own_tools` after the others. Raises BudgetExceeded, ModelError."""
         ctx = CallContext(route.soul, route.scope, route.session, route.user, "turn")
         tools = self._memory.tools(route) if self._memory is not None else []
         if self._more_tools is not None:
             tools += self._more_tools(route)
+        tools += own_tools
         return await self._model.complete(ctx, prompt.system, prompt.messages, tools,
                                           on_text=on_text)  # fmt: skip
 

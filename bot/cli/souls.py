@@ -18,12 +18,14 @@ from click.core import ParameterSource
 
 from bot.app.owner import serving
 from bot.app.preflight import (
+    OPERATOR_FAULT,
     console_enabled,
     pick_default_soul,
     platforms,
     refusals,
     store_refusals,
 )
+from bot.chat.history import read_mood
 from bot.chat.places import heartbeat_blocked
 from bot.cli.beside import refuse_beside_a_daemon
 from bot.cli.common import (
@@ -39,16 +41,16 @@ from bot.cli.common import (
 from bot.cli.model_part import model_part
 from bot.config.notes import scope_notes
 from bot.config.schema import Config
-from bot.errors import SoulbotError
+from bot.errors import SoulbotError, StorageError
 from bot.memory.wiki import Wiki
 from bot.soul.loader import Soul
 from bot.soul.persona import persona_from_legacy, soul_id
-from bot.soul.prompt import estimate_tokens, system_blocks
+from bot.soul.prompt import current_mood, estimate_tokens, mood_block, system_blocks
 from bot.soul.registry import SoulRegistry
 from bot.soul.soulfile import new_epoch, rollback_soul
 from bot.soul.soullock import Check, SoulLocks, unchecked
 from bot.soul.workspace import create_workspace
-from bot.storage.db import Database, store_target
+from bot.storage.db import Database, open_conn, store_target
 from bot.storage.postgres import shown
 
 
@@ -334,11 +336,37 @@ def _open_data_dir(config: Config) -> list[str]:
     ]
 
 
+def _stored_mood(config: Config, session: str, soul: str) -> str | None:
+    """The mood `session` moved to under `soul`, from the store (None: none, or no store)."""
+    target = store_target(config.data_dir, config.store.url)
+    if isinstance(target, Path) and not target.is_file():
+        return None
+    try:
+        conn = open_conn(target)
+    except StorageError as exc:
+        fail(str(exc), OPERATOR_FAULT)
+    try:
+        return read_mood(conn, session, soul)
+    finally:
+        conn.close()
+
+
 @click.command()
 @click.argument("soul")
+@click.option(
+    "--session",
+    default=None,
+    help="A conversation's session key (the `session` of its log lines): its mood, read "
+    "from the store, instead of the soul's defaultMood.",
+)
 @common_options
-def prompt(soul: str, config_path: Path | None, log_format: str | None) -> None:
-    """Print SOUL's system prompt exactly as it is sent, block by block."""
+def prompt(
+    soul: str, session: str | None, config_path: Path | None, log_format: str | None
+) -> None:
+    """Print SOUL's system prompt exactly as it is sent, block by block: the soul's
+    blocks (the same for every conversation), then the mood block each conversation
+    has of its own, after them (the soul's defaultMood; with --session, that
+    conversation's mood)."""
     config = setup(config_path, log_format)
     registry, _ = load_registry(config)
     found = registry.get(soul)
@@ -346,10 +374,15 @@ def prompt(soul: str, config_path: Path | None, log_format: str | None) -> None:
         known = ", ".join(s.id for s in registry.all()) or "none"
         click.echo(f"error: no soul with id '{soul}' is loaded (loaded: {known})", err=True)
         raise SystemExit(1)
-    blocks = system_blocks(found)
-    for i, block in enumerate(blocks, 1):
-        click.echo(f"──────── block {i}/{len(blocks)}: {block.kind} ────────")
-        click.echo(block.text)
+    blocks = [(block.kind, block.text) for block in system_blocks(found)]
+    chosen = None if session is None else _stored_mood(config, session, found.id)
+    mood = mood_block(found.persona, current_mood(found.persona, chosen))
+    if mood is not None:
+        whose = "the default" if session is None else "this conversation's"
+        blocks.append((f"mood ({whose}; per conversation, after the soul's cached blocks)", mood))
+    for i, (kind, text) in enumerate(blocks, 1):
+        click.echo(f"──────── block {i}/{len(blocks)}: {kind} ────────")
+        click.echo(text)
 
 
 @click.command()

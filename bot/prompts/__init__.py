@@ -274,6 +274,22 @@ END_CONVERSATION = (
     "Call this when the person says goodbye or otherwise clearly ends the conversation "
     "for now (then answer them as usual)."
 )
+# Moods (bot/soul/prompt.py `mood_block`, bot/chat/moods.py): the first of a
+# conversation's own system blocks, right after the soul's hard limits.
+MOOD_HEADING = "## Mood"
+MOOD_NOW = (
+    "Your mood in this conversation: {mood}. Let it colour your tone and your choice of "
+    "words; it never bends the hard limits above."
+)
+MOOD_NONE = "You are in no particular mood in this conversation."
+MOOD_MAY_CHANGE = (
+    "You may move to another of your moods ({moods}) with the set_mood tool when the "
+    "conversation gives you a reason; it holds in this conversation until you change it."
+)
+SET_MOOD = (
+    "Change your mood in this conversation to one of your moods: {moods}. It stays until "
+    "you change it again or the conversation is reset; then answer as usual."
+)
 # The heartbeat's default `heartbeat.empty_phrases`: a reflection made of one is rejected.
 DEFAULT_EMPTY_PHRASES = (
     "I understand the user better now",

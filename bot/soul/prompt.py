@@ -5,15 +5,21 @@ Order (seeds/SOUL_FILES.md, "Loading Order at Agent Boot"): the SOUL.md body;
 it holds more than its heading; the HEXACO trait paragraph; the hard limits,
 always last. Blocks are kept apart so the runtime can put cache breakpoints
 between them. IDENTITY.md and AGENTS.md are not part of the prompt.
+
+The mood (`mood_block`) is not one of them: it belongs to a conversation (the
+soul's `defaultMood`, or the one it moved to with `set_mood`), so the turn puts
+it first among the conversation's own blocks, right after the hard limits and
+past the breakpoint that ends the soul's (bot/chat/turn.py).
 """
 
 from __future__ import annotations
 
 from dataclasses import dataclass
 
+from bot import prompts
 from bot.soul.files import INDEX_HEADING
 from bot.soul.loader import Soul
-from bot.soul.persona import Hexaco
+from bot.soul.persona import Hexaco, Persona
 
 STYLE_HEADING = "## Style"
 INDEX_BLOCK_HEADING = "## Long-Term Memory (index)"
@@ -93,6 +99,27 @@ def system_blocks(soul: Soul) -> list[PromptBlock]:
             )
         )
     return blocks
+
+
+def current_mood(persona: Persona, chosen: str | None) -> str | None:
+    """The mood a conversation is in: `chosen` (its `set_mood`) while it is one
+    of the persona's allowedMoods, else its defaultMood (None without one)."""
+    if chosen is not None and chosen in persona.allowed_moods:
+        return chosen
+    return persona.default_mood
+
+
+def mood_block(persona: Persona, mood: str | None) -> str | None:
+    """The system block of a conversation in `mood` (`current_mood`): the mood,
+    and the moods the set_mood tool moves between; None for a persona with
+    neither a mood nor allowedMoods."""
+    if mood is None and not persona.allowed_moods:
+        return None
+    now = prompts.MOOD_NOW.format(mood=mood) if mood else prompts.MOOD_NONE
+    lines = [prompts.MOOD_HEADING, now]
+    if persona.allowed_moods:
+        lines.append(prompts.MOOD_MAY_CHANGE.format(moods=", ".join(persona.allowed_moods)))
+    return "\n".join(lines)
 
 
 def estimate_tokens(text: str) -> int:

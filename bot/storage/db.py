@@ -56,9 +56,9 @@ DB_NAME = "soulbot.db"
 #    a crash kept from its chat is sent at the next start (rows before it count as sent).
 # 8: the table session_bindings (the soul and scope a session's history was said under),
 #    so a changed binding starts a new conversation.
-# The tables memory_erasures (bot/cluster/wikilock.py) and session_leases
-# (bot/cluster/leases.py) came without a version of their own: IF NOT EXISTS makes them
-# at every open, on either engine.
+# The tables memory_erasures (bot/cluster/wikilock.py), session_leases
+# (bot/cluster/leases.py) and session_moods (bot/chat/moods.py) came without a version of
+# their own: IF NOT EXISTS makes them at every open, on either engine.
 # 9: SQLite's history ids are AUTOINCREMENT: an id is never given twice, so a row written
 #    after an erase (`forget`) is above every id before it, the ones a live session holds
 #    included (`_autoincrement_history`; PostgreSQL's identity never repeats already).
@@ -198,6 +198,12 @@ CREATE TABLE IF NOT EXISTS session_leases (
     instance TEXT NOT NULL,
     run TEXT NOT NULL,
     expires REAL NOT NULL
+);
+CREATE TABLE IF NOT EXISTS session_moods (
+    session TEXT PRIMARY KEY,
+    soul TEXT NOT NULL,
+    mood TEXT NOT NULL,
+    ts REAL NOT NULL
 );
 CREATE VIRTUAL TABLE IF NOT EXISTS memory_fts USING fts5(
     text, content='memory', content_rowid='id', tokenize='porter unicode61 remove_diacritics 2'

@@ -97,6 +97,7 @@ TABLES: tuple[Table, ...] = (
     ),
     Table("sessions", ("session", "generation"), ("session",)),
     Table("session_bindings", ("session", "soul", "scope"), ("session",)),
+    Table("session_moods", ("session", "soul", "mood", "ts"), ("session",)),
     Table("reply_addresses", ("session", "inbound"), ("session",)),
     Table("seen_messages", ("session", "message_id", "ts"), ("session", "message_id")),
     Table("sent_messages", ("session", "message_id", "text", "ts"), ("session", "message_id")),

@@ -186,6 +186,12 @@ CREATE TABLE IF NOT EXISTS session_leases (
     run TEXT NOT NULL,
     expires DOUBLE PRECISION NOT NULL
 );
+CREATE TABLE IF NOT EXISTS session_moods (
+    session TEXT PRIMARY KEY,
+    soul TEXT NOT NULL,
+    mood TEXT NOT NULL,
+    ts DOUBLE PRECISION NOT NULL
+);
 CREATE TABLE IF NOT EXISTS processes (
     instance TEXT PRIMARY KEY,
     host TEXT NOT NULL,

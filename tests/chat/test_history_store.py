@@ -139,3 +139,26 @@ async def test_an_id_after_an_erase_is_above_every_id_before_it(db: Database) ->
     await store.erase(["gone"])
     after = await store.append_message("gone", 0, "again", "")
     assert after is not None and all(e is not None and after.id > e.id for e in erased)
+
+
+async def test_a_mood_is_kept_under_its_soul_until_a_reset_or_an_erase(db: Database) -> None:
+    store = HistoryStore(db)
+    assert await store.reset("s", ("marlow", "user:t:1")) == 1
+    await store.set_mood("s", "marlow", "wry")
+    await store.set_mood("s", "marlow", "stormy")  # the newest wins
+    assert (await store.load("s")).mood == "stormy"
+    assert await store.mood("s", "marlow") == "stormy"
+    assert await store.mood("s", "lark") is None  # another soul's: none
+    await store.bind("s", ("lark", "user:t:1"))
+    assert (await store.load("s")).mood is None  # said under marlow, not the binding's soul
+    await store.bind("s", ("marlow", "user:t:1"))
+    await store.set_mood("s", "marlow", None)  # back to the default
+    assert (await store.load("s")).mood is None
+    await store.set_mood("s", "marlow", "wry")
+    await store.set_mood("t", "marlow", "calm")
+    assert await store.reset("s", ("marlow", "user:t:1")) == 2
+    assert (await store.load("s")).mood is None
+    await store.set_mood("s", "marlow", "wry")
+    await store.erase(["s"])
+    assert await store.mood("s", "marlow") is None
+    assert await store.mood("t", "marlow") == "calm"  # another session's stays

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
 import shutil
@@ -13,6 +14,7 @@ from pathlib import Path
 import pytest
 
 from bot import __version__
+from bot.storage.db import open_conn
 from tests.kit import example_souls
 from tests.run_cli import soulbot
 
@@ -118,9 +120,28 @@ def test_prompt_prints_blocks_in_order(example: Path) -> None:
     out = result.stdout
     separators = [line for line in out.splitlines() if line.startswith("────────")]
     kinds = [line.split(": ")[1].split()[0] for line in separators]
-    assert kinds == ["soul", "style", "memory_index", "traits", "hard_limits"]
+    assert kinds == ["soul", "style", "memory_index", "traits", "hard_limits", "mood"]
     assert out.index("## Style") > out.index("You are Wren")
-    assert out.rstrip().endswith("as if they were professional advice")
+    assert out.index("## Mood") > out.index("as if they were professional advice")
+    assert "block 6/6: mood (the default; per conversation, after the soul's cached" in out
+    assert "Your mood in this conversation: warm." in out
+    assert "(warm, playful, thoughtful, focused) with the set_mood tool" in out
+
+
+def test_prompt_shows_a_conversations_mood(example: Path) -> None:
+    """With --session, the mood that conversation moved to, read from the store;
+    a session that never moved (or moved under another soul) has the default."""
+    (example / "data").mkdir()
+    with contextlib.closing(open_conn(example / "data" / "soulbot.db")) as conn:
+        conn.execute("INSERT INTO session_moods (session, soul, mood, ts) VALUES "
+                     "('telegram:42', 'wren', 'playful', 1.0), "
+                     "('telegram:7', 'twinkle', 'playful', 1.0)")  # fmt: skip
+    moved = soulbot("prompt", "wren", "--session", "telegram:42", cwd=example)
+    assert moved.returncode == 0, moved.stderr
+    assert "block 6/6: mood (this conversation's;" in moved.stdout
+    assert "Your mood in this conversation: playful." in moved.stdout
+    other = soulbot("prompt", "wren", "--session", "telegram:7", cwd=example)
+    assert "Your mood in this conversation: warm." in other.stdout
 
 
 def test_prompt_of_an_unknown_soul(example: Path) -> None:

@@ -18,11 +18,12 @@ from bot.app.owner import own_data_dir
 from bot.chat.history import HistoryStore
 from bot.memory.store import NewTrace, TraceStore
 from bot.storage.db import DB_NAME, Database
+from bot.storage.migrate import TABLES as COPIED
 from tests.engines import postgres_schema
 from tests.run_cli import REPO, soulbot
 
 PASSWORD = "s3cret-pw"
-TABLES = 12
+TABLES = len(COPIED)  # one count line each
 
 
 @pytest.fixture

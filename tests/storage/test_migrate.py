@@ -109,6 +109,7 @@ async def fill(target: Path | str, words: tuple[str, str] = ("tea", "pears")) ->
             await history.record_sent(session, [f"s{n}a", f"s{n}b"], reply.text)
             await history.compact(session, generation, [first.id, reply.id], "likes tea")
             await history.append_message(session, generation, f"and {words[1]}", f"m{n}x")
+            await history.set_mood(session, "lark", ("wry", "stormy")[n])
         ledger = Ledger(db, budget=config().budget, admins=config().admins, clock=clock)
         for who, source, tokens in [
             ("telegram:42", "turn", 300),
@@ -332,9 +333,9 @@ class StopAfter:
             raise Stop(table)
 
 
-# Two rows a batch: usage's 5 rows are 3 batches, memory's 5 are the 19th to 21st, and
-# the 22nd is the last (the folds), before the budget totals.
-@pytest.mark.parametrize(("batches", "table"), [(3, "usage"), (20, "memory"), (22, "memory_folds")])
+# Two rows a batch: usage's 5 rows are 3 batches, memory's 5 are the 20th to 22nd, and
+# the 23rd is the last (the folds), before the budget totals.
+@pytest.mark.parametrize(("batches", "table"), [(3, "usage"), (21, "memory"), (23, "memory_folds")])
 async def test_a_stopped_copy_run_again_ends_as_one_run_does(
     store: Path, pg: str, batches: int, table: str
 ) -> None:
