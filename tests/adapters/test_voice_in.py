@@ -4,12 +4,16 @@ the transcription fake, which decodes the real OGG/Opus it gets."""
 
 from __future__ import annotations
 
+import asyncio
 from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
+from dataclasses import replace
 from pathlib import Path
 
 from bot import prompts
 from bot.app.runtime import Runtime
+from bot.chat.voice import weight
+from bot.types import Audio, Inbound
 from tests.adapters.test_discord import ADMIN as DISCORD_ADMIN
 from tests.adapters.test_discord import discord_bot
 from tests.adapters.test_telegram import ADMIN, GROUP, telegram
@@ -175,3 +179,23 @@ async def test_an_unaddressed_group_note_is_a_placeholder_unless_transcribed(
         context = "\n".join(user_texts(model.requests[0]))
         assert expected in context, context
         assert ears.attempts == (mode == "transcribe")
+
+
+async def test_a_spent_budget_refuses_a_note_before_its_download(tmp_path: Path) -> None:
+    budget = "budget: {daily_tokens_per_admin: 5}\n"
+    async with heard_on_telegram(tmp_path, extra=budget) as (tg, model, _, ears):
+        tg.push_message(ADMIN, None, user_id=ADMIN, extra=tg.voice_extra(NOTE))
+        [line] = await tg.wait_sent(1)
+    reason = prompts.VOICE_BUDGET.format(kind="voice note")
+    assert line["text"] == prompts.VOICE_REFUSED.format(reasons=reason)
+    assert tg.downloads == [] and ears.attempts == 0 and model.requests == []
+
+
+def test_a_voice_note_counts_one_message_a_started_minute() -> None:
+    def note(seconds: float | None) -> Audio:
+        return Audio("voice", "audio/ogg", seconds, 1, fetch=lambda limit: asyncio.sleep(0, b""))
+
+    spoken = Inbound("telegram", "1", "1", "Ann", "hi", True, spoken=True)
+    assert weight(replace(spoken, audio=(note(5.0),))) == 1
+    assert weight(replace(spoken, audio=(note(60.0),))) == 1
+    assert weight(replace(spoken, audio=(note(61.0), note(None)))) == 2
