@@ -13,8 +13,11 @@ What a message carries (adapters/discord_media.py): image attachments (PNG,
 JPEG, GIF, WebP by `content_type`, or by file name when Discord gives none)
 become `images`, `Media` with their declared sizes, that the core downloads
 (`Attachment.read`) only for a message it answers, and holds to
-`media.max_images` and to the size the model takes. Other attachments (audio,
-video, files) are not read: a message with nothing else (no text, no image) is
+`media.max_images` and to the size the model takes. A voice message (flag
+1 << 13, its recording an audio/ogg attachment with `duration_secs`) and audio
+attachments become `audio`, `Audio` downloaded from their CDN URL when the core
+hears them, no further than its byte cap. Other attachments (video, files) are
+not read: a message with nothing else (no text, image or audio) is
 `media=True`, which the router answers with its one line. A sticker is text,
 `[sticker: <name>]`. A reply carries `reply_to_id`, and `quote` when Discord
 resolved the message it replies to (its author's display name, its whole text
@@ -303,7 +306,7 @@ class DiscordAdapter:
             return
         try:
             inbound = self._inbound(message, client.user)
-            if inbound.text.strip() or inbound.images or inbound.media:
+            if inbound.text.strip() or inbound.images or inbound.audio or inbound.media:
                 await self._deliver(inbound)  # addressed or not: the router gates it
         except Exception as exc:  # one message never stops the client
             log.error("adapter.error", adapter=self.name, stage="message",
@@ -319,7 +322,11 @@ class DiscordAdapter:
         if message.stickers:
             text = " ".join([text, *discord_media.sticker_tags(message)]).strip()
         images = discord_media.images(message.attachments)
-        others = any(discord_media.image_type(a) is None for a in message.attachments)
+        audio = discord_media.audio(message)
+        others = any(
+            discord_media.image_type(a) is None and not discord_media.is_audio(a)
+            for a in message.attachments
+        )
         quote = discord_media.quote(message, me)
         reference = message.reference
         channel = message.channel
@@ -338,10 +345,11 @@ class DiscordAdapter:
             guild_id=str(message.guild.id) if message.guild else None,
             ts=message.created_at.timestamp(),
             private_thread=in_thread and channel.type == discord.ChannelType.private_thread,
-            media=others and not text.strip() and not images,
+            media=others and not text.strip() and not images and not audio,
             quote=quote,
             reply_to_id=str(reference.message_id) if reference and reference.message_id else None,
             images=images,
+            audio=audio,
         )
 
     def _is_command(self, rest: str) -> bool:

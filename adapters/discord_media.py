@@ -3,17 +3,20 @@ adapter's inbound side; adapters/discord_adapter.py says what it does).
 
 `images` picks the image attachments (by media type, else by file name) as
 `Media` to download later (the core holds them to `media.max_images` and to
-the size the model takes); `sticker_tags` writes stickers into the text; `quote` is the message a
-reply quotes, when Discord resolved it.
+the size the model takes); `audio` picks a voice message's recording and the
+audio attachments as `Audio`, downloaded when the core hears them, from their
+CDN URL, no further than its byte cap; `sticker_tags` writes stickers into
+the text; `quote` is the message a reply quotes, when Discord resolved it.
 """
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Awaitable, Callable, Sequence
 
 import discord
 
-from bot.types import IMAGE_TYPES, Media, Quote
+from adapters.download import read_capped
+from bot.types import IMAGE_TYPES, Audio, Media, Quote
 
 _BY_EXTENSION = {".png": "image/png", ".jpg": "image/jpeg", ".jpeg": "image/jpeg",
                  ".gif": "image/gif", ".webp": "image/webp"}  # fmt: skip
@@ -45,6 +48,37 @@ def images(attachments: Sequence[discord.Attachment]) -> tuple[Media, ...]:
     )
 
 
+def is_audio(attachment: discord.Attachment) -> bool:
+    """Whether the attachment is a voice message's recording or an audio file."""
+    mime = (attachment.content_type or "").split(";", 1)[0].strip().lower()
+    return attachment.is_voice_message() or mime.startswith("audio/")
+
+
+def audio(message: discord.Message) -> tuple[Audio, ...]:
+    """A voice message's recording (`voice`) and the audio attachments
+    (`audio`) as `Audio`, with their announced length and size."""
+    voice = message.flags.voice
+    return tuple(
+        Audio(
+            kind="voice" if voice or attachment.is_voice_message() else "audio",
+            mime=(attachment.content_type or "audio/ogg").split(";", 1)[0].strip().lower(),
+            seconds=attachment.duration,
+            size=attachment.size,
+            fetch=_capped(attachment.url),
+            name="" if voice else attachment.filename,
+        )
+        for attachment in message.attachments
+        if is_audio(attachment)
+    )
+
+
+def _capped(url: str) -> Callable[[int], Awaitable[bytes]]:
+    async def fetch(limit: int) -> bytes:
+        return await read_capped(url, limit)
+
+    return fetch
+
+
 def sticker_tags(message: discord.Message) -> list[str]:
     """`[sticker: <name>]` for each sticker the message carries."""
     return [f"[sticker: {sticker.name}]" for sticker in message.stickers]
@@ -55,6 +89,8 @@ def stand_in(message: discord.Message) -> str:
     `[file]`, its stickers' tags (each that applies, in that order)."""
     if message.content:
         return message.content
+    if message.flags.voice:
+        return "[voice message]"
     kinds = [image_type(a) is not None for a in message.attachments]
     tags = ["[image]"] * any(kinds) + ["[file]"] * (not all(kinds))
     return " ".join([*tags, *sticker_tags(message)])

@@ -18,12 +18,14 @@ image/jpeg) in the largest size Telegram announces at most `IMAGE_BYTES`
 size); a PNG, JPEG, GIF or WebP sent as a file is a `Media` ("image"). The
 core holds images to the size the model takes. Nothing is downloaded until the
 core calls `fetch` (getFile, then the file from `base_file_url`). A voice
-note, video, audio, animation or other file sets `media` (the router answers
-it with one line). A reply to a message (not the forum topic's first
+note or an audio file is an `Audio` (its announced duration, size and type),
+downloaded, when the core hears it, no further than the core's byte cap. A
+video, animation or other file sets `media` (the router answers it with one
+line). A reply to a message (not the forum topic's first
 message, which every message of a topic "replies" to) carries `reply_to_id`
 and a `Quote`: the parent's sender, the part quoted when the person picked
-one, else the parent's text or caption, else "[photo]", "[sticker 😀]" or
-"[file]"; not cut (the core cuts it).
+one, else the parent's text or caption, else "[photo]", "[sticker 😀]",
+"[voice note]" or "[file]"; not cut (the core cuts it).
 
 Privacy mode: getMe's `can_read_all_group_messages` false means Telegram
 delivers only commands, mentions and replies from groups; the adapter then
@@ -385,6 +387,7 @@ class TelegramAdapter:
             quote=quote_of(message, parent, self._bot_id) if parent is not None else None,
             reply_to_id=str(parent.message_id) if parent is not None else None,
             images=things.images,
+            audio=things.audio,
         )
 
     # -- outbound -----------------------------------------------------------------------

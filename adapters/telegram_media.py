@@ -1,6 +1,8 @@
 """What a Telegram message carries besides its text, in our terms: the images
-to download (`Media`; the core refuses one too large), the text of a caption
-or a sticker, and the message it replies to (`Quote`).
+to download (`Media`; the core refuses one too large), the voice notes and
+audio files to download and transcribe (`Audio`; the core checks their
+announced length and size first), the text of a caption or a sticker, and the
+message it replies to (`Quote`).
 
 Pure functions of PTB's `Message`, no I/O but the `fetch` coroutines they
 build; adapters/telegram_adapter.py hands them a `Bot` and the size limit.
@@ -11,13 +13,18 @@ from __future__ import annotations
 import re
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
+from typing import Literal
 
-from telegram import Bot, Message, MessageEntity, PhotoSize
+from telegram import Audio as TelegramAudio
+from telegram import Bot, Message, MessageEntity, PhotoSize, Voice
 
-from bot.types import IMAGE_BYTES, IMAGE_TYPES, Media, Quote
+from adapters.download import read_capped
+from bot.types import IMAGE_BYTES, IMAGE_TYPES, Audio, Media, Quote
 
 # Media a message may carry that is not read (the router answers with its one line).
-UNREAD = ("voice", "video", "video_note", "audio", "animation", "document")
+UNREAD = ("video", "video_note", "animation", "document")
+# What a quote says of a message that carries one of these.
+_FILES = ("voice", "audio", *UNREAD)
 
 
 @dataclass(frozen=True)
@@ -27,10 +34,11 @@ class Carried:
 
     images: tuple[Media, ...] = ()
     unread: bool = False
+    audio: tuple[Audio, ...] = ()
 
     @property
     def anything(self) -> bool:
-        return bool(self.images or self.unread)
+        return bool(self.images or self.unread or self.audio)
 
 
 def body(message: Message) -> tuple[str | None, dict[MessageEntity, str]]:
@@ -75,8 +83,12 @@ def sticker_text(message: Message) -> str | None:
 def carried(message: Message, bot: Bot) -> Carried:
     """The images `message` carries (a photo in the largest size that fits
     IMAGE_BYTES, else its smallest, which the core refuses by its size; an
-    image sent as a file), and whether it carries media that is not read (a
-    voice note, a video, an animation, a file that is no image)."""
+    image sent as a file), its voice note or audio file, and whether it carries
+    media that is not read (a video, an animation, a file that is no image)."""
+    if message.voice is not None:
+        return Carried(audio=(_audio("voice", message.voice, bot),))
+    if message.audio is not None:
+        return Carried(audio=(_audio("audio", message.audio, bot),))
     if message.photo:
         chosen = _largest_fitting(message.photo, IMAGE_BYTES) or min(
             message.photo, key=lambda p: p.file_size or 0
@@ -91,6 +103,29 @@ def carried(message: Message, bot: Bot) -> Carried:
             media = Media("image", mime, document.file_size, fetch, document.file_name or "")
             return Carried(images=(media,))
     return Carried(unread=any(getattr(message, kind, None) for kind in UNREAD))
+
+
+def _audio(kind: Literal["voice", "audio"], file: Voice | TelegramAudio, bot: Bot) -> Audio:
+    """A voice note or audio file as `Audio`, its announced length and size
+    read from its fields (`to_dict`: PTB's `duration` property warns)."""
+    fields = file.to_dict()
+    default = "audio/ogg" if kind == "voice" else "audio/mpeg"
+    name = fields.get("file_name") or ""
+    return Audio(kind, (file.mime_type or default).lower(), fields.get("duration"),
+                 file.file_size, _capped_fetcher(bot, file.file_id), name)  # fmt: skip
+
+
+def _capped_fetcher(bot: Bot, file_id: str) -> Callable[[int], Awaitable[bytes]]:
+    """getFile, then the file from its URL, stopped past the limit."""
+
+    async def fetch(limit: int) -> bytes:
+        file = await bot.get_file(file_id)
+        path = file.file_path or ""
+        if path.startswith(("http://", "https://")):
+            return await read_capped(path, limit)
+        return bytes(await file.download_as_bytearray())[: limit + 1]  # a local Bot API server
+
+    return fetch
 
 
 def _largest_fitting(sizes: tuple[PhotoSize, ...], max_bytes: int) -> PhotoSize | None:
@@ -140,7 +175,9 @@ def quote_of(message: Message, parent: Message, bot_id: int) -> Quote:
         text = "[photo]"
     elif parent.sticker is not None:
         text = f"[sticker {parent.sticker.emoji}]" if parent.sticker.emoji else "[sticker]"
-    elif any(getattr(parent, kind, None) for kind in UNREAD):
+    elif parent.voice is not None:
+        text = "[voice note]"
+    elif any(getattr(parent, kind, None) for kind in _FILES):
         text = "[file]"
     else:
         text = "[message]"

@@ -20,6 +20,7 @@
     │   ├── ModelUnavailable   timeouts, connection errors, 5xx, 529, 429: worth another try
     │   └── ModelRejected      a 4xx our request caused: another try gets the same answer
     │       └── ToolsUnsupported  a call that needs a tool, to a server known to have none
+    ├── TranscriptionFailed  a voice note the transcription service did not turn into text
     ├── DataDirInUse         another daemon serves from the same data_dir
     ├── StorageError         data_dir or the database cannot be used: which path, why, what to do
     │   └── StoreUnavailable   a store call timed out or lost its server: worth another try
@@ -124,6 +125,18 @@ class ToolsUnsupported(ModelRejected):
     refused (a 400) by a model server known not to do tool calling. The same
     request fails again; the work waits, its inputs kept, for a server with tool
     calling (docs/model-servers.md)."""
+
+
+class TranscriptionFailed(SoulbotError):
+    """The transcription service did not answer with a transcript (unreachable,
+    a timeout, an error status, an answer that is no transcript). `reason`:
+    the failure in a few words for the person (`the service answered 429`);
+    the message adds the service's own words for the log, never a secret."""
+
+    def __init__(self, reason: str, detail: str = "", status: int | None = None) -> None:
+        super().__init__(f"{reason}: {detail}" if detail else reason)
+        self.reason = reason
+        self.status = status
 
 
 class InvalidWikiPageIdError(SoulbotError):

@@ -2,9 +2,10 @@
 model and memory. Frozen dataclasses, no I/O.
 
 `Inbound` / `Outbound` are the adapter seam's messages (a `Quote` is the
-message an inbound one replies to, a `Media` an image it carries, not yet
-downloaded; an `Attachment` is a file a reply carries, and a `ReplyStream` a
-reply shown while the model writes it); `Route` says where a conversation lives; `Scope` and
+message an inbound one replies to, a `Media` an image it carries and an
+`Audio` a voice note or audio file it carries, neither downloaded yet; an
+`Attachment` is a file a reply carries, and a `ReplyStream` a reply shown while
+the model writes it); `Route` says where a conversation lives; `Scope` and
 `SessionKey` are the keys it is made of, and validate their parts, so a
 scope's folder is built only from checked parts;
 `Tool` is a tool the model may call; `ShutdownStep` is one step of the
@@ -32,6 +33,7 @@ __all__ = [
     "SHARED",
     "AdapterStartError",
     "Attachment",
+    "Audio",
     "Inbound",
     "Media",
     "Outbound",
@@ -93,6 +95,25 @@ class Media:
 
 
 @dataclass(frozen=True)
+class Audio:
+    """A voice note (`voice`: Telegram's voice note, Discord's voice message)
+    or an audio file (`audio`) a message carries, not downloaded yet (the core
+    downloads it only for a message it hears): its media type as announced, its
+    length in seconds and its size in bytes as the platform announces them
+    (None when it does not), `fetch(limit)`, which downloads at most `limit` + 1
+    bytes (more than `limit` means the file is larger: the download stops
+    there; raises on any failure), and its file name as the person sent it
+    ("" for a voice note)."""
+
+    kind: Literal["voice", "audio"]
+    mime: str
+    seconds: float | None
+    size: int | None
+    fetch: Callable[[int], Awaitable[bytes]] = field(repr=False, compare=False)
+    name: str = ""
+
+
+@dataclass(frozen=True)
 class Inbound:
     """One message from a platform, in our own terms."""
 
@@ -111,18 +132,22 @@ class Inbound:
     private_thread: bool = False
     """A thread only its members can read (a Discord private thread)."""
     media: bool = False
-    """A voice note, video or file came that is not read (no text, no image)."""
+    """A video or file came that is not read (no text, no image, no audio)."""
     quote: Quote | None = None
     """The message this one replies to, when the platform gives it."""
     reply_to_id: str | None = None
     """The platform id of the message this one replies to."""
     images: tuple[Media, ...] = ()
     """The images it carries (a photo, image attachments), to download."""
+    audio: tuple[Audio, ...] = ()
+    """The voice notes and audio files it carries, to download and transcribe."""
+    spoken: bool = False
+    """The person spoke it: `text` is the transcript of a voice note."""
 
     def address(self) -> str:
         """The message as JSON, without its text, its quote and its media: the
         reply address a session keeps (`from_address` reads it back)."""
-        skip = {"text", "quote", "images"}
+        skip = {"text", "quote", "images", "audio"}
         plain = {f.name: getattr(self, f.name) for f in fields(self) if f.name not in skip}
         return json.dumps({**plain, "text": ""})
 

@@ -28,6 +28,7 @@ from bot.chat.reflect import Reflector
 from bot.chat.router import Router
 from bot.chat.sessions import SessionParts
 from bot.chat.turn import Agent
+from bot.chat.voice import Hearing
 from bot.cluster.cluster import Cluster
 from bot.config.schema import Config
 from bot.errors import AdapterStartError, SoulbotError
@@ -40,6 +41,7 @@ from bot.soul.registry import SoulRegistry
 from bot.soul.soullock import SoulLocks
 from bot.storage.db import Database, store_target
 from bot.types import Inbound, Outbound, ReplyStream
+from bot.voice.transcribe import Transcriber
 
 log = structlog.get_logger(__name__)
 
@@ -136,7 +138,12 @@ class Runtime:
             commands = Commands(registry=registry, sessions=sessions, memory=memory,
                                 access=access, db=db, souls=souls, send=send,
                                 notes=notes)  # fmt: skip
-            router = Router(config, default_soul, sessions, send, access, commands)
+            heard = config.voice.transcription
+            transcriber = None
+            if heard.base_url is not None:
+                transcriber = await stack.enter_async_context(Transcriber(heard))
+            hearing = Hearing(heard, transcriber, ledger)
+            router = Router(config, default_soul, sessions, send, access, commands, hearing)
             # Kept images age out even after `media.keep` is turned off.
             retention = Retention(config.retention, db, config.data_dir / MEDIA_FOLDER)
             runtime = cls(config, registry, db, ledger, model, memory, sessions, router,

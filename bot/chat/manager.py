@@ -88,15 +88,22 @@ class SessionManager:
         return False
 
     async def deliver(
-        self, route: Route, inbound: Inbound, text: str, pictured: Pictured | None = None
+        self,
+        route: Route,
+        inbound: Inbound,
+        text: str,
+        pictured: Pictured | None = None,
+        start: bool = True,
     ) -> None:
         """Hand a message to its session, in arrival order; a platform message id
-        seen before is dropped. When the store fails, raises what it raised (the
-        caller apologises), and the message is held: the session's next message
-        stores it first, and one turn answers both."""
+        seen before is dropped. Without `start`, it is stored and waits for the
+        next message's turn (a voice note not heard: nothing to answer). When the
+        store fails, raises what it raised (the caller apologises), and the
+        message is held: the session's next message stores it first, and one
+        turn answers both."""
         async with self._lock(route.session):
             held = self._held.pop(route.session, [])
-            await self._take(route, [*held, _Held(route, inbound, text, pictured)], start=True)
+            await self._take(route, [*held, _Held(route, inbound, text, pictured)], start=start)
         self._sweep()
 
     async def _take(self, route: Route, waiting: list[_Held], start: bool) -> None:

@@ -17,6 +17,12 @@ messages, so a reply to the bot is known after a restart too. The images of
 an answered message are screened here (bot/chat/media.py: how many, their
 announced size), and downloaded by its session when its turn starts; what is
 refused here is said in one line, and the message goes on with what is left.
+A voice note of an answered message is heard here (bot/chat/voice.py): its
+transcript becomes the person's words (`Inbound.spoken`); a note not heard is
+said in one line and kept as its placeholder, answered with the next message
+when nothing else came with it. An unaddressed group voice note is context as
+its transcript with `voice.transcription.in_groups: transcribe`, else as its
+placeholder.
 
 Session keys: `discord:<channel_id>` (a thread is its own channel),
 `discord:dm:<user_id>`, `telegram:<chat_id>` (+ `:<topic_id>` in forum groups),
@@ -47,6 +53,8 @@ from bot.chat.manager import SessionManager
 from bot.chat.media import Pictured, placeholder, refusal, screen
 from bot.chat.places import binding_for, memory_mode, memory_scope
 from bot.chat.sessions import Send, internal_cause, reply_to, send_safely
+from bot.chat.voice import Hearing
+from bot.chat.voice import placeholder as voice_placeholder
 from bot.config.schema import Binding, Config, GroupRule
 from bot.errors import InvalidKeyError, StoreUnavailable
 from bot.text import valid
@@ -117,6 +125,7 @@ class Router:
         send: Send,
         access: Access,
         commands: Commands,
+        hearing: Hearing | None = None,
     ) -> None:
         self._queues: dict[str, deque[Inbound]] = {}
         self._workers: dict[str, asyncio.Task[None]] = {}
@@ -126,6 +135,7 @@ class Router:
         self._send = send
         self._access = access
         self._commands = commands
+        self._hearing = hearing or Hearing(config.voice.transcription, None)
 
     def _binding(self, inbound: Inbound) -> Binding | None:
         return binding_for(self._config.bindings, inbound)
@@ -200,7 +210,7 @@ class Router:
         message addressed to the bot is answered with one honest line)."""
         text = clean_text(inbound.text)
         inbound = replace(inbound, text=text, user_name=clean_name(inbound.user_name))
-        if not text and not inbound.media and not inbound.images:
+        if not text and not inbound.media and not inbound.images and not inbound.audio:
             return
         try:
             inbound = await self._resolve_reply(inbound)
@@ -217,9 +227,9 @@ class Router:
             elif not command and not (
                 inbound.mentions_bot or inbound.reply_to_bot or self.group_rule(inbound) == "always"
             ):
-                self._overhear(inbound)
+                await self._overhear(inbound)
                 return
-            if not text and not inbound.images:
+            if not text and not inbound.images and not inbound.audio:
                 # media that is not read, past the gate like any message
                 await send_safely(self._send, reply_to(inbound, prompts.TEXT_ONLY))
                 return
@@ -229,17 +239,26 @@ class Router:
                     reply = await self._commands.run(inbound, route, text)
                     await send_safely(self._send, reply_to(inbound, reply))
                 return
-            pictured = await self._pictures(inbound)
-            if pictured is not None and not pictured.media and not text:
-                return  # nothing left to answer: the refusal said why
             prefix = "" if inbound.is_dm else f"{inbound.user_name}: "
             if inbound.quote is not None:
                 prefix += quote_line(inbound.quote) + "\n"
+            unheard = ""
+            if inbound.audio:
+                inbound, unheard = await self._hear(inbound, route)
+                text = inbound.text
+                if not text and not inbound.images:  # nothing to answer: the line said why
+                    await self._sessions.deliver(route, inbound, prefix + unheard, start=False)
+                    return
+            pictured = await self._pictures(inbound)
+            if pictured is not None and not pictured.media and not text:
+                return  # nothing left to answer: the refusal said why
             if pictured is not None:
                 pictured = replace(pictured, prefix=prefix)
                 rendered = pictured.row()
             else:
                 rendered = prefix + text
+            if unheard:
+                rendered += f"\n{unheard}"
             await self._sessions.deliver(route, inbound, rendered, pictured)
         except Exception as exc:  # the dispatch boundary: one line, the loop lives on
             log.exception("router.failed", platform=inbound.platform, error=str(exc))
@@ -262,17 +281,46 @@ class Router:
             return inbound
         return replace(inbound, reply_to_bot=True, quote=Quote("", sent, from_bot=True))
 
-    def _overhear(self, inbound: Inbound) -> None:
+    async def _hear(self, inbound: Inbound, route: Route) -> tuple[Inbound, str]:
+        """The message with its voice notes heard: its text their transcripts
+        (its caption after them) and `spoken` when one was heard; and the
+        placeholders of those not heard, for its history row. What was not
+        heard is said in one line."""
+        if not self._hearing.configured:
+            await send_safely(self._send, reply_to(inbound, prompts.VOICE_NOT_CONFIGURED))
+            return inbound, voice_placeholder(inbound.audio)
+        heard = await self._hearing.hear(inbound, route)
+        line = heard.line()
+        if line is not None:
+            await send_safely(self._send, reply_to(inbound, line))
+        if not heard.words:
+            return replace(inbound, audio=heard.audio), heard.row
+        text = clean_text(" ".join(part for part in (heard.words, inbound.text) if part))
+        return replace(inbound, text=text, spoken=True, audio=heard.audio), heard.row
+
+    async def _overhear(self, inbound: Inbound) -> None:
         """Keep an unaddressed group message as context (see the module docstring)."""
         route = self.route(inbound)
         groups = self._config.groups
         body = inbound.text
         if inbound.images:  # never downloaded for a line the bot does not answer
             body = placeholder(_kinds(inbound), True, inbound.text)
+        elif inbound.audio:
+            body = await self._overheard_voice(inbound, route)
         elif not body:
             return
         remember = groups.remember_unaddressed and route.scope.startswith("chat:")
         self._sessions.overhear(route, inbound, body, remember)
+
+    async def _overheard_voice(self, inbound: Inbound, route: Route) -> str:
+        """What a group's unaddressed voice note gives the next turn: its
+        transcript (`in_groups: transcribe`; charged to the chat; a note not
+        heard is its placeholder, and nobody is told), else its placeholder."""
+        parts = [inbound.text] if inbound.text else []
+        if not self._hearing.in_groups:
+            return " ".join([voice_placeholder(inbound.audio), *parts])
+        heard = await self._hearing.hear(inbound, route)
+        return clean_text(" ".join(p for p in (heard.words, heard.row, *parts) if p))
 
     async def _pictures(self, inbound: Inbound) -> Pictured | None:
         """The images of an answered message, screened (not downloaded), with

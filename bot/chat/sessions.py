@@ -10,7 +10,8 @@ sessions leave memory and come back from SQLite.
 A group chat's lines not addressed to the bot (bot/chat/context.py) go to the
 next turn of their session. A message's images (bot/chat/media.py) wait,
 not downloaded, for its turn (the newest `media.max_images` of those waiting;
-each counts as a message against the rate limit), are downloaded when it
+each counts as a message against the rate limit, and a voice note one a
+started minute: bot/chat/voice.py), are downloaded when it
 starts and go to the model in that turn only; its history row and its memory
 trace keep a placeholder, with the line the model began its answer with ("[seen: ...]",
 not sent). The reply streams where the adapter can (`ReplyStream`): what is
@@ -78,6 +79,7 @@ from bot.chat.media import (
 )
 from bot.chat.moods import set_mood_tool
 from bot.chat.turn import Agent, CachedSoul
+from bot.chat.voice import weight as voice_weight
 from bot.cluster.leases import Leases
 from bot.config.schema import MediaConfig
 from bot.errors import BudgetExceeded, ModelError, ModelRejected
@@ -307,7 +309,7 @@ class Session:
         self._entries.append(entry)
         self._received[entry.id] = time.perf_counter()
         self._latest = inbound
-        weight = 1
+        weight = voice_weight(inbound) if inbound.spoken else 1
         if pictured is not None and pictured.media:
             self._pictured[entry.id] = pictured  # its trace waits for the model's note
             self._left_out += keep_newest(self._pictured, self._parts.media.max_images)

@@ -447,6 +447,45 @@ class MediaConfig(_Section):
     its turn only; the history and the traces keep a one-line placeholder)."""
 
 
+class TranscriptionConfig(_Section):
+    """Voice notes heard (`voice.transcription:`): an OpenAI-compatible `/v1/audio/transcriptions`
+    endpoint (OpenAI, Groq, a local whisper server)."""
+
+    base_url: str | None = None
+    """Where the endpoint is served, up to `/v1` (`https://api.openai.com/v1`); empty: voice
+    notes are not transcribed (the person is told in one line)."""
+    model: str = Field("whisper-1", min_length=1)
+    """The transcription model (`whisper-1`, `gpt-4o-mini-transcribe`, Groq's
+    `whisper-large-v3-turbo`)."""
+    api_key: Secret = SecretStr("")
+    """The key, sent as `Authorization: Bearer` (`${OPENAI_API_KEY}`); empty for a local server
+    that takes none."""
+    max_seconds: int = Field(300, ge=1)
+    """The longest voice note heard; a longer one is refused with one line, before it is
+    downloaded."""
+    max_bytes: int = Field(20_000_000, ge=1)
+    """The largest voice note heard, in bytes; a larger one is refused with one line, and never
+    downloaded past this size."""
+    usd_per_minute: float = Field(0.006, ge=0)
+    """US dollars a minute of audio costs, for the ledger (`soulbot usage`)."""
+    timeout_s: float = Field(60.0, gt=0)
+    """Seconds a voice note's download and its transcription may take, each."""
+    in_groups: Literal["placeholder", "transcribe"] = "placeholder"
+    """A group voice note not addressed to the bot: `placeholder` gives the next turn a line
+    saying one came (nothing is downloaded); `transcribe` gives it the transcript (each such
+    note is paid for)."""
+
+    _blank = field_validator("base_url", mode="before")(_empty_is_none)
+    _url = field_validator("base_url")(_check_url)
+
+
+class VoiceConfig(_Section):
+    """Voice notes (`voice:`)."""
+
+    transcription: TranscriptionConfig = TranscriptionConfig()
+    """Voice notes in: transcribed, and answered as the person's words."""
+
+
 class RetentionConfig(_Section):
     """How long records no turn reads any more are kept (`retention:`); the nightly job
     deletes what is older, in small batches. `null` keeps them for ever. `/forget` erases a
@@ -598,6 +637,8 @@ class Config(_Section):
     """Group chats: the context the bot is given."""
     media: MediaConfig = MediaConfig()
     """Images."""
+    voice: VoiceConfig = VoiceConfig()
+    """Voice notes."""
     retention: RetentionConfig = RetentionConfig()
     """How long records no turn reads any more are kept."""
     sessions: SessionsConfig = SessionsConfig()
@@ -632,5 +673,6 @@ class Config(_Section):
             self.adapters.discord.token,
             self.adapters.telegram.token,
             self.adapters.telegram.webhook.secret_token,
+            self.voice.transcription.api_key,
         )
         return [v.get_secret_value() for v in values if v.get_secret_value()]

@@ -210,8 +210,26 @@ COMPILE_FILES = "a wiki file could not be read or written ({why}; the log has wh
 COMPILE_OTHER = "see the wiki.compile_failed log line"
 COMPILE_STOPPED = "The compile stopped: {error}: {reason}. The traces wait for the next compile."
 
-# A photo, voice note, sticker or file instead of text (after the DM gate).
+# A video, sticker or file instead of text (after the DM gate).
 TEXT_ONLY = "I can only read text and images, sorry: please tell me in words."
+# A voice note where no transcription is configured (`voice.transcription.base_url`).
+VOICE_NOT_CONFIGURED = (
+    "I can only read text and images here, sorry: please tell me in words. (Voice notes are "
+    "heard once the bot's admin sets voice.transcription.base_url.)"
+)
+# Voice notes (bot/chat/voice.py): what the model, the history and the traces are given,
+# "[voice note, 12 s] the transcript"; a note not transcribed keeps its placeholder.
+VOICE_HEARD = "[{kind}, {seconds} s] {transcript}"
+VOICE_PLACEHOLDER = "[{kind}, {seconds} s]"
+VOICE_NOT_HEARD = "[{kind}, {seconds} s: not transcribed]"
+# Why a voice note was not heard, then what became of it (one line to the person).
+VOICE_TOO_LONG = "your {kind} is too long for me ({seconds} s; I take up to {limit} s)"
+VOICE_TOO_LARGE = "your {kind} is too large for me ({size}; I take up to {limit})"
+VOICE_UNREADABLE = "your {kind} could not be read as audio: {reason}"
+VOICE_FAILED = "I could not transcribe your {kind}: {reason}"
+VOICE_SILENT = "I heard no words in your {kind}"
+VOICE_BUDGET = "I've reached my daily limit for today, so I did not listen to your {kind}"
+VOICE_REFUSED = "Not heard: {reasons}. It is not kept: please send it again, or type it."
 # Images the core could not give the model (the adapters word their own refusals).
 IMAGE_TOO_LARGE = "the {kind} is too large for me to look at ({size}; I take up to {limit})"
 IMAGE_FAILED = "I could not download the {kind} ({reason})"

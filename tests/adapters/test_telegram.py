@@ -149,8 +149,8 @@ async def test_edits_service_messages_and_media(tmp_path: Path) -> None:
         joined = {"new_chat_members": [{"id": 6, "is_bot": False, "first_name": "B"}]}
         tg.push_message(GROUP, None, user_id=5, chat_type="supergroup", extra=joined)
         tg.push_message(ADMIN, None, user_id=ADMIN,
-                        extra={"voice": {"file_id": "v", "file_unique_id": "v",
-                                         "duration": 3}})  # fmt: skip
+                        extra={"video": {"file_id": "v", "file_unique_id": "v", "width": 4,
+                                         "height": 3, "duration": 3}})  # fmt: skip
         tg.push_message(ADMIN, "after", user_id=ADMIN)
         sent = await tg.wait_sent(2)
     assert sent[0]["text"] == prompts.TEXT_ONLY

@@ -63,7 +63,8 @@ async def test_every_group_message_arrives_but_commands_for_other_bots() -> None
     assert chatting.chat_id == str(GROUP) and chatting.quote is None
     assert chatting.reply_to_id is None
     assert pdf.media and pdf.text == "" and pdf.images == ()
-    assert voice.media and voice.text == ""
+    assert not voice.media and voice.text == "" and voice.audio[0].kind == "voice"
+    assert (voice.audio[0].seconds, voice.audio[0].mime) == (2, "audio/ogg")
     assert last.text == "last one"
     assert len(got.got) == 4
 

@@ -224,6 +224,8 @@ async def test_a_restart_leaves_a_conversation_another_live_process_owns(
     assert len(fake.requests) == 1
     [left] = [e for e in logs if e["event"] == "sessions.recover_elsewhere"]
     assert left["sessions"] == 1
+
+
 def _said(request: dict[str, Any], role: str) -> list[list[str]]:
     """The texts of each of the request's messages of `role`, in order."""
     found = []

@@ -21,12 +21,17 @@ does, mid-stream too (the bot's next edit of it meets 404/10008).
 
 from __future__ import annotations
 
+import base64
 import time
 from collections.abc import Sequence
+from typing import Any
 
+from tests.fakes.audio import tone_of
 from tests.fakes.discord_gateway import Gateway
 from tests.fakes.discord_records import JSON, Deletion, FakeFile
 from tests.fakes.discord_state import EVERYONE_PERMISSIONS, Guild, Interaction, iso_now
+
+VOICE_MESSAGE = 1 << 13  # the message flag of a voice message
 
 
 class Events(Gateway):
@@ -124,6 +129,7 @@ class Events(Gateway):
         attachments: Sequence[FakeFile] = (),
         stickers: Sequence[str] = (),
         referenced: bool = True,
+        flags: int = 0,
     ) -> int:
         """Dispatch a MESSAGE_CREATE from a user; return its id.
 
@@ -137,7 +143,8 @@ class Events(Gateway):
         discord.py then makes ``message.reference.resolved`` a
         ``DeletedReferencedMessage`` (its ``id`` is ``reply_to``). ``attachments`` become
         Discord's attachment objects, each served at its ``url`` on the fake (see
-        ``FakeFile``); ``stickers`` (names) become ``sticker_items`` (format 1, PNG).
+        ``FakeFile``); ``stickers`` (names) become ``sticker_items`` (format 1, PNG);
+        ``flags`` are the message's (``push_voice_message`` sets ``VOICE_MESSAGE``).
         A reused ``message_id`` sends the same message again.
         Raises ValueError for an unknown guild or a channel outside it.
         """
@@ -160,6 +167,7 @@ class Events(Gateway):
                 bot["member"] = self._member(self.bot_id, with_user=False)
             msg["mentions"] = [bot]
         msg["attachments"] = [self._attachment(channel_id, f) for f in attachments]
+        msg["flags"] = flags
         if stickers:
             msg["sticker_items"] = [
                 {"id": str(self._next_id()), "name": name, "format_type": 1} for name in stickers
@@ -177,6 +185,28 @@ class Events(Gateway):
         self._messages[mid] = msg
         self._dispatch("MESSAGE_CREATE", msg)
         return mid
+
+    def push_voice_message(
+        self,
+        channel_id: int,
+        data: bytes,
+        *,
+        author_id: int,
+        duration_secs: float | None = None,
+        declared_size: int | None = None,
+        **kwargs: Any,
+    ) -> int:
+        """Dispatch a voice message as Discord's clients send one; return its id: no
+        content, flags ``VOICE_MESSAGE`` (1 << 13), one attachment
+        ``voice-message.ogg`` (audio/ogg) with ``duration_secs`` (measured from
+        ``data`` by PyAV unless given) and a ``waveform`` (base64 of 256 bytes).
+        ``kwargs`` go to ``push_message`` (guild_id, mention_bot, ...)."""
+        seconds = tone_of(data)[0] if duration_secs is None else duration_secs
+        waveform = base64.b64encode(bytes(range(0, 256))).decode()
+        recording = FakeFile("voice-message.ogg", data, "audio/ogg", declared_size,
+                             duration_secs=round(seconds, 2), waveform=waveform)  # fmt: skip
+        return self.push_message(channel_id, "", author_id=author_id, attachments=[recording],
+                                 flags=VOICE_MESSAGE, **kwargs)  # fmt: skip
 
     def delete_message(self, channel_id: int, message_id: int) -> None:
         """Delete a message as someone else does (a moderator, an anti-spam bot): the

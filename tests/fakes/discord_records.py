@@ -96,7 +96,8 @@ class FakeFile:
     """An attachment for ``push_message``, served at its ``url`` with these bytes.
 
     ``declared_size`` is the ``size`` the message claims (None: the real one), so a
-    test can make it lie either way; ``width``/``height`` go in as given (images).
+    test can make it lie either way; ``width``/``height`` go in as given (images), and
+    so do ``duration_secs`` and ``waveform`` (a voice message's recording).
     """
 
     filename: str
@@ -105,6 +106,8 @@ class FakeFile:
     declared_size: int | None = None
     width: int | None = None
     height: int | None = None
+    duration_secs: float | None = None
+    waveform: str | None = None
 
     @property
     def size(self) -> int:

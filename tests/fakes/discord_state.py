@@ -310,7 +310,9 @@ class DiscordState(LoopbackServer):
             "proxy_url": url,
             "content_type": file.content_type,
         }
-        for key, value in (("width", file.width), ("height", file.height)):
+        optional = (("width", file.width), ("height", file.height),
+                    ("duration_secs", file.duration_secs), ("waveform", file.waveform))  # fmt: skip
+        for key, value in optional:
             if value is not None:
                 attachment[key] = value
         return attachment

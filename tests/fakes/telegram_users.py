@@ -9,10 +9,12 @@ those files.
   smallest first, each a JPEG of its width and height unless a test gives the
   bytes: tests/fakes/images.py), a document (any ``mime_type``, true or not) and a
   sticker as Telegram sends them, to pass as
-  ``push_message(extra=...)``. getFile answers ``{file_id, file_unique_id,
-  file_size, file_path}`` (unknown id: 400 ``invalid file_id``; over 20 MiB of data:
-  400 ``file is too big``, as Telegram); ``file_size`` is the declared size, which a
-  test may make differ from the bytes. ``GET /file/bot<token>/<file_path>`` answers
+  ``push_message(extra=...)``; ``voice_extra`` and ``audio_extra`` a voice note and an
+  audio file (``duration`` measured from the bytes by PyAV unless a test says it).
+  getFile answers ``{file_id, file_unique_id, file_size, file_path}`` (unknown id:
+  400 ``invalid file_id``; over 20 MiB of data: 400 ``file is too big``, as
+  Telegram); ``file_size`` is the declared size, which a test may make differ from
+  the bytes. ``GET /file/bot<token>/<file_path>`` answers
   the bytes (wrong token or unknown path: 404 ``Not Found``); ``hang_downloads``
   holds the next ones to trip a client timeout. Each download is in ``downloads``
   when answered, with its status (499 if the client gave up), not in ``calls``.
@@ -28,6 +30,7 @@ import time
 
 from aiohttp import web
 
+from tests.fakes.audio import tone_of
 from tests.fakes.images import jpeg
 from tests.fakes.telegram_http import ApiError
 from tests.fakes.telegram_records import CLIENT_CLOSED, JSON, Deletion, Download, UserFile
@@ -241,6 +244,41 @@ class UserSide(TelegramState):
         if emoji is not None:
             sticker["emoji"] = emoji
         return {"sticker": sticker}
+
+    # -- voice notes and audio files ------------------------------------------
+    def voice_extra(
+        self,
+        data: bytes,
+        *,
+        duration: int | None = None,
+        mime_type: str = "audio/ogg",
+        declared_size: int | None = None,
+        caption: str | None = None,
+    ) -> JSON:
+        """Message fields of a voice note, for ``push_message(extra=)``: ``voice``
+        (an added file with ``duration`` in whole seconds, measured from ``data``
+        unless given, and ``mime_type``; ``declared_size`` as in ``add_file``)."""
+        file = self._files[self.add_file(data, declared_size=declared_size)]
+        seconds = round(tone_of(data)[0]) if duration is None else duration
+        voice = {**file.ref(), "duration": seconds, "mime_type": mime_type}
+        return {"voice": voice, **_caption_fields(caption)}
+
+    def audio_extra(
+        self,
+        data: bytes,
+        *,
+        duration: int | None = None,
+        file_name: str = "song.ogg",
+        mime_type: str = "audio/ogg",
+        declared_size: int | None = None,
+        caption: str | None = None,
+    ) -> JSON:
+        """Message fields of an audio file, for ``push_message(extra=)``: ``audio``,
+        as ``voice_extra`` and with ``file_name``."""
+        fields = self.voice_extra(data, duration=duration, mime_type=mime_type,
+                                  declared_size=declared_size, caption=caption)  # fmt: skip
+        voice = fields.pop("voice")
+        return {**fields, "audio": {**voice, "file_name": file_name}}
 
     def hang_downloads(self, seconds: float, *, times: int = 1) -> None:
         """Hold the next ``times`` file downloads ``seconds`` before answering (``stop()``

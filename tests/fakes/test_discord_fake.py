@@ -15,6 +15,7 @@ import pytest
 import yarl
 from discord import app_commands
 
+from tests.fakes.audio import tone_ogg_opus
 from tests.fakes.discord_fake import FakeDiscord, FakeFile, guild_id_on_shard
 
 TOKEN = "TEST.DISCORD.TOKEN"
@@ -477,6 +478,24 @@ async def test_pushed_attachments_are_served_over_http(fake: FakeDiscord, bot: B
     [tiny] = (await bot.next_message()).attachments
     assert (tiny.size, tiny.content_type) == (1, "application/octet-stream")
     assert await tiny.read() == b"0123456789"
+
+
+async def test_a_voice_message_comes_as_discord_sends_one(fake: FakeDiscord, bot: Bot) -> None:
+    note = tone_ogg_opus(1.5)
+    fake.push_voice_message(DM, note, author_id=ANN)
+    message = await bot.next_message()
+    [recording] = message.attachments
+    assert message.flags.voice and message.flags.value == 1 << 13 and message.content == ""
+    assert recording.is_voice_message() and recording.content_type == "audio/ogg"
+    assert recording.duration == pytest.approx(1.5, abs=0.05) and recording.size == len(note)
+    assert recording.waveform is not None and len(recording.waveform) == 256
+    assert await recording.read() == note
+    song = FakeFile("sea shanty.ogg", tone_ogg_opus(0.5), "audio/ogg")
+    fake.push_message(CHANNEL, "hear this", author_id=ANN, guild_id=GUILD, attachments=[song])
+    audio = await bot.next_message()
+    assert not audio.flags.voice and not audio.attachments[0].is_voice_message()
+    assert audio.attachments[0].duration is None
+    assert await audio.attachments[0].read() == song.data
 
 
 async def test_the_bots_own_uploads_are_served_too(fake: FakeDiscord, bot: Bot) -> None:

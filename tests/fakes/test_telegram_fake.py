@@ -41,6 +41,7 @@ from telegram.ext import (
 )
 
 from bot.model.images import bytes_reader, dimensions, image_type
+from tests.fakes.audio import tone_ogg_opus
 from tests.fakes.images import jpeg, png
 from tests.fakes.server import LoopbackServer
 from tests.fakes.telegram_fake import (
@@ -233,6 +234,35 @@ async def test_a_photo_of_a_given_size_is_a_jpeg_of_that_size_in_every_size(
         read = bytes_reader(data)
         assert image_type(read) == "image/jpeg"
         assert dimensions(read, "image/jpeg") == (width, height)
+
+
+async def test_a_voice_note_and_an_audio_file_come_with_their_fields_and_download(
+    fake: FakeTelegram,
+) -> None:
+    got: list[tuple[JSON, bytes]] = []
+
+    async def fetch(update: Update, context: Context) -> None:
+        message = update.message
+        assert message is not None
+        file = message.voice or message.audio
+        assert file is not None
+        data = bytes(await (await file.get_file()).download_as_bytearray())
+        got.append((file.to_dict(), data))
+
+    note, song = tone_ogg_opus(2.0), tone_ogg_opus(1.0, 330.0)
+    handler = MessageHandler(filters.VOICE | filters.AUDIO, fetch)
+    async with polling(fake, handler):
+        fake.push_message(42, None, user_id=7, extra=fake.voice_extra(note))
+        song_fields = fake.audio_extra(song, file_name="sea.ogg", duration=9)
+        fake.push_message(42, None, user_id=7, extra=song_fields)
+        await fake.wait_for(lambda f: len(got) == 2, what="both downloaded")
+
+    (voice, voice_data), (audio, audio_data) = got
+    assert voice == {"file_id": "FILE000001", "file_unique_id": "UFILE000001",
+                     "file_size": len(note), "duration": 2, "mime_type": "audio/ogg"}  # fmt: skip
+    assert audio["file_name"] == "sea.ogg" and audio["duration"] == 9
+    assert (voice_data, audio_data) == (note, song)
+    assert [d.status for d in fake.downloads] == [200, 200]
 
 
 def test_the_image_files_are_the_size_asked_for() -> None:

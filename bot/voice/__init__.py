@@ -1,0 +1,1 @@
+"""Voice: the audio of voice notes read (its format and length) and transcribed."""
