@@ -1,0 +1,1 @@
+"""Voice: notes heard (transcribed) and replies spoken (speech.py, encode.py)."""
