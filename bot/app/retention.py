@@ -7,7 +7,8 @@ ever):
   and every row of a generation `/reset` or a new binding left behind. Live rows
   (`bot.chat.history.LIVE`, of the session's current generation) stay, whatever
   their age, and a row that is not live never becomes live again;
-- usage rows of UTC days before the last `usage_days` (today included), and on
+- usage rows (model calls' and voice's) of UTC days before the last `usage_days`
+  (today included), and on
   PostgreSQL the budget totals of those days: budgets read today's only, and
   `soulbot usage --days N` shows the whole of N days for N up to `usage_days`;
 - images `media.keep` saved under `data_dir/media/` (`media_days`, by the file's
@@ -70,6 +71,7 @@ class Pruned:
     budget_totals: int = 0
     reply_addresses: int = 0
     media_files: int = 0
+    voice_usage: int = 0
 
 
 def _history_span(conn: Conn, after: int, cutoff: float) -> tuple[int, int] | None:
@@ -86,9 +88,10 @@ def _history_span(conn: Conn, after: int, cutoff: float) -> tuple[int, int] | No
     return last, conn.execute(_DEAD_HISTORY, (after + 1, last, cutoff)).rowcount
 
 
-def _usage_batch(conn: Conn, before_day: str) -> int:
+def _usage_batch(conn: Conn, before_day: str, table: str = "usage") -> int:
+    """Delete a batch of `table`'s rows (`usage` or `voice_usage`) of days before `before_day`."""
     return conn.execute(
-        "DELETE FROM usage WHERE id IN (SELECT id FROM usage WHERE day < ? LIMIT ?)",
+        f"DELETE FROM {table} WHERE id IN (SELECT id FROM {table} WHERE day < ? LIMIT ?)",
         (before_day, BATCH_ROWS),
     ).rowcount
 
@@ -176,12 +179,13 @@ class Retention:
 
     async def _run(self, now: float) -> Pruned:
         config = self._config
-        history = usage = totals = addresses = media = 0
+        history = usage = totals = addresses = media = voice = 0
         if config.history_days is not None:
             history = await self._history(now - config.history_days * DAY_S)
         if config.usage_days is not None:
             day = utc_day(now - (config.usage_days - 1) * DAY_S)
             usage = await self._batches(partial(_usage_batch, before_day=day))
+            voice = await self._batches(partial(_usage_batch, before_day=day, table="voice_usage"))
             if self._db.shared:
                 totals = await self._batches(partial(_totals_batch, before_day=day))
         if config.reply_address_days is not None:
@@ -189,7 +193,7 @@ class Retention:
         if config.media_days is not None and self._media_dir is not None:
             cutoff = now - config.media_days * DAY_S
             media = await asyncio.to_thread(prune_media, self._media_dir, cutoff)
-        return Pruned(history, usage, totals, addresses, media)
+        return Pruned(history, usage, totals, addresses, media, voice)
 
     async def _batches(self, batch: Callable[[Conn], int]) -> int:
         """Run `batch` until it deletes less than a full batch; the rows deleted."""

@@ -39,6 +39,7 @@ log = structlog.get_logger(__name__)
 
 Source = Literal["turn", "compile", "heartbeat", "compact"]
 Family = Literal["chat", "background"]
+VoiceKind = Literal["heard", "spoken"]
 BudgetKind = Literal["soul", "user", "admin", "background"]
 
 BACKGROUND: tuple[Source, ...] = ("compile", "heartbeat", "compact")
@@ -217,6 +218,13 @@ VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)
 """
 
 
+_INSERT_VOICE = """
+INSERT INTO voice_usage (ts, day, soul, scope, session, "user", source, kind, model, amount,
+    cost_usd)
+VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)
+"""
+
+
 def _add_totals(budgets: int) -> str:
     """A usage row and what it adds to this process's rows of the day's totals of
     `budgets` budgets (`budget_totals`, a shared store's: bot/storage/postgres.py)
@@ -333,6 +341,31 @@ class Ledger:
         await self._db.run(write)
         log.info("llm.usage", **fields)
         return cost
+
+    async def record_voice(
+        self, ctx: CallContext, kind: VoiceKind, model: str, amount: float, cost_usd: float
+    ) -> None:
+        """Write one `voice_usage` row and log `voice.usage`: `amount` is seconds
+        of audio transcribed (`heard`) or characters synthesised (`spoken`),
+        `cost_usd` its price (the caller's, from the config). Raises
+        RuntimeError when the database is closed and the store's error when
+        the write fails."""
+        ts = self._clock()
+        fields = {
+            "soul": ctx.soul,
+            "scope": ctx.scope,
+            "session": ctx.session,
+            "user": ctx.user,
+            "source": ctx.source,
+            "kind": kind,
+            "model": model,
+            "amount": amount,
+            "cost_usd": cost_usd,
+        }
+        await self._db.run(
+            lambda conn: conn.execute(_INSERT_VOICE, (ts, utc_day(ts), *fields.values()))
+        )
+        log.info("voice.usage", **fields)
 
     @property
     def enforces_limits(self) -> bool:
@@ -510,7 +543,8 @@ def usage_table(conn: Conn, *, days: int, by: str, now: float) -> str:
     `background` rows (`BACKGROUND` sources; each family has budgets of its
     own). The cache hit share is cache reads over all input tokens. Calls
     whose server reported no cache figures (NULL) make those cells `UNKNOWN`,
-    or marked as partial, with a line under the table saying so.
+    or marked as partial, with a line under the table saying so. Under it, when
+    the days hold any, the voice table (`_voice_lines`).
 
     Raises ValueError for an unknown `by` or a `days` below 1.
     """
@@ -520,15 +554,27 @@ def usage_table(conn: Conn, *, days: int, by: str, now: float) -> str:
         raise ValueError(f"days must be 1 or more, not {days}")
     today = datetime.fromtimestamp(now, UTC).date()
     first, last = (today - timedelta(days=days - 1)).isoformat(), today.isoformat()
+    span = f"{first} to {last} UTC" if days > 1 else f"{last} UTC"
+    tokens = _token_lines(conn, by, first, last)
+    voice = _voice_lines(conn, by, first, last)
+    if not tokens and not voice:
+        return f"No usage recorded in the last {days} day(s) ({span})."
+    lines = tokens or ["No model calls."]
+    if voice:
+        lines += ["", *voice]
+    return f"Usage by {by}, {span}\n" + "\n".join(lines)
+
+
+def _token_lines(conn: Conn, by: str, first: str, last: str) -> list[str]:
+    """The model calls' table of `usage_table`; empty when the days hold none."""
     order = "grp" if by == "day" else "SUM(cost_usd) DESC, grp"
     rows = conn.execute(
         f"SELECT {by} AS grp, {_SUMS} FROM usage WHERE day BETWEEN ? AND ?"
         f" GROUP BY grp ORDER BY {order}",
         (first, last),
     ).fetchall()
-    span = f"{first} to {last} UTC" if days > 1 else f"{last} UTC"
     if not rows:
-        return f"No usage recorded in the last {days} day(s) ({span})."
+        return []
     sums = [(str(key), _Sums.of(ns)) for key, *ns in rows]
     body = [row.cells(key) for key, row in sums]
     whole = sum((row for _, row in sums), _Sums())
@@ -541,8 +587,49 @@ def usage_table(conn: Conn, *, days: int, by: str, now: float) -> str:
         )
     }
     split = [families.get(fam, _Sums()).cells(f"  {fam}") for fam in _FAMILIES]
-    table = [[by, *_HEADER], *body, total, *split]
-    widths = [max(len(line[i]) for line in table) for i in range(len(table[0]))]
+    lines = _render([by, *_HEADER], body, [total, *split])
+    if whole.known < whole.calls:
+        lines.append(_unknown_note(whole))
+    return lines
+
+
+_VOICE_HEADER = ("seconds heard", "heard USD", "characters spoken", "spoken USD")
+_VOICE_SUMS = (
+    "SUM(CASE WHEN kind = 'heard' THEN amount ELSE 0 END),"
+    " SUM(CASE WHEN kind = 'heard' THEN cost_usd ELSE 0 END),"
+    " SUM(CASE WHEN kind = 'spoken' THEN amount ELSE 0 END),"
+    " SUM(CASE WHEN kind = 'spoken' THEN cost_usd ELSE 0 END)"
+)
+
+
+def _voice_lines(conn: Conn, by: str, first: str, last: str) -> list[str]:
+    """The voice table of `usage_table`: seconds of voice notes heard and
+    characters spoken, each with its cost, per `by` and in TOTAL; empty when
+    the days hold no voice row."""
+    order = "grp" if by == "day" else "SUM(cost_usd) DESC, grp"
+    rows = conn.execute(
+        f"SELECT {by} AS grp, {_VOICE_SUMS} FROM voice_usage WHERE day BETWEEN ? AND ?"
+        f" GROUP BY grp ORDER BY {order}",
+        (first, last),
+    ).fetchall()
+    if not rows:
+        return []
+    sums = [(str(key), tuple(float(n or 0) for n in ns)) for key, *ns in rows]
+    total = tuple(sum(column) for column in zip(*(ns for _, ns in sums), strict=True))
+
+    def cells(key: str, ns: tuple[float, ...]) -> list[str]:
+        heard, heard_usd, spoken, spoken_usd = ns
+        return [key, f"{heard:,.1f}", f"{heard_usd:,.4f}", f"{spoken:,.0f}", f"{spoken_usd:,.4f}"]
+
+    body = [cells(key, ns) for key, ns in sums]
+    return ["Voice", *_render([by, *_VOICE_HEADER], body, [cells("TOTAL", total)])]
+
+
+def _render(header: list[str], body: list[list[str]], totals: list[list[str]]) -> list[str]:
+    """A table's lines: its first column left-aligned, the others right-aligned,
+    a rule under the header and another above the totals."""
+    table = [header, *body, *totals]
+    widths = [max(len(line[i]) for line in table) for i in range(len(header))]
 
     def render(line: list[str]) -> str:
         first_cell = line[0].ljust(widths[0])
@@ -551,11 +638,8 @@ def usage_table(conn: Conn, *, days: int, by: str, now: float) -> str:
         )
 
     rule = "  ".join("-" * w for w in widths)
-    lines = [render(table[0]), rule, *(render(line) for line in body), rule]
-    lines += [render(line) for line in (total, *split)]
-    if whole.known < whole.calls:
-        lines.append(_unknown_note(whole))
-    return f"Usage by {by}, {span}\n" + "\n".join(lines)
+    return [render(header), rule, *(render(line) for line in body), rule,
+            *(render(line) for line in totals)]  # fmt: skip
 
 
 def _unknown_note(whole: _Sums) -> str:

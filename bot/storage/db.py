@@ -65,6 +65,8 @@ DB_NAME = "soulbot.db"
 #    included (`_autoincrement_history`; PostgreSQL's identity never repeats already).
 # 10: the index history_recent (a person's messages by time), so the start's search for
 #     messages a crash left unanswered reads the recent rows only, not every session.
+# The table voice_usage (bot/model/usage.py: seconds of voice notes heard, characters
+# spoken) came without a version of its own, as memory_erasures did.
 SCHEMA_VERSION = 10
 
 _USAGE = """
@@ -200,6 +202,21 @@ CREATE TABLE IF NOT EXISTS session_leases (
     run TEXT NOT NULL,
     expires REAL NOT NULL
 );
+CREATE TABLE IF NOT EXISTS voice_usage (
+    id INTEGER PRIMARY KEY,
+    ts REAL NOT NULL,
+    day TEXT NOT NULL,
+    soul TEXT NOT NULL,
+    scope TEXT NOT NULL,
+    session TEXT NOT NULL,
+    user TEXT NOT NULL,
+    source TEXT NOT NULL,
+    kind TEXT NOT NULL,
+    model TEXT NOT NULL,
+    amount REAL NOT NULL,
+    cost_usd REAL NOT NULL
+);
+CREATE INDEX IF NOT EXISTS voice_usage_day ON voice_usage (day, soul);
 CREATE VIRTUAL TABLE IF NOT EXISTS memory_fts USING fts5(
     text, content='memory', content_rowid='id', tokenize='porter unicode61 remove_diacritics 2'
 );

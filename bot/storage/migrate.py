@@ -12,7 +12,7 @@ read again from their start and their rows already there are skipped. The
 What the target derives from the rows is rebuilt there, not copied: the text
 index of each batch of `memory` rows, in that batch's transaction (FTS5's
 `memory_fts`, or PostgreSQL's `memory_terms`); on PostgreSQL the identity
-sequences of `usage`, `history` and `memory_scopes`, set past the highest id
+sequences of `usage`, `voice_usage`, `history` and `memory_scopes`, set past the highest id
 copied, and today's `budget_totals`, from the usage rows. How a text is indexed
 and how a call is charged belong to other rooms (memory, model), which this
 one may not import: the caller hands them in as `Derived`.
@@ -73,6 +73,25 @@ TABLES: tuple[Table, ...] = (
             "output_tokens",
             "cache_creation_input_tokens",
             "cache_read_input_tokens",
+            "cost_usd",
+        ),
+        ("id",),
+        identity=True,
+    ),
+    Table(
+        "voice_usage",
+        (
+            "id",
+            "ts",
+            "day",
+            "soul",
+            "scope",
+            "session",
+            "user",
+            "source",
+            "kind",
+            "model",
+            "amount",
             "cost_usd",
         ),
         ("id",),

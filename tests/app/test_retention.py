@@ -73,18 +73,24 @@ async def test_old_usage_goes_and_todays_budget_and_the_report_still_hold(db: Da
     for day in range(5):  # 5 days, 300 tokens a day
         clock.now = NOON + day * DAY_S
         await ledger.record(ctx(), SONNET, Usage(input_tokens=300))
+        await ledger.record_voice(ctx(), "heard", "whisper-1", 10.0, 0.001)
     await ledger.record(ctx(), SONNET, Usage(input_tokens=600))  # today: 900
 
     pruned = await Retention(WINDOW, db, None, clock=clock).run()
 
     assert pruned.usage == 3  # usage_days 2: today and yesterday stay
+    assert pruned.voice_usage == 3 and await db.run(count("voice_usage")) == 2
     assert pruned.budget_totals == (6 if db.shared else 0)  # a user and a soul a day
     assert await db.run(count("usage")) == 3
     with pytest.raises(BudgetExceeded):  # today's 900 still count
         await Ledger(db, budget=budget(user=1_000), clock=clock).check(ctx(), 200)
     report = await db.run(lambda c: usage_table(c, days=2, by="day", now=clock.now))
-    lines = {line.split()[0]: line.split()[1:3] for line in report.splitlines()[3:]}
+    tokens, voice = report.split("\n\nVoice\n")
+    lines = {line.split()[0]: line.split()[1:3] for line in tokens.splitlines()[3:]}
     assert lines["2025-03-13"] == ["1", "300"] and lines["2025-03-14"] == ["2", "900"]
+    assert [line.split()[:2] for line in voice.splitlines()[2:4]] == [
+        ["2025-03-13", "10.0"], ["2025-03-14", "10.0"]
+    ]  # fmt: skip
 
 
 async def test_reply_addresses_of_idle_sessions_go(db: Database) -> None:

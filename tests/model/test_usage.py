@@ -656,3 +656,70 @@ async def test_the_runtime_charges_admins_and_background_apart(tmp_path: Path) -
     assert by_chat["1"].endswith("hello") and by_chat["1"] != prompts.DAILY_LIMIT
     assert by_chat["-100"] == prompts.DAILY_LIMIT
     assert result.traces > 0
+
+
+# -- voice --------------------------------------------------------------------
+
+
+async def test_record_voice_writes_a_row_and_logs_voice_usage(db: Database) -> None:
+    ledger = Ledger(db, budget=NO_LIMITS, clock=Clock(NOON))
+    with capture_logs() as logs:
+        await ledger.record_voice(ctx(), "heard", "whisper-1", 12.5, 0.00125)
+    [row] = await db.run(
+        lambda conn: conn.execute(
+            'SELECT ts, day, soul, scope, session, "user", source, kind, model, amount, cost_usd'
+            " FROM voice_usage"
+        ).fetchall()
+    )
+    expected = ("aria", "user:telegram:42", "telegram:42", "telegram:42", "turn", "heard")
+    assert tuple(row) == (NOON, "2025-03-10", *expected, "whisper-1", 12.5, 0.00125)
+    [line] = [e for e in logs if e["event"] == "voice.usage"]
+    assert line["kind"] == "heard" and line["amount"] == 12.5 and line["cost_usd"] == 0.00125
+    assert await rows(db) == []  # no model call, no token row
+
+
+async def test_voice_counts_no_token_against_the_budgets(db: Database) -> None:
+    ledger = Ledger(db, budget=budget(soul=100, user=100), clock=Clock(NOON))
+    await ledger.check(ctx(), 100)
+    await ledger.record_voice(ctx(), "heard", "whisper-1", 600.0, 0.06)
+    await ledger.check(ctx(), 100)
+
+
+async def fill_voice(db: Database) -> None:
+    """Voice rows of two souls over two days, beside `fill`'s model calls."""
+    clock = Clock()
+    ledger = Ledger(db, budget=NO_LIMITS, clock=clock)
+    await ledger.record_voice(ctx(soul="aria"), "heard", "whisper-1", 30.0, 0.003)
+    await ledger.record_voice(ctx(soul="aria"), "heard", "whisper-1", 12.5, 0.00125)
+    await ledger.record_voice(ctx(soul="aria"), "spoken", "tts-1", 1_200, 0.018)
+    clock.now = NOON - DAY
+    await ledger.record_voice(ctx(soul="twinkle"), "spoken", "eleven", 100, 0.018)
+
+
+def voice_part(report: str) -> dict[str, list[str]]:
+    """The voice table's rows of a report, by their first cell."""
+    part = report.split("\nVoice\n", 1)[1]
+    return parse("title\n" + part)
+
+
+async def test_usage_table_shows_seconds_heard_and_characters_spoken(db: Database) -> None:
+    await fill(db)
+    await fill_voice(db)
+    text = await report(db, days=2, by="soul")
+    assert parse(text.split("\n\nVoice\n")[0])["TOTAL"][0] == "4"  # the token table as it was
+    header = text.split("\nVoice\n", 1)[1].splitlines()[0]
+    assert re.split(r"\s{2,}", header.strip()) == [
+        "soul", "seconds heard", "heard USD", "characters spoken", "spoken USD"
+    ]  # fmt: skip
+    voice = voice_part(text)
+    assert voice["aria"] == ["42.5", "0.0043", "1,200", "0.0180"]
+    assert voice["twinkle"] == ["0.0", "0.0000", "100", "0.0180"]
+    assert voice["TOTAL"] == ["42.5", "0.0043", "1,300", "0.0360"]
+    assert list(voice_part(await report(db, days=1, by="model"))) == ["tts-1", "whisper-1", "TOTAL"]
+
+
+async def test_a_report_of_voice_only_says_no_model_calls(db: Database) -> None:
+    await fill_voice(db)
+    text = await report(db, days=1, by="day")
+    assert text.splitlines()[:3] == ["Usage by day, 2025-03-10 UTC", "No model calls.", ""]
+    assert voice_part(text)["2025-03-10"] == ["42.5", "0.0043", "1,200", "0.0180"]

@@ -117,8 +117,11 @@ async def fill(target: Path | str, words: tuple[str, str] = ("tea", "pears")) ->
             ("", "compile", 350),
         ]:
             await ledger.record(ctx(who, source), "claude-sonnet-4-6", Usage(tokens - 10, 10))
+        await ledger.record_voice(ctx("telegram:42"), "heard", "whisper-1", 12.5, 0.00125)
+        await ledger.record_voice(ctx("discord:7"), "spoken", "tts-1", 300, 0.0045)
         clock.now = NOW - DAY  # yesterday's: in the report, in no budget of today
         await ledger.record(ctx("telegram:42"), "claude-haiku-4-5", Usage(900, 100))
+        await ledger.record_voice(ctx("telegram:42"), "heard", "whisper-1", 40.0, 0.004)
         clock.now = NOW
         gate = Access(db, config(), clock)
         approved = code_of((await gate.admit(dm("5"))).reply)
@@ -270,6 +273,7 @@ async def check_alike(source: Path | str, target: Path | str) -> None:
         "background",
     }
     assert "claude-haiku-4-5" in on_source["reports"][2]
+    assert "whisper-1" in on_source["reports"][2] and "tts-1" in on_source["reports"][2]
 
 
 async def test_a_sqlite_store_reads_back_the_same_on_postgresql(store: Path, pg: str) -> None:
@@ -332,9 +336,12 @@ class StopAfter:
             raise Stop(table)
 
 
-# Two rows a batch: usage's 5 rows are 3 batches, memory's 5 are the 19th to 21st, and
-# the 22nd is the last (the folds), before the budget totals.
-@pytest.mark.parametrize(("batches", "table"), [(3, "usage"), (20, "memory"), (22, "memory_folds")])
+# Two rows a batch: usage's 5 rows are 3 batches, voice_usage's 3 the 4th and 5th, memory's
+# 5 are the 21st to 23rd, and the 24th is the last (the folds), before the budget totals.
+@pytest.mark.parametrize(
+    ("batches", "table"),
+    [(3, "usage"), (5, "voice_usage"), (22, "memory"), (24, "memory_folds")],
+)
 async def test_a_stopped_copy_run_again_ends_as_one_run_does(
     store: Path, pg: str, batches: int, table: str
 ) -> None:
