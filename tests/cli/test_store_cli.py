@@ -22,7 +22,7 @@ from tests.engines import postgres_schema
 from tests.run_cli import REPO, soulbot
 
 PASSWORD = "s3cret-pw"
-TABLES = 12
+TABLES = 13
 
 
 @pytest.fixture
