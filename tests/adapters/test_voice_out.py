@@ -74,6 +74,11 @@ async def spoken_to(runtime: Runtime, text: str) -> None:
     ))  # fmt: skip
 
 
+def audio_files(folder: Path) -> list[Path]:
+    """The files under `folder` that hold OGG pages."""
+    return [p for p in folder.rglob("*") if p.is_file() and b"OggS" in p.read_bytes()]
+
+
 async def voice_rows(runtime: Runtime) -> list[tuple[Any, ...]]:
     def read(conn: Conn) -> list[tuple[Any, ...]]:
         rows = conn.execute("SELECT kind, model, amount, cost_usd, soul FROM voice_usage")
@@ -104,6 +109,7 @@ async def test_an_answer_to_a_voice_note_comes_back_as_one_with_the_text_beside(
     assert rows == [
         ("spoken", "eleven_multilingual_v2", len(SAID), len(SAID) * 180.0 / 1e6, "lark")
     ]
+    assert audio_files(tmp_path) == []  # no audio under data_dir, the workspaces or the logs
 
 
 async def test_a_typed_message_is_answered_in_text_only_when_spoken_to(tmp_path: Path) -> None:
