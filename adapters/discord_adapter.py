@@ -38,7 +38,10 @@ answer (and a reply with a file) is never streamed: it stays an ephemeral
 follow-up sent whole. `notes` has nothing to say: Discord has no privacy mode,
 and the message content intent is checked at start. An attachment rides on the
 last chunk (alone when there is no text) as a `discord.File`: a multipart
-upload, made afresh for each try.
+upload, made afresh for each try. A voice note goes after the text as a voice
+message (adapters/discord_voice.py: discord.py cannot send one itself), or as
+an audio file where the channel refuses voice messages; in a slash command's
+private answer, as an audio file.
 discord.py waits out 429s and tries 500, 502, 504 and 524 five times itself (1
 s, 3 s, 5 s, ...); what it raises at once, a 503 or another 5xx, a lost
 connection (`aiohttp.ClientError`; its own retry of a reset connection knows
@@ -103,7 +106,8 @@ from adapters.discord_shards import (
     last_seen,
     syncs_commands,
 )
-from adapters.retry import BACKOFF, Backoff, retried, send_chunks
+from adapters.discord_voice import FILE_FILENAME, send_voice
+from adapters.retry import BACKOFF, Backoff, SendFailed, retried, send_chunks
 from adapters.split import split_message
 from adapters.stream import EVERY_S, EditedReply, MessageGone
 from bot.types import AdapterStartError, Attachment, Inbound, Outbound, ReplyStream
@@ -156,6 +160,7 @@ class DiscordAdapter:
         self._token = token
         self._streaming = streaming
         self._backoff = backoff
+        self._voice_refused: set[int] = set()  # channels logged as refusing voice messages
         self._guild_ready_timeout = guild_ready_timeout
         self._prefix = command_prefix
         self._commands = commands
@@ -371,9 +376,11 @@ class DiscordAdapter:
             raise RuntimeError("the Discord adapter is not started")
         chunks = split_message(message.text, LIMIT)
         file = message.attachment
+        asked = Asked.parse(message.reply_to)
+        if asked is not None and message.voice is not None:  # a follow-up takes no voice message
+            file = file or Attachment(FILE_FILENAME, message.voice.data, "audio/ogg")
         if file is not None and not chunks:
             chunks = [""]
-        asked = Asked.parse(message.reply_to)
         if asked is not None:
             return await self._answer_privately(client, asked, chunks, file)
         channel = client.get_partial_messageable(int(message.thread_id or message.chat_id))
@@ -393,6 +400,12 @@ class DiscordAdapter:
             reference = None
 
         await send_chunks(chunks, send_one)
+        if message.voice is not None:
+            try:
+                ids.append(await send_voice(client, channel, message.voice, reference,
+                                            self._retried, self._voice_refused))  # fmt: skip
+            except Exception as exc:
+                raise SendFailed(1, len(chunks) + 1, exc) from exc
         return ids
 
     async def _answer_privately(

@@ -33,20 +33,20 @@ logs `telegram.privacy_mode` once at start with what to do, and `notes()`
 says it for `/soul status`. `privacy_mode_on` asks getMe once, for
 `soulbot check`.
 
-Replies are split at 4,096 UTF-16 code units, formatted as Telegram HTML, and
-sent again as plain text when Telegram refuses the entities; the first chunk
-replies to the message that started the turn. An attachment goes after the
-text as a document (`sendDocument`, multipart), replying to that message when
-there was no text. `send` returns the ids of the messages sent. `RetryAfter`
-(flood control) is
-waited out by PTB's AIORateLimiter, which also keeps under Telegram's rates. A
-chunk that meets a network error (`NetworkError`, `TimedOut`: a lost
-connection, a timeout, a 5xx; not `BadRequest`) is tried again with backoff
-(adapters/retry.py); one that still fails raises `SendFailed`, which says how
-many chunks were not delivered. A chunk whose answer was lost after Telegram
-took it may arrive twice: the Bot API has no idempotency key.
-`typing` sends the typing action every 4.5 s while a turn runs (Telegram shows
-it for 5 s). The command menu is set with `setMyCommands` on start.
+Replies are split at 4,096 UTF-16 code units, formatted as Telegram HTML, and sent
+again as plain text when Telegram refuses the entities; the first chunk replies to
+the message that started the turn. An attachment goes after the text as a document
+(`sendDocument`, multipart), a voice note after that as a voice message
+(`sendVoice`: OGG/Opus, multipart, its duration in whole seconds), each replying to
+that message when nothing went before it. `send` returns the ids of the messages
+sent. `RetryAfter` (flood control) is waited out by PTB's AIORateLimiter, which also
+keeps under Telegram's rates. A chunk that meets a network error (`NetworkError`,
+`TimedOut`: a lost connection, a timeout, a 5xx; not `BadRequest`) is tried again
+with backoff (adapters/retry.py); one that still fails raises `SendFailed`, which
+says how many chunks were not delivered. A chunk whose answer was lost after
+Telegram took it may arrive twice: the Bot API has no idempotency key. `typing`
+sends the typing action every 4.5 s while a turn runs (Telegram shows it for 5 s).
+The command menu is set with `setMyCommands` on start.
 
 Streaming (`streaming=True`, adapters/telegram_stream.py), at most one show a
 second: a draft in a private chat, a message edited as it grows in a group.
@@ -103,7 +103,7 @@ from adapters.telegram_media import (
 )
 from adapters.telegram_stream import Draft, Edits, Formatted
 from adapters.telegram_webhook import ANOTHER_PROCESS, AnotherProcess, Webhook, WebhookServer
-from bot.types import AdapterStartError, Attachment, Inbound, Outbound, ReplyStream
+from bot.types import AdapterStartError, Attachment, Inbound, Outbound, ReplyStream, VoiceNote
 
 # Webhook and ANOTHER_PROCESS are adapters/telegram_webhook.py's, named here with the adapter.
 __all__ = [
@@ -411,10 +411,10 @@ class TelegramAdapter:
         return bot
 
     async def send(self, message: Outbound) -> list[str]:
-        """Send the chunks in order, then the attachment, each tried again after
-        network errors; returns the ids of the messages sent. Raises SendFailed
-        (how many chunks, the attachment counted as one, were not delivered)
-        when one still fails."""
+        """Send the chunks in order, then the attachment, then the voice note,
+        each tried again after network errors; returns the ids of the messages
+        sent. Raises SendFailed (how many chunks, the attachment or the voice
+        note counted as one, were not delivered) when one still fails."""
         bot = self._bot()
         chat = int(message.chat_id)
         thread = int(message.thread_id) if message.thread_id else None
@@ -438,6 +438,13 @@ class TelegramAdapter:
             except Exception as exc:
                 raise SendFailed(1, len(chunks) + 1, exc) from exc
             ids.append(str(document.message_id))
+            reply_to = None
+        if message.voice is not None:
+            try:
+                voice = await self._send_voice(chat, thread, reply_to, message.voice)
+            except Exception as exc:
+                raise SendFailed(1, len(chunks) + 1, exc) from exc
+            ids.append(str(voice.message_id))
         return ids
 
     async def _send_document(
@@ -453,6 +460,23 @@ class TelegramAdapter:
 
         return await self._retried(lambda: bot.send_document(
             chat, document(), message_thread_id=thread, reply_parameters=replying
+        ))  # fmt: skip
+
+    async def _send_voice(
+        self, chat: int, thread: int | None, reply_to: str | None, note: VoiceNote
+    ) -> Message:
+        """`note` as a voice message (sendVoice: OGG/Opus, its whole seconds)."""
+        bot = self._bot()
+        replying = _replying(reply_to)
+
+        def voice() -> InputFile:
+            upload = InputFile(note.data, filename="voice.ogg")
+            upload.mimetype = "audio/ogg"
+            return upload
+
+        return await self._retried(lambda: bot.send_voice(
+            chat, voice(), duration=max(1, round(note.duration_s)), message_thread_id=thread,
+            reply_parameters=replying,
         ))  # fmt: skip
 
     def stream(self, message: Outbound) -> ReplyStream | None:

@@ -21,6 +21,7 @@
     │   └── ModelRejected      a 4xx our request caused: another try gets the same answer
     │       └── ToolsUnsupported  a call that needs a tool, to a server known to have none
     ├── TranscriptionFailed  a voice note the transcription service did not turn into text
+    ├── SpeechError          a reply that could not be spoken (its text is sent all the same)
     ├── DataDirInUse         another daemon serves from the same data_dir
     ├── StorageError         data_dir or the database cannot be used: which path, why, what to do
     │   └── StoreUnavailable   a store call timed out or lost its server: worth another try
@@ -280,3 +281,8 @@ class TopologyConflict(SoulbotError):
 class AdapterStartError(SoulbotError):
     """An adapter could not connect; the message says why and what to check,
     and never holds a secret."""
+
+
+class SpeechError(SoulbotError):
+    """A reply could not be spoken: the speech service failed or refused, or
+    its audio could not be read. The message says which, never a secret."""

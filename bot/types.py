@@ -4,8 +4,9 @@ model and memory. Frozen dataclasses, no I/O.
 `Inbound` / `Outbound` are the adapter seam's messages (a `Quote` is the
 message an inbound one replies to, a `Media` an image it carries and an
 `Audio` a voice note or audio file it carries, neither downloaded yet; an
-`Attachment` is a file a reply carries, and a `ReplyStream` a reply shown while
-the model writes it); `Route` says where a conversation lives; `Scope` and
+`Attachment` is a file a reply carries, a `ReplyStream` a reply shown while
+the model writes it, and a `VoiceNote` a reply spoken, in OGG/Opus); `Route`
+says where a conversation lives; `Scope` and
 `SessionKey` are the keys it is made of, and validate their parts, so a
 scope's folder is built only from checked parts;
 `Tool` is a tool the model may call; `ShutdownStep` is one step of the
@@ -46,6 +47,7 @@ __all__ = [
     "ShutdownWatcher",
     "Tool",
     "ToolHandler",
+    "VoiceNote",
 ]
 
 SHARED = "shared"
@@ -169,6 +171,17 @@ class Attachment:
 
 
 @dataclass(frozen=True)
+class VoiceNote:
+    """A reply spoken: OGG/Opus bytes (48 kHz, mono), how long it plays, and
+    its waveform (up to 256 amplitudes, 0-255, one a tenth of a second at most:
+    what Discord draws under a voice message)."""
+
+    data: bytes = field(repr=False)
+    duration_s: float
+    waveform: bytes = field(repr=False, default=b"")
+
+
+@dataclass(frozen=True)
 class Outbound:
     """One reply for a chat; `reply_to` is the platform message id it answers.
     With an `attachment` the text may be empty: the file goes after the text
@@ -177,7 +190,9 @@ class Outbound:
     (an apology), `cause` says why in one line for an operator, never a secret
     (`model unreachable: connection refused at http://...`): only an adapter
     whose reader is the operator shows it (the terminal chat); the platforms'
-    chats show the text alone."""
+    chats show the text alone. A `voice` note goes after the text, as a
+    voice message (Telegram `sendVoice`; Discord a voice message, or an audio
+    file where it may not send one); with it the text is often empty."""
 
     platform: str
     chat_id: str
@@ -186,6 +201,7 @@ class Outbound:
     reply_to: str | None = None
     attachment: Attachment | None = None
     cause: str | None = None
+    voice: VoiceNote | None = None
 
 
 @dataclass(frozen=True)

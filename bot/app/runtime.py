@@ -1,5 +1,5 @@
 """The composition root: the runtime's parts, wired together (database, ledger,
-model client, memory, reflector, agent, sessions, router, adapters).
+model client, speech, memory, reflector, agent, sessions, router, adapters).
 `Runtime.open` opens them on an AsyncExitStack, so a failure half-way closes
 what was opened; `close` closes them in the reverse order."""
 
@@ -29,6 +29,7 @@ from bot.chat.router import Router
 from bot.chat.sessions import SessionParts
 from bot.chat.turn import Agent
 from bot.chat.voice import Hearing
+from bot.chat.voicing import Voicing
 from bot.cluster.cluster import Cluster
 from bot.config.schema import Config
 from bot.errors import AdapterStartError, SoulbotError
@@ -41,6 +42,7 @@ from bot.soul.registry import SoulRegistry
 from bot.soul.soullock import SoulLocks
 from bot.storage.db import Database, store_target
 from bot.types import Inbound, Outbound, ReplyStream
+from bot.voice.speech import Speech
 from bot.voice.transcribe import Transcriber
 
 log = structlog.get_logger(__name__)
@@ -100,6 +102,8 @@ class Runtime:
             model = ModelClient(config.model, ledger)
             stack.push_async_callback(model.close)
             cluster = Cluster(db, config)
+            speech = Speech(config.voice.speech, ledger)
+            stack.push_async_callback(speech.close)
             store = TraceStore(db)
             compiler = Compiler(store, model, max_tokens=config.memory.compile.max_tokens,
                                 page_max_tokens=config.memory.page_max_tokens)  # fmt: skip
@@ -132,7 +136,7 @@ class Runtime:
                 RateLimit(per) if (per := config.limits.messages_per_minute) else None,
                 stream, ChannelContext(groups.context_messages, groups.context_tokens),
                 config.data_dir / MEDIA_FOLDER if config.media.keep else None, config.media,
-                cluster.leases,
+                cluster.leases, Voicing(config, registry, speech),
             ))  # fmt: skip
             access = Access(db, config)
             commands = Commands(registry=registry, sessions=sessions, memory=memory,

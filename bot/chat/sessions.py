@@ -80,12 +80,13 @@ from bot.chat.media import (
 from bot.chat.moods import set_mood_tool
 from bot.chat.turn import Agent, CachedSoul
 from bot.chat.voice import weight as voice_weight
+from bot.chat.voicing import Spoken, Voicing
 from bot.cluster.leases import Leases
 from bot.config.schema import MediaConfig
 from bot.errors import BudgetExceeded, ModelError, ModelRejected
 from bot.soul.persona import Persona
 from bot.soul.prompt import current_mood
-from bot.types import Inbound, Outbound, ReplyStream, Route, Tool
+from bot.types import Inbound, Outbound, ReplyStream, Route, Tool, VoiceNote
 
 if TYPE_CHECKING:
     from bot.memory.service import Memory
@@ -209,6 +210,8 @@ class SessionParts:
     """How many images a turn takes, how long a download may take (`media:`)."""
     leases: Leases | None = None
     """Who answers a conversation among processes (bot/cluster/leases.py); None: this one."""
+    voicing: Voicing | None = None
+    """Which answers are spoken (bot/chat/voicing.py); None: none."""
 
 
 class Session:
@@ -521,11 +524,14 @@ class Session:
         fresh = {e.id for e in new}
         history = [e for e in self._entries if e.id not in fresh]
         context = self._parts.context
+        voicing = self._parts.voicing
+        spoken = voicing.plan(route, target) if voicing is not None else None
+        streams = self._parts.stream is not None and not (spoken and spoken.only)
         turn = _Turn(
             new, target, time.perf_counter(),
             context.take(route.session) if context is not None and not route.is_dm else [],
             {e.id: self._pictured.pop(e.id) for e in new if e.id in self._pictured},
-            self._parts.stream(reply_to(target, "")) if self._parts.stream else None,
+            self._parts.stream(reply_to(target, "")) if self._parts.stream and streams else None,
             self._left_out,
         )  # fmt: skip
         self._left_out = 0
@@ -535,10 +541,14 @@ class Session:
             for entry in new:
                 self._received.pop(entry.id, None)
             message = reply_to(target, text, turn.cause)
+            voiced = spoken if stored is not None else None  # a failure's line is never spoken
+            ids = None
+            if voiced is not None and voiced.only and stored is not None:
+                ids = await self._send_spoken(voiced, target, message, stored.text)
             try:
-                if turn.stream is None:
+                if ids is None and turn.stream is None:
                     ids = list(await self._parts.send(message) or [])
-                else:
+                elif ids is None and turn.stream is not None:
                     ids = await turn.stream.finish(message)
             except Exception as exc:  # stored, not delivered: the next start sends it
                 log.error("adapter.error", platform=message.platform,
@@ -549,7 +559,45 @@ class Session:
                 await turn.stream.abort()
             raise
         if stored is not None:
-            await self._delivered(stored, ids)
+            await self._delivered(stored, ids or [])
+            if voiced is not None and not voiced.only:
+                await self._speak_beside(voiced, target, stored.text)
+
+    async def _say(self, spoken: Spoken, target: Inbound, text: str) -> VoiceNote | None:
+        """`text` as a voice note (None when speech failed), "typing" shown meanwhile."""
+        if self._parts.voicing is None:
+            return None
+        async with self._parts.typing(target):
+            return await self._parts.voicing.speak(spoken, self.route, text, self.mood)
+
+    async def _send_spoken(
+        self, spoken: Spoken, target: Inbound, message: Outbound, text: str
+    ) -> list[str] | None:
+        """Send the answer `text` as a voice note alone (`voice.speech.mode: only`);
+        the ids of its message, or None when it could not be made or sent (the
+        text goes instead)."""
+        note = await self._say(spoken, target, text)
+        if note is None:
+            return None
+        try:
+            return list(await self._parts.send(replace(message, text="", voice=note)) or [])
+        except Exception as exc:
+            log.error("adapter.error", platform=message.platform,
+                      error=f"{type(exc).__name__}: {exc}")  # fmt: skip
+            return None
+
+    async def _speak_beside(self, spoken: Spoken, target: Inbound, text: str) -> None:
+        """Send the answer `text`, delivered as text, as a voice note after it;
+        its message's id is kept with the text (a reply to it quotes the text)."""
+        note = await self._say(spoken, target, text)
+        if note is None:
+            return
+        ids = await send_safely(self._parts.send, replace(reply_to(target, ""), voice=note))
+        try:
+            await self._parts.store.record_sent(self.route.session, ids, text)
+        except Exception as exc:  # the note is out; a reply to it is read without its text
+            log.warning("history.write_failed", error_class=type(exc).__name__,
+                        error=str(exc), what="voice note")  # fmt: skip
 
     async def _store_reply(self, generation: int, text: str, reply_to: int) -> Entry:
         """Store the model's reply; when the store fails (a full disk, a lock

@@ -31,6 +31,7 @@ from bot.storage.postgres import Timeouts, is_postgres
 DmPolicy = Literal["open", "allowlist", "pairing"]
 GroupRule = Literal["mention", "always"]
 MemoryScope = Literal["auto", "shared", "per-user", "per-chat"]
+VoiceReplies = Literal["off", "when-spoken-to", "always"]
 
 
 class _Section(BaseModel):
@@ -45,6 +46,10 @@ def _check_url(value: str | None) -> str | None:
     if value is not None and not re.match(r"^https?://[^\s/]+", value):
         raise ValueError("expected an http:// or https:// URL")
     return value
+
+
+def _check_url_or_empty(value: str) -> str:
+    return _check_url(value or None) or ""
 
 
 def _check_listen(value: str | None) -> str | None:
@@ -420,6 +425,9 @@ class Binding(_Section):
     respond: GroupRule | None = None
     """`mention` or `always`: overrides `adapters.discord.guilds` / `adapters.telegram.groups`
     here."""
+    voice_replies: VoiceReplies | None = None
+    """`off`, `when-spoken-to` or `always`: whether answers here are also spoken (as
+    `voice.speech.replies`, which applies where this is not set)."""
 
 
 class GroupsConfig(_Section):
@@ -479,11 +487,68 @@ class TranscriptionConfig(_Section):
     _url = field_validator("base_url")(_check_url)
 
 
+class OpenAISpeechConfig(_Section):
+    """An OpenAI-compatible speech service, `POST <base_url>/audio/speech` (`voice.speech.openai`:
+    OpenAI, or a local server that copies its API); for souls whose `voice` has `provider:
+    openai`."""
+
+    base_url: str = ""
+    """Where it is served, with its `/v1` (`https://api.openai.com/v1`, `http://127.0.0.1:8880/v1`);
+    empty: off."""
+    model: str = Field("tts-1", min_length=1)
+    """The speech model (`tts-1`, `tts-1-hd`, `gpt-4o-mini-tts`, a local server's own)."""
+    api_key: Secret = SecretStr("")
+    """Sent as `Authorization: Bearer ...`; may be empty for a local server."""
+    usd_per_million_chars: float = Field(15.0, ge=0)
+    """US dollars per million characters spoken, for the ledger."""
+
+    _url = field_validator("base_url")(_check_url_or_empty)
+
+
+class ElevenLabsConfig(_Section):
+    """ElevenLabs (`voice.speech.elevenlabs`), for souls whose `voice` has `provider:
+    elevenlabs`."""
+
+    base_url: str = "https://api.elevenlabs.io"
+    """Where its API is served."""
+    model: str = Field("eleven_multilingual_v2", min_length=1)
+    """The model (`model_id`): `eleven_multilingual_v2`, `eleven_flash_v2_5`, ..."""
+    api_key: Secret = SecretStr("")
+    """Sent as `xi-api-key`; empty: off."""
+    usd_per_million_chars: float = Field(180.0, ge=0)
+    """US dollars per million characters spoken, for the ledger (your plan's price)."""
+
+    _url = field_validator("base_url")(_check_url)
+
+
+class SpeechConfig(_Section):
+    """Answers spoken as voice notes, in the voice of a soul's `voice:` block (`voice.speech`)."""
+
+    replies: VoiceReplies = "when-spoken-to"
+    """Where no binding sets `voice_replies`: `off`, `when-spoken-to` (an answer to a voice note
+    is spoken too) or `always`. Nothing is spoken for a soul without a `voice:` provider, or whose
+    provider is off here."""
+    mode: Literal["beside", "only"] = "beside"
+    """`beside`: the voice note comes after the text; `only`: the voice note alone (the text when
+    speech fails)."""
+    max_chars: int = Field(1200, ge=100, le=4000)
+    """The most characters one speech request carries: a longer answer is spoken in parts, cut at
+    sentence ends, joined into one voice note."""
+    timeout_s: float = Field(60.0, gt=0)
+    """Seconds one speech request may take."""
+    openai: OpenAISpeechConfig = OpenAISpeechConfig()
+    """An OpenAI-compatible speech service."""
+    elevenlabs: ElevenLabsConfig = ElevenLabsConfig()
+    """ElevenLabs."""
+
+
 class VoiceConfig(_Section):
     """Voice notes (`voice:`)."""
 
     transcription: TranscriptionConfig = TranscriptionConfig()
     """Voice notes in: transcribed, and answered as the person's words."""
+    speech: SpeechConfig = SpeechConfig()
+    """Answers spoken."""
 
 
 class RetentionConfig(_Section):
@@ -674,5 +739,7 @@ class Config(_Section):
             self.adapters.telegram.token,
             self.adapters.telegram.webhook.secret_token,
             self.voice.transcription.api_key,
+            self.voice.speech.openai.api_key,
+            self.voice.speech.elevenlabs.api_key,
         )
         return [v.get_secret_value() for v in values if v.get_secret_value()]

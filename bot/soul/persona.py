@@ -31,6 +31,7 @@ from pydantic_core import PydanticCustomError
 
 from bot.config.validation import format_errors
 from bot.errors import SoulLoadError
+from bot.soul.voice import SoulVoice, speaks
 
 HEXACO_TRAITS = (
     "honesty", "emotionality", "extraversion", "agreeableness", "conscientiousness", "openness",
@@ -121,6 +122,26 @@ class Persona(BaseModel):
                 f"({', '.join(self.allowed_moods)})"
             )
         return self
+
+    @model_validator(mode="after")
+    def _voice_fits(self) -> Persona:
+        try:
+            voice = self.speech()
+        except ValidationError as exc:
+            lines = format_errors(exc, SoulVoice)
+            raise ValueError("; ".join(f"voice.{line}" for line in lines)) from None
+        if voice is not None and self.allowed_moods:
+            for mood in voice.moods:
+                if mood not in self.allowed_moods:
+                    raise ValueError(f"voice.moods.{mood}: is not one of allowedMoods "
+                                     f"({', '.join(self.allowed_moods)})")  # fmt: skip
+        return self
+
+    def speech(self) -> SoulVoice | None:
+        """The `voice:` block checked, when it names a provider (see
+        bot/soul/voice.py); None when it names none, or `none`: nothing is
+        spoken. Raises ValidationError for a block that does not fit."""
+        return SoulVoice.model_validate(self.voice) if speaks(self.voice) else None
 
 
 FRONT_MATTER_FIELDS = tuple(

@@ -1,1 +1,2 @@
-"""Voice: the audio of voice notes read (its format and length) and transcribed."""
+"""Voice: voice notes heard (their format and length read, transcribed) and replies spoken
+(speech.py, encode.py)."""

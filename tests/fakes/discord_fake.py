@@ -14,7 +14,8 @@ class attributes first (the production adapter does it itself):
 `FakeDiscord` is its parts together, each in a module of its own: the state they
 share (tests/fakes/discord_state.py), the gateway (tests/fakes/discord_gateway.py,
 its connections and sessions in tests/fakes/discord_sessions.py), the REST routes
-(tests/fakes/discord_rest.py) and the interactions' (tests/fakes/discord_interactions.py),
+(tests/fakes/discord_rest.py), the interactions' (tests/fakes/discord_interactions.py)
+and voice messages' checks (tests/fakes/discord_voice.py),
 and what a test makes happen (tests/fakes/discord_events.py). What the fake records
 is in tests/fakes/discord_records.py.
 
@@ -82,12 +83,13 @@ from tests.fakes.discord_records import (
 from tests.fakes.discord_rest import DEFAULT_ERRORS, Handler, api_error, json_response
 from tests.fakes.discord_sessions import guild_id_on_shard
 from tests.fakes.discord_state import API_PREFIX, Drop, Failure
+from tests.fakes.discord_voice import VoiceMessages
 
 # What tests take from here; some are the parts' (tests/fakes/discord_*.py).
 __all__ = ["FakeDiscord", "FakeFile", "InteractionReply", "guild_id_on_shard"]
 
 
-class FakeDiscord(Events, InteractionRoutes):
+class FakeDiscord(Events, VoiceMessages, InteractionRoutes):
     """The fake server; see the module docstring. Made as `DiscordState` is
     (tests/fakes/discord_state.py: token, ids, names, flags, shards, heartbeat)."""
 

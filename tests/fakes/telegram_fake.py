@@ -8,8 +8,9 @@ PTB then fetches ``GET {base_file_url}{token}/{file_path}``.
 
 `FakeTelegram` is its parts together, each in a module of its own: the state they
 share (tests/fakes/telegram_state.py), the bot's messages
-(tests/fakes/telegram_messages.py), what users send and the files in it
-(tests/fakes/telegram_users.py), and the webhook (tests/fakes/telegram_webhook_fake.py).
+(tests/fakes/telegram_messages.py) and voice notes (tests/fakes/telegram_voice.py),
+what users send and the files in it (tests/fakes/telegram_users.py), and the
+webhook (tests/fakes/telegram_webhook_fake.py).
 How requests are read and errors answered is in tests/fakes/telegram_http.py,
 Telegram's text rules in tests/fakes/telegram_text.py, and what the fake records in
 tests/fakes/telegram_records.py.
@@ -27,7 +28,7 @@ tests/fakes/telegram_records.py.
 * Methods: getMe (``can_read_all_group_messages`` is ``not privacy_mode``: false
   by default, as for a bot in privacy mode; ``can_join_groups`` and
   ``supports_inline_queries`` as set, true and false by default); getUpdates;
-  sendMessage; sendMessageDraft; sendDocument; editMessageText; deleteMessage; getFile;
+  sendMessage; sendMessageDraft; sendDocument; sendVoice; editMessageText; deleteMessage; getFile;
   setWebhook, deleteWebhook and getWebhookInfo; setMyCommands
   (``commands`` keeps the last list, scope ignored) and deleteMyCommands;
   sendChatAction (unknown action: 400); setMyDescription; answerCallbackQuery.
@@ -92,6 +93,7 @@ from tests.fakes.telegram_messages import BotMessages
 from tests.fakes.telegram_records import CLIENT_CLOSED, DROPPED, JSON, Call
 from tests.fakes.telegram_text import parse_html, utf16_len
 from tests.fakes.telegram_users import MAX_DOWNLOAD_BYTES, UserSide, auto_entities
+from tests.fakes.telegram_voice import BotVoices
 from tests.fakes.telegram_webhook_fake import PUSH_TIMEOUT_S, WebhookSide, free_port
 
 # What tests take from here; some are the parts' (tests/fakes/telegram_*.py).
@@ -122,7 +124,7 @@ CHAT_ACTIONS = frozenset(
 )
 
 
-class FakeTelegram(WebhookSide, BotMessages, UserSide):
+class FakeTelegram(WebhookSide, BotVoices, BotMessages, UserSide):
     """The fake server; see the module docstring. Made as `TelegramState` is
     (tests/fakes/telegram_state.py: token, bot id, username, first name,
     ``strict_html``, ``max_upload_bytes``)."""
@@ -303,6 +305,7 @@ class FakeTelegram(WebhookSide, BotMessages, UserSide):
             "sendchataction": self._send_chat_action,
             "setmydescription": self._ok,
             "answercallbackquery": self._ok,
+            "sendvoice": self._send_voice,
         }
 
     async def _handle(self, request: web.Request) -> web.Response:
