@@ -31,7 +31,7 @@ from bot.chat.media import Image
 from bot.chat.transcript import transcript
 from bot.errors import SoulbotError
 from bot.model.client import ModelClient, OnText, Reply
-from bot.model.usage import CallContext
+from bot.model.usage import CallContext, Source
 from bot.soul.prompt import system_blocks
 from bot.soul.registry import LiveSoul, SoulRegistry
 from bot.types import Route, Tool
@@ -195,9 +195,16 @@ class Agent:
                         images)  # fmt: skip
         return replace(prompt, soul=CachedSoul(version, now + CACHE_TTL_S))
 
-    async def turn(self, route: Route, prompt: Prompt, on_text: OnText | None = None) -> Reply:
-        """Run a turn, streamed to `on_text` when given. Raises BudgetExceeded, ModelError."""
-        ctx = CallContext(route.soul, route.scope, route.session, route.user, "turn")
+    async def turn(
+        self,
+        route: Route,
+        prompt: Prompt,
+        on_text: OnText | None = None,
+        source: Source = "turn",
+    ) -> Reply:
+        """Run a turn, streamed to `on_text` when given; ledgered as `source`
+        (`ambient_reply` for an unprompted one). Raises BudgetExceeded, ModelError."""
+        ctx = CallContext(route.soul, route.scope, route.session, route.user, source)
         tools = self._memory.tools(route) if self._memory is not None else []
         if self._more_tools is not None:
             tools += self._more_tools(route)
