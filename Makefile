@@ -70,6 +70,7 @@ bench: $(VENV)/.installed-dev
 	-$(BIN)/python bench/soak.py
 	-$(BIN)/python bench/scale.py
 	-$(BIN)/python bench/recovery.py
+	-$(BIN)/python bench/ambient.py
 
 # The demo model (tests/fakes/demo.py: short "(demo) I heard: ..." answers, the memory
 # wiki compiled as a literal model would, valid heartbeat reflections; free as the model

@@ -18,6 +18,7 @@ from bot.app.logs import away_from_the_chat
 from bot.app.preflight import pick_default_soul
 from bot.app.retention import Retention
 from bot.chat.access import Access
+from bot.chat.ambient import Ambient
 from bot.chat.commands import Commands
 from bot.chat.context import ChannelContext
 from bot.chat.history import HistoryStore
@@ -130,13 +131,19 @@ class Runtime:
             stack.push_async_callback(reflector.stop)
             agent = Agent(registry, model, memory, more_tools=reflector.tools)
             groups = config.groups
+            ambient = Ambient(groups.ambient, config.model, model, registry)
+
+            async def forget(sessions: list[str]) -> None:
+                ambient.drop(sessions)
+                await reflector.forget(sessions)
+
             sessions = SessionManager(SessionParts(
                 history, agent, send, typing, config.memory.history_token_budget, memory,
-                reflector.turn_done, reflector.forget,
+                reflector.turn_done, forget,
                 RateLimit(per) if (per := config.limits.messages_per_minute) else None,
                 stream, ChannelContext(groups.context_messages, groups.context_tokens),
                 config.data_dir / MEDIA_FOLDER if config.media.keep else None, config.media,
-                cluster.leases, Voicing(config, registry, speech),
+                cluster.leases, Voicing(config, registry, speech), ambient.replied,
             ))  # fmt: skip
             access = Access(db, config)
             commands = Commands(registry=registry, sessions=sessions, memory=memory,
@@ -147,7 +154,9 @@ class Runtime:
             if heard.base_url is not None:
                 transcriber = await stack.enter_async_context(Transcriber(heard))
             hearing = Hearing(heard, transcriber, ledger)
-            router = Router(config, default_soul, sessions, send, access, commands, hearing)
+            router = Router(
+                config, default_soul, sessions, send, access, commands, hearing, ambient
+            )
             # Kept images age out even after `media.keep` is turned off.
             retention = Retention(config.retention, db, config.data_dir / MEDIA_FOLDER)
             runtime = cls(config, registry, db, ledger, model, memory, sessions, router,

@@ -33,6 +33,7 @@ class _Held:
     inbound: Inbound
     text: str
     pictured: Pictured | None
+    unprompted: bool = False
 
 
 class SessionManager:
@@ -94,16 +95,18 @@ class SessionManager:
         text: str,
         pictured: Pictured | None = None,
         start: bool = True,
+        unprompted: bool = False,
     ) -> None:
-        """Hand a message to its session, in arrival order; a platform message id
-        seen before is dropped. Without `start`, it is stored and waits for the
-        next message's turn (a voice note not heard: nothing to answer). When the
-        store fails, raises what it raised (the caller apologises), and the
-        message is held: the session's next message stores it first, and one
-        turn answers both."""
+        """Hand a message to its session, in arrival order (`unprompted`: let
+        through by ambient mode's gate); a platform message id seen before is
+        dropped. Without `start`, it is stored and waits for the next message's
+        turn (a voice note not heard: nothing to answer). When the store fails,
+        raises what it raised (the caller apologises), and the message is held:
+        the session's next message stores it first, and one turn answers both."""
         async with self._lock(route.session):
             held = self._held.pop(route.session, [])
-            await self._take(route, [*held, _Held(route, inbound, text, pictured)], start=start)
+            waiting = [*held, _Held(route, inbound, text, pictured, unprompted)]
+            await self._take(route, waiting, start=start)
         self._sweep()
 
     async def _take(self, route: Route, waiting: list[_Held], start: bool) -> None:
@@ -115,7 +118,8 @@ class SessionManager:
             while waiting:
                 held = waiting[0]
                 last = start and len(waiting) == 1
-                if not await session.receive(held.inbound, held.text, held.pictured, start=last):
+                if not await session.receive(held.inbound, held.text, held.pictured, start=last,
+                                             unprompted=held.unprompted):  # fmt: skip
                     log.info("message.duplicate", session=route.session,
                              message_id=held.inbound.message_id)  # fmt: skip
                 waiting.pop(0)

@@ -3,7 +3,10 @@
 The gate (docs/memory.md): a private chat passes the DM policy (bot/chat/access.py); a
 group message is answered when it is addressed to the bot (a mention or a
 reply to the bot) or when the rule is `always` (`adapters.telegram.groups`,
-`adapters.discord.guilds`, or a binding's `respond`). A command (a message
+`adapters.discord.guilds`, or a binding's `respond`); where it is `ambient`,
+every message joins the channel's window and an unaddressed one is answered
+when ambient mode's gate says so (bot/chat/ambient.py), as an unprompted
+reply. A command (a message
 starting with "/" and naming one of ours) skips the mention rule; an unknown
 "/word" in a group is treated as a plain message. The adapters drop commands
 addressed to another bot. A group message that is not answered is kept as
@@ -48,6 +51,7 @@ import structlog
 
 from bot import prompts
 from bot.chat.access import Access
+from bot.chat.ambient import Ambient
 from bot.chat.commands import Commands
 from bot.chat.manager import SessionManager
 from bot.chat.media import Pictured, placeholder, refusal, screen
@@ -126,7 +130,9 @@ class Router:
         access: Access,
         commands: Commands,
         hearing: Hearing | None = None,
+        ambient: Ambient | None = None,
     ) -> None:
+        self._ambient = ambient
         self._queues: dict[str, deque[Inbound]] = {}
         self._workers: dict[str, asyncio.Task[None]] = {}
         self._config = config
@@ -162,7 +168,7 @@ class Router:
         )
 
     def group_rule(self, inbound: Inbound) -> GroupRule:
-        """When a group message is answered: `mention` or `always`."""
+        """When a group message is answered: `mention`, `ambient` or `always`."""
         binding = self._binding(inbound)
         if binding is not None and binding.respond is not None:
             return binding.respond
@@ -219,16 +225,24 @@ class Router:
             command = text.startswith("/") and (
                 inbound.is_dm or inbound.mentions_bot or self._commands.knows(text)
             )
+            unprompted = False
             if inbound.is_dm:
                 admission = await self._access.admit(inbound)
                 if not admission.admitted:
                     await send_safely(self._send, reply_to(inbound, admission.reply))
                     return
-            elif not command and not (
-                inbound.mentions_bot or inbound.reply_to_bot or self.group_rule(inbound) == "always"
-            ):
-                await self._overhear(inbound)
-                return
+            else:
+                rule = self.group_rule(inbound)
+                ambient = self._ambient if rule == "ambient" and not command else None
+                if ambient is not None:
+                    ambient.hear(session_key(inbound), inbound)
+                if not command and not (
+                    inbound.mentions_bot or inbound.reply_to_bot or rule == "always"
+                ):
+                    if not (ambient and text and await ambient.speaks(self.route(inbound))):
+                        await self._overhear(inbound)
+                        return
+                    unprompted = True
             if not text and not inbound.images and not inbound.audio:
                 # media that is not read, past the gate like any message
                 await send_safely(self._send, reply_to(inbound, prompts.TEXT_ONLY))
@@ -259,7 +273,7 @@ class Router:
                 rendered = prefix + text
             if unheard:
                 rendered += f"\n{unheard}"
-            await self._sessions.deliver(route, inbound, rendered, pictured)
+            await self._sessions.deliver(route, inbound, rendered, pictured, unprompted=unprompted)
         except Exception as exc:  # the dispatch boundary: one line, the loop lives on
             log.exception("router.failed", platform=inbound.platform, error=str(exc))
             if inbound.is_dm or inbound.mentions_bot or inbound.reply_to_bot:

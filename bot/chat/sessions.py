@@ -31,6 +31,11 @@ the store, so no message is answered twice. A turn that waited for another
 process's lease reads the history from the store again before it asks the
 model: what that process said meanwhile is not in this one's copy.
 
+A turn whose messages all came through ambient mode's gate (bot/chat/ambient.py:
+nobody addressed the bot) is an unprompted reply, ledgered as `ambient_reply`;
+when it fails or the model says nothing, nothing is sent (`ambient.reply_dropped`):
+no apology for a reply nobody asked for.
+
 A session keeps the soul version its cache was written with while the cache is
 warm (`Agent.soul`), so a heartbeat write of SOUL.md costs it nothing; it takes
 the live version when idle past the cache's lifetime, after an operator's
@@ -84,6 +89,7 @@ from bot.chat.voicing import Spoken, Voicing
 from bot.cluster.leases import Leases
 from bot.config.schema import MediaConfig
 from bot.errors import BudgetExceeded, ModelError, ModelRejected
+from bot.model.usage import Source
 from bot.soul.persona import Persona
 from bot.soul.prompt import current_mood
 from bot.types import Inbound, Outbound, ReplyStream, Route, Tool, VoiceNote
@@ -160,6 +166,8 @@ class _Turn:
     left_out: int = 0
     cause: str | None = None
     """Why the turn failed, when it did (`Outbound.cause`)."""
+    source: Source = "turn"
+    """`ambient_reply` when every message of the turn came through ambient mode's gate."""
 
     def on_text(self) -> Callable[[str], Awaitable[None]] | None:
         """What the model's stream is told: the answer so far, shown without
@@ -212,6 +220,8 @@ class SessionParts:
     """Who answers a conversation among processes (bot/cluster/leases.py); None: this one."""
     voicing: Voicing | None = None
     """Which answers are spoken (bot/chat/voicing.py); None: none."""
+    on_reply: Callable[[Route, str], None] | None = None
+    """Told of every reply stored, with its text (ambient mode's window of the channel)."""
 
 
 class Session:
@@ -241,6 +251,7 @@ class Session:
         self._provisional = 0  # their ids: negative, never a row's
         self._leased = False  # whether this session may hold its lease (released after work)
         self._elsewhere: set[int] = set()  # messages newer than `_attempted` another process took
+        self._unprompted: set[int] = set()  # messages ambient mode's gate let through, by entry
         self.last_active = time.monotonic()
 
     @property
@@ -295,13 +306,20 @@ class Session:
                         error=str(exc), what="mood")  # fmt: skip
 
     async def receive(
-        self, inbound: Inbound, text: str, pictured: Pictured | None = None, start: bool = True
+        self,
+        inbound: Inbound,
+        text: str,
+        pictured: Pictured | None = None,
+        start: bool = True,
+        unprompted: bool = False,
     ) -> bool:
         """Store a user message (`text`, its history row; with `pictured`, its
         images wait in memory for its turn) and, with `start`, make sure a turn
         will answer it (without: the message received next starts it); False
         (and nothing done) when its platform message id was delivered before.
-        Raises what the store raised (nothing done then)."""
+        `unprompted`: not addressed to the bot, let through by ambient mode's
+        gate (a turn of such messages only is an unprompted reply: module
+        docstring). Raises what the store raised (nothing done then)."""
         self.last_active = time.monotonic()
         address = inbound.address()
         entry = await self._parts.store.append_message(
@@ -312,6 +330,8 @@ class Session:
         self._entries.append(entry)
         self._received[entry.id] = time.perf_counter()
         self._latest = inbound
+        if unprompted:
+            self._unprompted.add(entry.id)
         weight = voice_weight(inbound) if inbound.spoken else 1
         if pictured is not None and pictured.media:
             self._pictured[entry.id] = pictured  # its trace waits for the model's note
@@ -403,6 +423,7 @@ class Session:
         self._left_out = 0
         self._attempted = 0
         self._elsewhere = set()
+        self._unprompted = set()
 
     async def _work(self) -> None:
         while True:
@@ -535,11 +556,20 @@ class Session:
             self._left_out,
         )  # fmt: skip
         self._left_out = 0
+        if fresh <= self._unprompted:
+            turn.source = "ambient_reply"
+        self._unprompted -= fresh
         try:
             with bound_contextvars(messages=len(new)):
                 text, stored = await self._answer(route, generation, history, turn)
             for entry in new:
                 self._received.pop(entry.id, None)
+            if turn.source == "ambient_reply" and stored is None:
+                # Nobody asked: a failure or an empty answer is silence, never a line.
+                log.warning("ambient.reply_dropped", cause=turn.cause or "no answer")
+                if turn.stream is not None:
+                    await turn.stream.abort()
+                return
             message = reply_to(target, text, turn.cause)
             voiced = spoken if stored is not None else None  # a failure's line is never spoken
             ids = None
@@ -663,8 +693,10 @@ class Session:
                 persona = prompt.soul.version.soul.persona if prompt.soul else None
                 if persona is not None:
                     await self._mood_allowed(persona, prompt.mood)
-                reply = await self._parts.agent.turn(route, prompt, turn.on_text(),
-                                                     self._mood_tools(persona))  # fmt: skip
+                tools = self._mood_tools(persona)
+                reply = await self._parts.agent.turn(
+                    route, prompt, turn.on_text(), tools, turn.source
+                )
         except BudgetExceeded as exc:
             text, turn.cause = prompts.DAILY_LIMIT, str(exc)
         except ModelRejected as exc:
@@ -690,6 +722,8 @@ class Session:
                     self._parts.memory.record(route, "assistant", "", text)
                 if self._parts.on_turn is not None:
                     self._parts.on_turn(route)
+                if self._parts.on_reply is not None:
+                    self._parts.on_reply(route, text)
             if reply.cut:  # the answer ended at max_tokens: say so rather than stop mid-word
                 log.warning("turn.cut", output_tokens=reply.usage.output_tokens)
                 text += prompts.ANSWER_CUT

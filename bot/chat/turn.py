@@ -35,7 +35,7 @@ from bot.chat.media import Image
 from bot.chat.transcript import transcript
 from bot.errors import SoulbotError
 from bot.model.client import ModelClient, OnText, Reply
-from bot.model.usage import CallContext
+from bot.model.usage import CallContext, Source
 from bot.soul.prompt import current_mood, mood_block, system_blocks
 from bot.soul.registry import LiveSoul, SoulRegistry
 from bot.types import Route, Tool
@@ -222,10 +222,12 @@ class Agent:
         prompt: Prompt,
         on_text: OnText | None = None,
         own_tools: Sequence[Tool] = (),
+        source: Source = "turn",
     ) -> Reply:
         """Run a turn, streamed to `on_text` when given, offering the session's
-        `own_tools` after the others. Raises BudgetExceeded, ModelError."""
-        ctx = CallContext(route.soul, route.scope, route.session, route.user, "turn")
+        `own_tools` after the others; ledgered as `source` (`ambient_reply` for
+        an unprompted one). Raises BudgetExceeded, ModelError."""
+        ctx = CallContext(route.soul, route.scope, route.session, route.user, source)
         tools = self._memory.tools(route) if self._memory is not None else []
         if self._more_tools is not None:
             tools += self._more_tools(route)

@@ -29,7 +29,7 @@ from bot.prompts import DEFAULT_EMPTY_PHRASES
 from bot.storage.postgres import Timeouts, is_postgres
 
 DmPolicy = Literal["open", "allowlist", "pairing"]
-GroupRule = Literal["mention", "always"]
+GroupRule = Literal["mention", "ambient", "always"]
 MemoryScope = Literal["auto", "shared", "per-user", "per-chat"]
 VoiceReplies = Literal["off", "when-spoken-to", "always"]
 
@@ -286,7 +286,8 @@ class DiscordConfig(_Section):
     token: Secret = SecretStr("")
     """The bot token (Developer Portal, Bot page); the adapter is on when it is set."""
     guilds: GroupRule = "mention"
-    """In server channels: `mention` (answer when mentioned or replied to) or `always`."""
+    """In server channels: `mention` (answer when mentioned or replied to), `ambient` (that, and
+    speak unprompted when the channel calls for it: `groups.ambient`) or `always`."""
     dm_policy: DmPolicy = "pairing"
     """Direct messages: `open`, `allowlist` or `pairing` (an admin approves a code)."""
     allowlist: tuple[int, ...] = ()
@@ -376,7 +377,8 @@ class TelegramConfig(_Section):
     token: Secret = SecretStr("")
     """The bot token from @BotFather; the adapter is on when it is set."""
     groups: GroupRule = "mention"
-    """In groups: `mention` (an @mention, a reply to the bot, or `/command@bot`) or `always`."""
+    """In groups: `mention` (an @mention, a reply to the bot, or `/command@bot`), `ambient` (that,
+    and speak unprompted when the group calls for it: `groups.ambient`) or `always`."""
     dm_policy: DmPolicy = "pairing"
     """Direct messages: `open`, `allowlist` or `pairing` (an admin approves a code)."""
     allowlist: tuple[int, ...] = ()
@@ -423,11 +425,34 @@ class Binding(_Section):
     memory: MemoryScope | None = None
     """The memory scope here (as `memory.scope`)."""
     respond: GroupRule | None = None
-    """`mention` or `always`: overrides `adapters.discord.guilds` / `adapters.telegram.groups`
-    here."""
+    """`mention`, `ambient` or `always`: overrides `adapters.discord.guilds` /
+    `adapters.telegram.groups` here."""
     voice_replies: VoiceReplies | None = None
     """`off`, `when-spoken-to` or `always`: whether answers here are also spoken (as
     `voice.speech.replies`, which applies where this is not set)."""
+
+
+class AmbientConfig(_Section):
+    """Where a group's rule is `ambient`, when the persona speaks unprompted
+    (`groups.ambient:`): a scorer without a model reads each message, and only above
+    `threshold` one small forced-tool call asks `model` whether to speak (docs/groups.md)."""
+
+    threshold: float = Field(0.5, ge=0, le=1)
+    """The scorer's figure (0 to 1) from which the gate model is asked; below it, silence and no
+    model call. Lower: more model calls, fewer missed moments."""
+    model: str | None = None
+    """The model that decides whether to speak (one forced `speak` tool call, ledgered as
+    `ambient`); `null`: `model.fallback`, else `model.name`. A small, cheap model is enough."""
+    replies_per_hour: int = Field(4, ge=0)
+    """Unprompted replies one channel may get in an hour; past them, silence (no model call)."""
+    cooldown_s: float = Field(120.0, ge=0)
+    """Seconds of the channel's own time (its messages' timestamps) after an unprompted reply
+    before another."""
+    unanswered_after_s: float = Field(90.0, gt=0)
+    """A question put to the room that nobody answered counts as unanswered once a message comes
+    this many seconds after it."""
+
+    _blank = field_validator("model", mode="before")(_empty_is_none)
 
 
 class GroupsConfig(_Section):
@@ -441,6 +466,8 @@ class GroupsConfig(_Section):
     remember_unaddressed: bool = False
     """Also keep those messages as memory traces of the chat's scope (off: people who never
     spoke to the bot are not remembered by it)."""
+    ambient: AmbientConfig = AmbientConfig()
+    """When the persona speaks unprompted where the rule is `ambient`."""
 
 
 class MediaConfig(_Section):

@@ -193,7 +193,7 @@ class ModelClient:
         if self._ledger.enforces_limits:
             estimate = estimate_request_tokens(request) + self._config.max_tokens
             await self._ledger.check(ctx, estimate)
-        model = self.model
+        model = request["model"]
         try:
             message = await self._send(ctx, self._client, request, timing, on_text)
         except ModelUnavailable as primary:
@@ -301,8 +301,10 @@ class ModelClient:
         messages: list[dict[str, Any]],
         tool: dict[str, Any],
         max_tokens: int | None = None,
+        model: str | None = None,
     ) -> object:
-        """One call that must use `tool` (a tool spec): returns its input, or
+        """One call that must use `tool` (a tool spec), to `model` (default
+        `model.name`; a fallback is `model.fallback`): returns its input, or
         None when the answer holds no such call (a server that ignores the tool
         the request forces answers in text) or was cut at `max_tokens` (a cut
         call's input is incomplete).
@@ -312,7 +314,7 @@ class ModelClient:
         taken out: `_call_offering_tools`; docs/model-servers.md); else the
         ModelRejected, with the server's reason. Raises BudgetExceeded, ModelError."""
         request = {
-            "model": self.model,
+            "model": model or self.model,
             "max_tokens": max_tokens or self._config.max_tokens,
             "system": system,
             "messages": messages,

@@ -9,7 +9,10 @@ family of budgets, by who it is for and its source:
   every soul's together;
 - a turn of an admin (a DM's `user` in `admins.<platform>`, or the terminal
   chat): that admin's own budget;
-- any other turn: its soul's budget and its user's (in a group, the group's).
+- any other turn: its soul's budget and its user's (in a group, the group's);
+  so do ambient mode's calls (bot/chat/ambient.py) in a group: its gate
+  (`ambient`) and the replies it lets through (`ambient_reply`), each a source
+  of its own in the report.
 
 Budgets count tokens, not dollars: every token the model processed (input,
 output, cache writes and cache reads) counts once. A cache figure the model
@@ -37,13 +40,16 @@ from bot.storage.sql import Conn
 
 log = structlog.get_logger(__name__)
 
-Source = Literal["turn", "compile", "heartbeat", "compact"]
+Source = Literal["turn", "ambient", "ambient_reply", "compile", "heartbeat", "compact"]
 Family = Literal["chat", "background"]
 VoiceKind = Literal["heard", "spoken"]
 BudgetKind = Literal["soul", "user", "admin", "background"]
 
 BACKGROUND: tuple[Source, ...] = ("compile", "heartbeat", "compact")
 """The sources of background work: a budget of their own, a line apart in the report."""
+AMBIENT: tuple[Source, ...] = ("ambient", "ambient_reply")
+"""Ambient mode's sources (its gate, its unprompted replies): chat work, a line of their
+own under the report's `chat` line."""
 EVERY_SOUL = "every soul"
 """Who the background budget is for (in `budget.refused` and BudgetExceeded)."""
 # The terminal chat is the operator's own, an admin's as for the commands (bot/chat/access.py).
@@ -541,10 +547,12 @@ def usage_table(conn: Conn, *, days: int, by: str, now: float) -> str:
     share and cost per soul, source, day or model over the last `days` UTC days
     (today included), with a TOTAL row and, under it, the TOTAL's `chat` and
     `background` rows (`BACKGROUND` sources; each family has budgets of its
-    own). The cache hit share is cache reads over all input tokens. Calls
-    whose server reported no cache figures (NULL) make those cells `UNKNOWN`,
-    or marked as partial, with a line under the table saying so. Under it, when
-    the days hold any, the voice table (`_voice_lines`).
+    own), and under `chat` an `ambient` row when ambient mode made calls (its
+    gate and its unprompted replies: `AMBIENT`). The cache hit share is cache
+    reads over all input tokens. Calls whose server reported no cache figures
+    (NULL) make those cells `UNKNOWN`, or marked as partial, with a line under
+    the table saying so. Under it, when the days hold any, the voice table
+    (`_voice_lines`).
 
     Raises ValueError for an unknown `by` or a `days` below 1.
     """
@@ -587,6 +595,13 @@ def _token_lines(conn: Conn, by: str, first: str, last: str) -> list[str]:
         )
     }
     split = [families.get(fam, _Sums()).cells(f"  {fam}") for fam in _FAMILIES]
+    ambient = _Sums.of(conn.execute(
+        f"SELECT {_SUMS} FROM usage WHERE day BETWEEN ? AND ? AND source IN"
+        f" ({', '.join(repr(s) for s in AMBIENT)})",
+        (first, last),
+    ).fetchone())  # fmt: skip
+    if ambient.calls:
+        split.insert(1, ambient.cells("    ambient"))
     lines = _render([by, *_HEADER], body, [total, *split])
     if whole.known < whole.calls:
         lines.append(_unknown_note(whole))

@@ -325,3 +325,19 @@ PROBE_USER = "Say OK."
 PROBE_TOOL_NAME = "report_ready"
 PROBE_TOOL_DESCRIPTION = "Report that you are ready."
 PROBE_TOOL_USER = "Call report_ready with ready set to true."
+
+# Ambient mode's gate (bot/chat/ambient.py): one forced `speak` call on a cheap model,
+# asked only when the scorer's figure is over `groups.ambient.threshold`.
+AMBIENT_SYSTEM = (
+    "You watch a group chat for {name}{role}. Decide whether {name} should say something "
+    "now, after the newest message. Speak when {name} is addressed without a mention (by name, "
+    "a question to them, a follow-up to what they just said), or when a question nobody has "
+    "answered is one {name} can help with, or the talk is squarely on what {name} is for and "
+    "they have something to add. Stay silent when people are talking to each other, for small "
+    "talk, thanks, jokes, or a question meant for someone else. When unsure, stay silent. "
+    "Answer only by calling the tool speak; give a reason of a few words, quoting no one."
+)
+AMBIENT_USER = "The chat, oldest first; the last line is the newest message:\n{lines}"
+# How the persona's own lines show in the gate's transcript.
+AMBIENT_OWN = "{name} (you)"
+AMBIENT_TOOL_DESCRIPTION = "Say whether to speak now (true) or stay silent (false), and why."

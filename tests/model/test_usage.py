@@ -507,6 +507,23 @@ async def test_usage_table_splits_the_total_into_chat_and_background(db: Databas
     assert only_chat["chat"] == only_chat["TOTAL"]
 
 
+async def test_usage_table_shows_what_ambient_mode_costs_under_chat(db: Database) -> None:
+    await fill(db)
+    assert "ambient" not in await report(db, days=2, by="soul")  # no such calls: no row
+    ledger = Ledger(db, budget=NO_LIMITS, clock=Clock())
+    await ledger.record(ctx(soul="aria", source="ambient"), "claude-haiku-4-5", Usage(300, 20))
+    await ledger.record(ctx(soul="aria", source="ambient_reply"), SONNET, Usage(1_000, 100))
+    lines = (await report(db, days=2, by="soul")).splitlines()
+    assert [line.split()[0] for line in lines[-4:]] == ["TOTAL", "chat", "ambient", "background"]
+    assert lines[-2].startswith("    ambient ")
+    table = parse("\n".join(lines))
+    assert table["ambient"][:3] == ["2", "1,300", "120"]  # the gate's call and the reply's
+    assert table["chat"][:2] == ["4", "3,300"]  # ambient's calls are chat's too
+    by_source = (await report(db, days=2, by="source")).splitlines()
+    sources = sorted(line.split()[:2] for line in by_source if line.startswith("ambient"))
+    assert sources == [["ambient", "1"], ["ambient_reply", "1"]]  # a row of each source
+
+
 @pytest.mark.parametrize(
     ("by", "keys"),
     [
