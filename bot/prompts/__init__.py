@@ -181,7 +181,8 @@ HELP = (
     "/reset starts a new conversation (I keep my long-term memory)\n"
     "/forget erases what I remember from this conversation (asks to confirm first)\n"
     "/memory lists what I remember of you (in a private chat); /memory drop PAGE removes "
-    "one page and what it was built from; /memory export sends it all as one file\n"
+    "one page and what it was built from; /memory export sends it all as one file; "
+    "/memory server ID does the same for what I keep of you in a server or group\n"
     "/help shows this."
 )
 ADMIN_HELP = (
