@@ -132,7 +132,8 @@ def heartbeat_blocked(
         mode = memory_mode(config, binding)
         if memory_scope(inbound, mode).is_shared:
             return None
-        places.append(f"{where} (memory {mode})")
+        after = ", where it does not reflect" if mode == PER_MEMBER else ""
+        places.append(f"{where} (memory {mode}{after})")
     if not places:
         return (
             f"{soul}: its heartbeat never writes SOUL.md: it answers nowhere (it is not the "
