@@ -206,50 +206,84 @@ class Outbound:
 
 @dataclass(frozen=True)
 class Scope:
-    """A memory scope: `shared` (the soul's own wiki), or one person's
-    (`user:<platform>:<id>`) or one chat's (`chat:<platform>:<id>`) private
-    memory. Raises InvalidKeyError for a part that breaks the rule."""
+    """A memory scope: `shared` (the soul's own wiki), one person's
+    (`user:<platform>:<id>`), one chat's (`chat:<platform>:<id>`) or one
+    member's of one server or group (`member:<platform>:<server>:<id>`)
+    private memory; or `members:<platform>:<server>`, a place bound to
+    `memory: per-member`, which has no wiki of its own: each speaker's words
+    go to their `member` scope there (`member`). Raises InvalidKeyError for a
+    part that breaks the rule."""
 
-    kind: Literal["shared", "user", "chat"]
+    kind: Literal["shared", "user", "chat", "member", "members"]
     platform: str = ""
     id: str = ""
+    server: str = ""
+    """The server (a Discord guild) or group (a Telegram chat) of a `member` scope."""
 
     def __post_init__(self) -> None:
         if self.kind == SHARED:
-            if self.platform or self.id:
+            if self.platform or self.id or self.server:
                 raise InvalidKeyError("shared scope", f"{self.platform}:{self.id}")
             return
-        if self.kind not in ("user", "chat"):
+        if self.kind not in ("user", "chat", "member", "members"):
             raise InvalidKeyError("scope kind", self.kind)
         _check("platform", self.platform, _PLATFORM)
         _check("id", self.id, _ID)
+        if self.kind == "member":
+            _check("server id", self.server, _ID)
+        elif self.server:
+            raise InvalidKeyError(f"{self.kind} scope", f"{self.server}:{self.id}")
 
     @classmethod
     def parse(cls, text: str) -> Scope:
-        """`shared`, `user:<platform>:<id>` or `chat:<platform>:<id>`.
+        """`shared`, `user:<platform>:<id>`, `chat:<platform>:<id>`,
+        `member:<platform>:<server>:<id>` or `members:<platform>:<server>`.
         Raises InvalidKeyError."""
         if text == SHARED:
             return cls("shared")
         parts = text.split(":")
-        if len(parts) != 3 or parts[0] not in ("user", "chat"):
+        if len(parts) == 4 and parts[0] == "member":
+            return cls("member", parts[1], parts[3], server=parts[2])
+        if len(parts) != 3 or parts[0] not in ("user", "chat", "members"):
             raise InvalidKeyError("scope", text)
-        kind: Literal["user", "chat"] = "user" if parts[0] == "user" else "chat"
+        kind: Literal["user", "chat", "members"] = (
+            "user" if parts[0] == "user" else "chat" if parts[0] == "chat" else "members"
+        )
         return cls(kind, parts[1], parts[2])
 
     @property
     def is_shared(self) -> bool:
         return self.kind == SHARED
 
+    @property
+    def per_member(self) -> bool:
+        """Whether this is a per-member place (`members:`), with no wiki of its own."""
+        return self.kind == "members"
+
+    def member(self, user_id: str) -> Scope:
+        """The `member` scope of `user_id` in this per-member place. Raises
+        InvalidKeyError for another kind of scope, or an id that breaks the rule."""
+        if not self.per_member:
+            raise InvalidKeyError("per-member place", str(self))
+        return Scope("member", self.platform, user_id, server=self.id)
+
     def folder(self, base: Path) -> Path:
         """The folder of a private scope's wiki under `base` (the soul's folder
         in `data_dir/memory`). Raises InvalidKeyError for the shared scope,
-        whose wiki is the soul's own `memory/`."""
-        if self.is_shared:
-            raise InvalidKeyError("private scope", SHARED)
+        whose wiki is the soul's own `memory/`, and for a per-member place,
+        which has none."""
+        if self.is_shared or self.per_member:
+            raise InvalidKeyError("private scope", str(self))
+        if self.kind == "member":
+            return base / self.kind / self.platform / self.server / self.id
         return base / self.kind / self.platform / self.id
 
     def __str__(self) -> str:
-        return SHARED if self.is_shared else f"{self.kind}:{self.platform}:{self.id}"
+        if self.is_shared:
+            return SHARED
+        if self.kind == "member":
+            return f"member:{self.platform}:{self.server}:{self.id}"
+        return f"{self.kind}:{self.platform}:{self.id}"
 
 
 @dataclass(frozen=True)

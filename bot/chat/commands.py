@@ -18,7 +18,11 @@ the rest counted); the whole reply stays under 1,900 characters, one message
 on every platform. `/memory drop PAGE` takes one page out for good with the
 messages it was built from (see `Memory.drop_page`); a daily log is not a page
 to drop. `/memory export` sends the whole wiki as one markdown file, then one
-line saying what it holds.
+line saying what it holds. Below the list, one line per server or group where
+the person has member memory (`memory: per-member`); `/memory server ID` lists
+that one, and takes `drop PAGE`, `export` and `forget` as the DM's own do.
+`/forget` in a per-member place erases the caller's own member memory there
+(anyone may: it is theirs), not the channel's conversation.
 
 Replies never show a private scope (a person's or a chat's own wiki) outside the
 admin's own DM: there `/soul status` and the compile report count them. Every
@@ -61,7 +65,7 @@ from bot.soul.registry import ReloadReport, SoulRegistry
 from bot.soul.soulfile import new_epoch, rollback_soul
 from bot.soul.soullock import SoulLocks
 from bot.storage.db import Database
-from bot.types import SHARED, Attachment, Inbound, Outbound, Route
+from bot.types import SHARED, Attachment, Inbound, Outbound, Route, Scope
 
 log = structlog.get_logger(__name__)
 
@@ -79,6 +83,7 @@ MAX_USAGE_DAYS = 366
 MEMORY_PAGES_SHOWN = 10
 MEMORY_NOTES_SHOWN = 3
 MEMORY_MAX_CHARS = 1900  # one message on Discord (2,000) and Telegram (4,096)
+MEMORY_SERVERS_SHOWN = 10
 SHOWN_CHARS = 80  # a summary or a note is cut to this in the list
 EXPORT_MAX_BYTES = 8 * 1024 * 1024  # under Discord's 10 MiB upload cap (Telegram's: 50 MB)
 
@@ -175,10 +180,12 @@ def _note(trace: Trace) -> str:
     return f"- {when} {_cut(trace.name or trace.speaker or '?', 40)}: {_cut(trace.text)}"
 
 
-def memory_list(view: MemoryView) -> str:
+def memory_list(view: MemoryView, foot: str = prompts.MEMORY_FOOT,
+                room: int = MEMORY_MAX_CHARS) -> str:  # fmt: skip
     """The `/memory` reply: the pages (newest first, at most MEMORY_PAGES_SHOWN,
-    fewer when the reply would pass MEMORY_MAX_CHARS; the rest counted), the
-    daily logs counted, the latest notes not compiled yet, what to do next."""
+    fewer when the reply would pass `room` characters; the rest counted), the
+    daily logs counted, the latest notes not compiled yet, what to do next
+    (`foot`)."""
     if not (view.pages or view.logs or view.waiting):
         return prompts.MEMORY_EMPTY
     pages = sorted(view.pages, key=lambda p: (p.updated, p.id), reverse=True)
@@ -195,7 +202,7 @@ def memory_list(view: MemoryView) -> str:
         tail += [_note(t) for t in view.latest]
     else:
         tail.append(prompts.MEMORY_NO_NOTES)
-    tail.append(prompts.MEMORY_FOOT)
+    tail.append(foot)
     shown = min(len(lines), MEMORY_PAGES_SHOWN)
     while True:
         head = [prompts.MEMORY_HEAD]
@@ -207,7 +214,7 @@ def memory_list(view: MemoryView) -> str:
             else []
         )
         text = "\n".join([*head, *lines[:shown], *more, *tail])
-        if len(text) <= MEMORY_MAX_CHARS or shown == 0:
+        if len(text) <= room or shown == 0:
             return text
         shown -= 1
 
@@ -289,6 +296,15 @@ class Commands:
     async def _cmd_forget(self, inbound: Inbound, route: Route, args: list[str]) -> str:
         if route.scope == SHARED:
             return prompts.FORGET_SHARED
+        if Scope.parse(route.scope).per_member:  # the caller's own memory of the server
+            mine = replace(route, scope=str(Scope.parse(route.scope).member(inbound.user_id)))
+            if [a.lower() for a in args] != ["confirm"]:
+                return prompts.FORGET_ASK_MEMBER
+            try:
+                await self._sessions.forget(mine)
+            except WikiBusy:
+                return prompts.MEMORY_BUSY
+            return prompts.FORGET_DONE_MEMBER
         # A group's memory is everyone's there: only an admin may erase it.
         group = not route.is_dm
         if group and not self._access.is_admin(inbound.platform, inbound.user_id):
@@ -309,12 +325,65 @@ class Commands:
             return prompts.MEMORY_SHARED
         sub = args[0].lower() if args else ""
         if not args:
-            return memory_list(await self._memory.view(route, MEMORY_NOTES_SHOWN))
+            return await self._memory_list(route)
+        if sub == "server":
+            return await self._server_memory(inbound, route, args[1:])
         if sub == "drop" and len(args) > 1:
             return await self._drop(route, " ".join(args[1:]))
         if sub == "export" and len(args) == 1:
             return await self._export(inbound, route)
         return prompts.MEMORY_USAGE
+
+    async def _memory_list(self, route: Route) -> str:
+        """`/memory`: the DM's own wiki, then a line per server with member memory."""
+        servers = []
+        for scope in await self._memory.member_scopes(route):
+            view = await self._memory.view(replace(route, scope=scope), 0)
+            if view.pages or view.waiting:
+                member = Scope.parse(scope)
+                servers.append(prompts.MEMORY_SERVER.format(
+                    platform=member.platform, server=member.server, pages=len(view.pages),
+                    waiting=view.waiting))  # fmt: skip
+        if not servers:
+            return memory_list(await self._memory.view(route, MEMORY_NOTES_SHOWN))
+        more = len(servers) - MEMORY_SERVERS_SHOWN
+        lines = [prompts.MEMORY_SERVERS, *servers[:MEMORY_SERVERS_SHOWN]]
+        lines += [prompts.MEMORY_MORE_SERVERS.format(count=more)] if more > 0 else []
+        tail = "\n".join([*lines, prompts.MEMORY_SERVERS_FOOT])
+        view = await self._memory.view(route, MEMORY_NOTES_SHOWN)
+        return memory_list(view, room=MEMORY_MAX_CHARS - len(tail) - 1) + "\n" + tail
+
+    async def _server_memory(self, inbound: Inbound, route: Route, args: list[str]) -> str:
+        """`/memory server ID [drop PAGE | export | forget [confirm]]`: the
+        person's member memory of one server or group."""
+        if not args:
+            return prompts.MEMORY_SERVER_USAGE
+        person = Scope.parse(route.scope)
+        try:
+            member = Scope("member", person.platform, person.id, server=args[0])
+        except ValueError:
+            return prompts.MEMORY_BAD_SERVER.format(server=plain(args[0]))
+        there = replace(route, scope=str(member))
+        names = {"platform": member.platform, "server": member.server}
+        sub, rest = (args[1].lower(), args[2:]) if len(args) > 1 else ("", [])
+        if not sub:
+            view = await self._memory.view(there, MEMORY_NOTES_SHOWN)
+            head = prompts.MEMORY_SERVER_HEAD.format(**names)
+            foot = prompts.MEMORY_SERVER_FOOT.format(server=member.server)
+            return head + "\n" + memory_list(view, foot, MEMORY_MAX_CHARS - len(head) - 1)
+        if sub == "drop" and rest:
+            return await self._drop(there, " ".join(rest))
+        if sub == "export" and not rest:
+            return await self._export(inbound, there, f"server-{member.server}-")
+        if sub == "forget" and [a.lower() for a in rest] in ([], ["confirm"]):
+            if not rest:
+                return prompts.MEMORY_SERVER_FORGET_ASK.format(**names)
+            try:
+                await self._sessions.forget(there)
+            except WikiBusy:
+                return prompts.MEMORY_BUSY
+            return prompts.MEMORY_SERVER_FORGOTTEN.format(**names)
+        return prompts.MEMORY_SERVER_USAGE
 
     async def _drop(self, route: Route, page_id: str) -> str:
         shown = plain(page_id)
@@ -331,7 +400,7 @@ class Commands:
         return prompts.MEMORY_DROPPED.format(page=shown, traces=dropped.traces,
                                              lines=dropped.log_lines)  # fmt: skip
 
-    async def _export(self, inbound: Inbound, route: Route) -> str:
+    async def _export(self, inbound: Inbound, route: Route, label: str = "") -> str:
         """Send the wiki as a file to the chat that asked; the line returned
         says what it holds, or why it did not go."""
         text = await self._memory.export(route)
@@ -341,7 +410,7 @@ class Commands:
             return prompts.MEMORY_TOO_LARGE.format(size=round(len(data) / 2**20, 1),
                                                    limit=EXPORT_MAX_BYTES // 2**20)  # fmt: skip
         day = datetime.fromtimestamp(self._clock(), UTC).strftime("%Y-%m-%d")
-        file = Attachment(f"memory-{route.soul}-{day}.md", data, "text/markdown")
+        file = Attachment(f"memory-{route.soul}-{label}{day}.md", data, "text/markdown")
         try:
             await self._send(replace(reply_to(inbound, ""), attachment=file))
         except Exception as exc:  # the platform refused it: the person is told, the log has it

@@ -19,8 +19,9 @@ from dataclasses import dataclass
 import structlog
 
 from bot.chat.media import Pictured, kept_folder
+from bot.chat.places import member_route
 from bot.chat.sessions import Session, SessionParts
-from bot.types import SHARED, Inbound, Route
+from bot.types import SHARED, Inbound, Route, Scope
 
 log = structlog.get_logger(__name__)
 
@@ -147,13 +148,15 @@ class SessionManager:
     def overhear(self, route: Route, inbound: Inbound, text: str, remember: bool) -> None:
         """Keep a group message not addressed to the bot as context for the
         next turn of its session (`text`: what the turn is shown); with
-        `remember`, as a memory trace of the route's scope too."""
+        `remember`, as a memory trace of the route's scope too (in a per-member
+        place, of its speaker's `member` scope)."""
         if route.is_dm:
             return
         if self._parts.context is not None:
             self._parts.context.add(route.session, inbound.user_name, text)
-        if remember and self._parts.memory is not None:
-            self._parts.memory.record(route, "user", inbound.user_name, text)
+        speaker = member_route(route, inbound.user_id)
+        if remember and self._parts.memory is not None and speaker is not None:
+            self._parts.memory.record(speaker, "user", inbound.user_name, text)
 
     async def sent_text(self, session: str, message_id: str) -> str | None:
         """The text of the bot's reply sent as `message_id` in `session`, or None."""
@@ -215,13 +218,20 @@ class SessionManager:
         turns are cancelled (a reply must not be recorded into the erased
         scope), their reflections stopped and heartbeat marks dropped (the
         `on_forget` hook), then the traces, the wiki and the history go.
+        A member's scope of a server (`member:`) is their traces and wiki only:
+        the channels its traces came from are everyone's there, so their
+        history and turns go on (no reply is recorded into a member's scope).
         Returns how many sessions' history was erased. Raises RuntimeError
-        without memory, ValueError for the shared scope."""
+        without memory, ValueError for the shared scope and a per-member place."""
         memory = self._parts.memory
         if memory is None:
             raise RuntimeError("this session manager has no memory to forget")
-        if route.scope == SHARED:
-            raise ValueError("the shared scope cannot be forgotten from a chat")
+        if route.scope == SHARED or Scope.parse(route.scope).per_member:
+            raise ValueError(f"{route.scope} is no private scope to forget")
+        if Scope.parse(route.scope).kind == "member":
+            await memory.forget(route)
+            log.info("sessions.forgotten", soul=route.soul, scope=route.scope, sessions=0)
+            return 0
         live = [k for k, s in self._sessions.items()
                 if (s.route.soul, s.route.scope) == (route.soul, route.scope)]  # fmt: skip
         sessions = sorted({*await memory.sessions_of(route), *live, route.session})

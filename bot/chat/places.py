@@ -5,7 +5,10 @@ ever write its SOUL.md.
 The rule (bot/chat/router.py's docstring tells it whole): a DM is always the
 person's own scope, but the operator's terminal may be bound to `shared`; a
 private thread is its own; elsewhere the binding's `memory`, else
-`memory.scope`: `shared` is the soul's own wiki, any other the chat's scope.
+`memory.scope`: `shared` is the soul's own wiki, `per-member` the place of the
+server's (a Discord guild's, a Telegram group's) members, where each speaker's
+memory is their own `member` scope there (`member_route`), any other the
+chat's scope.
 The heartbeat (bot/chat/reflect.py) writes SOUL.md only from a conversation in
 the shared scope; every other conversation's reflection goes to the `self`
 page of its own scope's wiki.
@@ -14,11 +17,14 @@ page of its own scope's wiki.
 from __future__ import annotations
 
 from collections.abc import Collection, Sequence
+from dataclasses import replace
 
 from bot.config.schema import Binding, Config, MemoryScope
-from bot.types import SHARED, Inbound, Scope
+from bot.errors import InvalidKeyError
+from bot.types import SHARED, Inbound, Route, Scope
 
 CONSOLE = "console"
+PER_MEMBER = "per-member"
 # The ids of a message no binding names (bindings name ids by number).
 _UNNAMED = "unnamed"
 
@@ -55,7 +61,26 @@ def memory_scope(inbound: Inbound, mode: str) -> Scope:
         return Scope("chat", inbound.platform, place)
     if mode == SHARED:
         return Scope("shared")
+    server = inbound.guild_id if inbound.platform == "discord" else inbound.chat_id
+    if mode == PER_MEMBER and server is not None:
+        return Scope("members", inbound.platform, server)
     return Scope("chat", inbound.platform, inbound.chat_id)
+
+
+def member_route(route: Route, user_id: str | None) -> Route | None:
+    """The route of a speaker's memory: in a per-member place (`members:`), the
+    route with `user_id`'s `member` scope of that server, or None when who
+    spoke is not known (several people, an id that breaks the key rule): then
+    no private memory is read or written. Anywhere else, `route` itself."""
+    place = Scope.parse(route.scope)
+    if not place.per_member:
+        return route
+    if user_id is None:
+        return None
+    try:
+        return replace(route, scope=str(place.member(user_id)))
+    except InvalidKeyError:
+        return None
 
 
 def _sample(platform: str, binding: Binding | None) -> tuple[Inbound, str]:
@@ -107,7 +132,8 @@ def heartbeat_blocked(
         mode = memory_mode(config, binding)
         if memory_scope(inbound, mode).is_shared:
             return None
-        places.append(f"{where} (memory {mode})")
+        after = ", where it does not reflect" if mode == PER_MEMBER else ""
+        places.append(f"{where} (memory {mode}{after})")
     if not places:
         return (
             f"{soul}: its heartbeat never writes SOUL.md: it answers nowhere (it is not the "

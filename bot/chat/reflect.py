@@ -22,8 +22,10 @@ bot/chat/turn.py). A write that lost the soul's lock does not happen
 past `max_autobiography_entries` the oldest entries are folded by the model into
 one `- [history]` line. A private scope's reflection and facts go to the `self`
 page of that scope's wiki, never into SOUL.md, so they never reach another
-person's prompt; rules from a private scope are dropped. `heartbeat.written`
-logs what changed.
+person's prompt; rules from a private scope are dropped. A per-member place
+(`memory: per-member`) has no heartbeat: its conversations are several
+people's, and no scope there is everyone's. `heartbeat.written` logs what
+changed.
 """
 
 from __future__ import annotations
@@ -55,7 +57,7 @@ from bot.soul.soulfile import SoulFile
 from bot.soul.soullock import SoulLocks
 from bot.storage.db import Database
 from bot.storage.sql import Conn
-from bot.types import SHARED, Route, Tool
+from bot.types import SHARED, Route, Scope, Tool
 
 log = structlog.get_logger(__name__)
 
@@ -103,6 +105,8 @@ class Reflector:
         self._sweeper: asyncio.Task[None] | None = None
 
     def _soul(self, route: Route) -> Soul | None:
+        if Scope.parse(route.scope).kind in ("member", "members"):
+            return None  # a per-member place (see the module docstring)
         soul = self._registry.get(route.soul)
         return soul if self._config.enabled and soul and soul.heartbeat else None
 

@@ -11,7 +11,8 @@ starting with "/" and naming one of ours) skips the mention rule; an unknown
 "/word" in a group is treated as a plain message. The adapters drop commands
 addressed to another bot. A group message that is not answered is kept as
 context for the next turn of its session (`SessionManager.overhear`; a memory
-trace too with `groups.remember_unaddressed`, in a chat's own scope only).
+trace too with `groups.remember_unaddressed`, in a chat's own scope, or its
+speaker's member scope, only).
 
 A reply carries the quoted message (its sender and text, cut to
 QUOTE_CHARS) at the head of its history row, marked as quoted; a reply to a
@@ -35,9 +36,13 @@ only the operator's console may be bound to `shared`), a Discord private
 thread its own (`chat:discord:<thread>`); elsewhere the
 binding's `memory`, else `memory.scope`: `shared` is the soul's wiki, and
 `per-chat`, `per-user` and `auto` all mean the chat's own scope (a person's
-scope is read only in their DMs). A public thread or forum topic is a session
-of its own in its parent's scope. A turn in a group is charged to the chat
-(`<platform>:chat:<id>` in the ledger and the per-user budget).
+scope is read only in their DMs), and `per-member` the server's (the Discord
+guild's, the Telegram group's) per-member place `members:<platform>:<server>`,
+where each speaker's words go to, and their turns read, their own
+`member:<platform>:<server>:<user>` scope (bot/chat/sessions.py). A public
+thread or forum topic is a session of its own in its parent's scope. A turn
+in a group is charged to the chat (`<platform>:chat:<id>` in the ledger and
+the per-user budget).
 """
 
 from __future__ import annotations
@@ -323,7 +328,7 @@ class Router:
             body = await self._overheard_voice(inbound, route)
         elif not body:
             return
-        remember = groups.remember_unaddressed and route.scope.startswith("chat:")
+        remember = groups.remember_unaddressed and route.scope.startswith(("chat:", "members:"))
         self._sessions.overhear(route, inbound, body, remember)
 
     async def _overheard_voice(self, inbound: Inbound, route: Route) -> str:

@@ -41,6 +41,13 @@ warm (`Agent.soul`), so a heartbeat write of SOUL.md costs it nothing; it takes
 the live version when idle past the cache's lifetime, after an operator's
 reload, at /reset and at a compaction (the prefix is written again then anyway).
 
+In a per-member place (`memory: per-member`, bot/chat/places.py) a message's
+trace goes to its speaker's `member` scope of the server, and a turn reads the
+memory of its one speaker; a turn that answers several people (a batch) reads
+the shared wiki alone. The soul's replies there are kept in no scope: a reply in
+a channel is written from everyone's lines, and a member's scope holds only
+what that member said.
+
 A conversation is said under one soul and one memory scope: when the route's
 soul or scope is no longer the one its history was said under (the config's
 binding changed), the session starts a new history, as /reset does, so neither
@@ -83,6 +90,7 @@ from bot.chat.media import (
     split_seen,
 )
 from bot.chat.moods import set_mood_tool
+from bot.chat.places import member_route
 from bot.chat.turn import Agent, CachedSoul
 from bot.chat.voice import weight as voice_weight
 from bot.chat.voicing import Spoken, Voicing
@@ -92,7 +100,7 @@ from bot.errors import BudgetExceeded, ModelError, ModelRejected
 from bot.model.usage import Source
 from bot.soul.persona import Persona
 from bot.soul.prompt import current_mood
-from bot.types import Inbound, Outbound, ReplyStream, Route, Tool, VoiceNote
+from bot.types import Inbound, Outbound, ReplyStream, Route, Scope, Tool, VoiceNote
 
 if TYPE_CHECKING:
     from bot.memory.service import Memory
@@ -242,6 +250,7 @@ class Session:
         self._mood = snapshot.mood  # the mood it moved to with set_mood; None: the default
         self._latest: Inbound | None = None
         self._received: dict[int, float] = {}
+        self._speakers: dict[int, str] = {}  # who sent each message no turn has answered yet
         self._task: asyncio.Task[None] | None = None
         self._deferred: asyncio.TimerHandle | None = None  # a start the rate limit put off
         self._unsaved: list[Entry] = []  # replies sent whose store failed, oldest first
@@ -329,6 +338,7 @@ class Session:
             return False
         self._entries.append(entry)
         self._received[entry.id] = time.perf_counter()
+        self._speakers[entry.id] = inbound.user_id
         self._latest = inbound
         if unprompted:
             self._unprompted.add(entry.id)
@@ -337,9 +347,9 @@ class Session:
             self._pictured[entry.id] = pictured  # its trace waits for the model's note
             self._left_out += keep_newest(self._pictured, self._parts.media.max_images)
             weight = len(pictured.media)
-        elif self._parts.memory is not None:
+        else:
             trace = pictured.placeholder() if pictured is not None else inbound.text
-            self._parts.memory.record(self.route, "user", inbound.user_name, trace)
+            self._remember(inbound.user_id, inbound.user_name, trace)
         if not start:
             return True
         wait, tell = 0.0, False
@@ -354,6 +364,24 @@ class Session:
         else:
             self._start()
         return True
+
+    def _remember(self, speaker: str | None, name: str, text: str) -> None:
+        """Keep a person's message as a trace of the session's scope; in a
+        per-member place, of its speaker's `member` scope (none when who spoke
+        is not known)."""
+        route = member_route(self.route, speaker)
+        if self._parts.memory is not None and route is not None:
+            self._parts.memory.record(route, "user", name, text)
+
+    def _reader(self, new: Sequence[Entry]) -> Route:
+        """The route a turn's memory is read with: the session's; in a
+        per-member place, the `member` route of the one person whose messages
+        the turn answers, or the place's own (the shared wiki alone) when it
+        answers several people, or someone not known (a message stored before a
+        restart)."""
+        speakers = {self._speakers.get(e.id) for e in new}
+        route = member_route(self.route, speakers.pop()) if len(speakers) == 1 else None
+        return route or self.route
 
     def recover(self, inbound: Inbound) -> bool:
         """Answer what a crash left unanswered, replying to `inbound` (the
@@ -420,6 +448,7 @@ class Session:
             self._mood_changed(was, self.mood, "reset")
         self._unsaved, self._unsent = [], []
         self._pictured = {}
+        self._speakers = {}
         self._left_out = 0
         self._attempted = 0
         self._elsewhere = set()
@@ -564,6 +593,7 @@ class Session:
                 text, stored = await self._answer(route, generation, history, turn)
             for entry in new:
                 self._received.pop(entry.id, None)
+                self._speakers.pop(entry.id, None)
             if turn.source == "ambient_reply" and stored is None:
                 # Nobody asked: a failure or an empty answer is silence, never a line.
                 log.warning("ambient.reply_dropped", cause=turn.cause or "no answer")
@@ -671,7 +701,8 @@ class Session:
         self, route: Route, generation: int, history: list[Entry], turn: _Turn
     ) -> tuple[str, Entry | None]:
         """The text to send for a turn and the reply stored of it: the model's
-        reply, stored; or the line that says why there is none (nothing stored)."""
+        reply, stored; or the line that says why there is none (nothing stored).
+        The turn's memory is its reader's (`_reader`)."""
         log.info("turn.started")
         new, target, started = turn.new, turn.target, turn.started
         async with self._parts.typing(target):
@@ -683,11 +714,12 @@ class Session:
             await send_safely(self._parts.send, reply_to(target, refused))
         new = turn.new  # with the rows of images that did not come saying so
         images = {key: p.images for key, p in turn.pictured.items()}
+        reader = self._reader(new)
         stored: Entry | None = None
         try:
             async with self._parts.typing(target):
                 prompt = await self._parts.agent.prompt(
-                    route, self._summary, history, new, self._breakpoint, self._soul,
+                    reader, self._summary, history, new, self._breakpoint, self._soul,
                     turn.context, images, self._mood,
                 )  # fmt: skip
                 persona = prompt.soul.version.soul.persona if prompt.soul else None
@@ -695,7 +727,7 @@ class Session:
                     await self._mood_allowed(persona, prompt.mood)
                 tools = self._mood_tools(persona)
                 reply = await self._parts.agent.turn(
-                    route, prompt, turn.on_text(), tools, turn.source
+                    reader, prompt, turn.on_text(), tools, turn.source
                 )
         except BudgetExceeded as exc:
             text, turn.cause = prompts.DAILY_LIMIT, str(exc)
@@ -718,7 +750,7 @@ class Session:
                 self._entries.append(stored)
                 # Messages that came during the turn go after the reply to their elders.
                 self._entries.sort(key=lambda e: e.order)
-                if self._parts.memory is not None:
+                if self._parts.memory is not None and not Scope.parse(route.scope).per_member:
                     self._parts.memory.record(route, "assistant", "", text)
                 if self._parts.on_turn is not None:
                     self._parts.on_turn(route)
@@ -788,9 +820,8 @@ class Session:
         for entry_id, picture in pictured.items():
             if seen and picture.images and generation == self._generation:
                 await self._rewrite(entry_id, picture.row(seen))
-            if self._parts.memory is not None:
-                self._parts.memory.record(self.route, "user", picture.sender,
-                                          picture.placeholder(seen))  # fmt: skip
+            self._remember(self._speakers.get(entry_id), picture.sender,
+                           picture.placeholder(seen))  # fmt: skip
         if pictured:
             pictured.clear()
 

@@ -20,7 +20,10 @@ from bot.errors import InvalidKeyError, SoulbotError
 from bot.types import Scope
 
 T = TypeVar("T")
-SCOPE_HELP = "Memory scope: shared, user:<platform>:<id> or chat:<platform>:<id>."
+SCOPE_HELP = (
+    "Memory scope: shared, user:<platform>:<id>, chat:<platform>:<id> or "
+    "member:<platform>:<server>:<id>."
+)
 _SCOPE = click.option("--scope", default="shared", show_default=True, help=SCOPE_HELP)
 _SCOPE_OR_PICK = click.option(
     "--scope",
@@ -83,10 +86,13 @@ async def _pick_scope(runtime: Runtime, soul: str, scope: str | None) -> str:
 
 def _check_scope(scope: str) -> None:
     try:
-        Scope.parse(scope)
+        place = Scope.parse(scope).per_member
     except InvalidKeyError:
+        place = True
+    if place:  # a per-member place keeps nothing of its own: its members' scopes do
         fail(
-            f"--scope: expected shared, user:<platform>:<id> or chat:<platform>:<id>, got {scope!r}"
+            "--scope: expected shared, user:<platform>:<id>, chat:<platform>:<id> or "
+            f"member:<platform>:<server>:<id>, got {scope!r}"
         )
 
 

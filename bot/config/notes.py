@@ -1,7 +1,8 @@
 """What the memory settings mean where people talk, as `soulbot check` says it.
 
 A DM is always the person's own scope and a Discord private thread its own;
-`shared` and `per-user` therefore mean less than their names in some places.
+`shared`, `per-user` and `per-member` therefore mean less than their names in
+some places.
 """
 
 from __future__ import annotations
@@ -16,6 +17,11 @@ SHARED = (
     "memory shared: groups and channels share the soul's wiki; DMs and private threads "
     "keep their own scope"
 )
+PER_MEMBER = (
+    "memory per-member: in a server or group, each member's own memory of it (what they "
+    "said in any of its channels, read only in their own turns there); DMs and private "
+    "threads keep their own scope"
+)
 CONSOLE_SHARED = (
     "memory shared: the terminal shares the soul's wiki (what you say there reaches "
     "every conversation of the soul)"
@@ -25,7 +31,7 @@ CONSOLE_SHARED = (
 def scope_notes(config: Config) -> list[str]:
     """One line per memory setting whose meaning depends on the place."""
     notes = []
-    meanings = {"per-user": PER_USER, "shared": SHARED}
+    meanings = {"per-user": PER_USER, "shared": SHARED, "per-member": PER_MEMBER}
     if config.memory.scope in meanings:
         notes.append(f"memory.scope: {meanings[config.memory.scope]}")
     for i, binding in enumerate(config.bindings):

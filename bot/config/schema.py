@@ -30,7 +30,7 @@ from bot.storage.postgres import Timeouts, is_postgres
 
 DmPolicy = Literal["open", "allowlist", "pairing"]
 GroupRule = Literal["mention", "ambient", "always"]
-MemoryScope = Literal["auto", "shared", "per-user", "per-chat"]
+MemoryScope = Literal["auto", "shared", "per-user", "per-chat", "per-member"]
 VoiceReplies = Literal["off", "when-spoken-to", "always"]
 
 
@@ -192,9 +192,11 @@ class MemoryConfig(_Section):
     """Long-term memory (`memory:`)."""
 
     scope: MemoryScope = "auto"
-    """Whose memory a group conversation reads and writes: `shared` (the soul's own wiki) or
-    the chat's own scope (`auto`, `per-chat`, and `per-user`, which in a group means the chat:
-    a person's scope is read only in their DMs). A DM always keeps the person's own scope
+    """Whose memory a group conversation reads and writes: `shared` (the soul's own wiki), the
+    chat's own scope (`auto`, `per-chat`, and `per-user`, which in a group means the chat: a
+    person's scope is read only in their DMs), or `per-member`: each member's own memory of
+    the server (a Discord guild, a Telegram group), written from what they say in any of its
+    channels and read only in their own turns there. A DM always keeps the person's own scope
     (only the console may be bound to `shared`), and a Discord private thread its own."""
     recall_token_budget: int = Field(600, ge=0)
     """Tokens of recalled memory added to each turn."""
@@ -423,7 +425,8 @@ class Binding(_Section):
     chat: int | None = None
     """Match a Telegram chat id."""
     memory: MemoryScope | None = None
-    """The memory scope here (as `memory.scope`)."""
+    """The memory scope here (as `memory.scope`; `per-member` on a server or group binding:
+    each member's own memory of that server)."""
     respond: GroupRule | None = None
     """`mention`, `ambient` or `always`: overrides `adapters.discord.guilds` /
     `adapters.telegram.groups` here."""

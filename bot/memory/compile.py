@@ -10,7 +10,8 @@ compile, which takes them up with the new ones. A page created in a wiki whose
 catalog reaches other people's prompts (the shared wiki's, in every conversation
 of the soul; a chat's, in every member's) is summarised from its id
 (`default_summary`), never in the filing model's words, which may be a sentence
-someone said; only a person's own wiki (`user:`) keeps the model's summary. A
+someone said; only a person's own wiki (`user:`, and a member's of a server,
+`member:`, read only in their own turns) keeps the model's summary. A
 summary a page already has, a person's included, is kept everywhere. Which traces a page has folded
 is kept in the store (`memory_folds`), so a page written before a crash does not
 get them twice, and a page's front matter stays small however long it lives.
@@ -184,7 +185,7 @@ class Compiler:
         filing = await self._filer.file(run.ctx, new, run.catalog)
         run.conflicts += filing.conflicts
         _take_up(filing, pending, waiting)
-        own = Scope.parse(scope).kind == "user"  # see the module docstring
+        own = Scope.parse(scope).kind in ("user", "member")  # see the module docstring
         for page_id, items in filing.pages.items():
             summary = filing.summaries.get(page_id, "") if own else ""
             await self._page(run, page_id, items, summary)

@@ -242,6 +242,13 @@ def _per_chunk(score: float, row: Row) -> float:
     return score * min(1.0, CHUNK_CHARS / max(1, len(row.text)))
 
 
+def _skipped(row: Row, skip_after: float | None, skip_session: str | None) -> bool:
+    """Whether `row` is a trace the history holds already (see `rank`)."""
+    if skip_after is None or row.page is not None or row.created_at < skip_after:
+        return False
+    return skip_session is None or row.session == skip_session
+
+
 async def rank(
     store: TraceStore,
     *,
@@ -249,14 +256,17 @@ async def rank(
     scopes: Sequence[str],
     query: str,
     skip_after: float | None = None,
+    skip_session: str | None = None,
 ) -> list[Row]:
     """The rows of the soul's `scopes` that are relevant to `query`, most
     relevant first (see the module docstring). Traces created at or after
-    `skip_after` are left out; page chunks never are."""
+    `skip_after` are left out (with `skip_session`, only that session's: a
+    member's scope holds what they said in other channels too); page chunks
+    never are."""
     terms = query_terms(query)
     if not terms:
         return []
-    postings = await store.search(soul, scopes, terms, CANDIDATES, skip_after)
+    postings = await store.search(soul, scopes, terms, CANDIDATES, skip_after, skip_session)
     weights = _weights(terms, postings)
     shortlist = _shortlist(weights, postings)
     if not shortlist:
@@ -265,7 +275,7 @@ async def rank(
     scored = [  # a neighbour may be in the history
         (row, _per_chunk(score, row))
         for row, score in _score(rows, shortlist, weights, postings)
-        if score > 0 and (skip_after is None or row.page is not None or row.created_at < skip_after)
+        if score > 0 and not _skipped(row, skip_after, skip_session)
     ]
     scored.sort(key=lambda pair: (-pair[1], -pair[0].created_at, -pair[0].id))
     return [row for row, _ in scored]
@@ -281,14 +291,17 @@ async def recall_block(
     now: float,
     group: bool,
     skip_after: float | None = None,
+    skip_session: str | None = None,
 ) -> str:
     """The recall block for a new message `query` in a session that reaches
     `scopes` (its own scope and "shared"): the most relevant traces and page
     chunks, one line each, within `budget_tokens`; "" when nothing matches.
-    Traces created at or after `skip_after` are already in the history and are
-    left out. `group` labels traces with the sender's display name rather than
-    `user`/`assistant`. Raises what `TraceStore` raises."""
+    Traces created at or after `skip_after` (of `skip_session` alone, when
+    given) are already in the history and are left out. `group` labels traces
+    with the sender's display name rather than `user`/`assistant`. Raises what
+    `TraceStore` raises."""
     if budget_tokens <= 0:
         return ""
-    rows = await rank(store, soul=soul, scopes=scopes, query=query, skip_after=skip_after)
+    rows = await rank(store, soul=soul, scopes=scopes, query=query, skip_after=skip_after,
+                      skip_session=skip_session)  # fmt: skip
     return render(rows, budget_tokens, now, group)

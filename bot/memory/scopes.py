@@ -2,8 +2,10 @@
 
 Scopes (docs/memory.md): the shared wiki of a soul is its workspace's `memory/`;
 the wiki of `user:<platform>:<id>` or `chat:<platform>:<id>` lives under
-`data_dir/memory/<soul>/<user|chat>/<platform>/<id>/`, a path built only from
-the scope's validated parts (bot/types.py `Scope`).
+`data_dir/memory/<soul>/<user|chat>/<platform>/<id>/`, that of
+`member:<platform>:<server>:<id>` under `.../member/<platform>/<server>/<id>/`,
+a path built only from the scope's validated parts (bot/types.py `Scope`). A
+per-member place (`members:`) has no wiki: its turns read their speaker's.
 """
 
 from __future__ import annotations
@@ -57,7 +59,10 @@ class Scopes:
         return scope_folder(self._data_dir, soul, scope)
 
     def wiki(self, soul_id: str, scope: str) -> Wiki | None:
-        """The wiki of `scope` (None when the soul is not loaded)."""
+        """The wiki of `scope` (None when the soul is not loaded, or for a
+        per-member place, which has none)."""
+        if Scope.parse(scope).per_member:
+            return None
         if scope == SHARED:
             soul = self._registry.get(soul_id)
             return Wiki(soul.folder / "memory", shared=True) if soul else None

@@ -3,7 +3,8 @@
 recall block (bot/memory/recall.py), the `read_memory_page` tool
 (bot/memory/tool.py); and what spans them: the `self` page of a private
 scope's heartbeat, the compile of every wiki with new traces, `forget`.
-A turn reads its own scope and the shared wiki, nothing else.
+A turn reads its own scope and the shared wiki, nothing else; a turn of a
+per-member place with no one speaker (`members:`) reads the shared wiki alone.
 """
 
 from __future__ import annotations
@@ -94,6 +95,7 @@ class Memory:
     ) -> None:
         self._registry = registry
         self._cluster = cluster
+        self._data_dir = data_dir
         self._store = store
         self._compiler = compiler
         self._recall_budget = recall_budget
@@ -119,7 +121,11 @@ class Memory:
         """Store a trace in the background: the turn goes on at once. Traces
         queued while a write is in flight go together in the next one (one
         transaction for many turns under load). An assistant trace without a
-        name carries the soul's name."""
+        name carries the soul's name. Raises ValueError for a per-member place
+        (`members:`), which keeps nothing of its own: a speaker's words go to
+        their `member` scope (bot/chat/places.py `member_route`)."""
+        if Scope.parse(route.scope).per_member:
+            raise ValueError(f"{route.scope} is a per-member place: it keeps no traces")
         if not name and speaker == "assistant":
             soul = self._registry.get(route.soul)
             name = soul.name if soul else route.soul
@@ -141,12 +147,17 @@ class Memory:
     # -- a turn's memory ----------------------------------------------------------------
 
     async def recall(self, route: Route, query: str, skip_after: float | None) -> str:
-        """The recall block for `query` ("" when nothing is relevant)."""
-        scopes = [route.scope] if route.scope == SHARED else [route.scope, SHARED]
+        """The recall block for `query` ("" when nothing is relevant): of the
+        route's scope and the shared one (the shared one alone for a per-member
+        place); traces of the route's session from `skip_after` on are in the
+        history already, and left out."""
+        scope = Scope.parse(route.scope)
+        scopes = [SHARED] if scope.is_shared or scope.per_member else [route.scope, SHARED]
         return await recall_block(
             self._store, soul=route.soul, scopes=scopes, query=query,
             budget_tokens=self._recall_budget, now=self._clock(),
-            group=Scope.parse(route.scope).kind == "chat", skip_after=skip_after,
+            group=scope.kind in ("chat", "member", "members"), skip_after=skip_after,
+            skip_session=route.session,
         )  # fmt: skip
 
     async def scope_index(self, route: Route) -> str | None:
@@ -411,9 +422,34 @@ class Memory:
                  traces=len(dropped), log_lines=scrubbed)  # fmt: skip
         return DroppedPage(page_id, len(dropped), scrubbed)
 
+    async def member_scopes(self, route: Route) -> list[str]:
+        """The `member` scopes of the person whose DM `route` is (its scope is
+        `user:<platform>:<id>`) with the route's soul: one a server where they
+        said something in a per-member place, with traces in the store or a
+        wiki on disk; sorted ([] for another kind of route)."""
+        person = Scope.parse(route.scope)
+        if person.kind != "user":
+            return []
+        stored = await self._store.scopes_after(route.soul, {})
+        base = self._data_dir / "memory" / route.soul / "member" / person.platform
+        folders = await asyncio.to_thread(
+            lambda: [p.parent.name for p in base.glob(f"*/{person.id}") if p.is_dir()]
+        )
+        found = set()
+        for scope in [*stored, *(f"member:{person.platform}:{s}:{person.id}" for s in folders)]:
+            try:
+                member = Scope.parse(scope)
+            except ValueError:  # a folder name no scope has
+                continue
+            if member.kind == "member" and (member.platform, member.id) == (
+                person.platform, person.id,
+            ):  # fmt: skip
+                found.add(str(member))
+        return sorted(found)
+
     def _private_wiki(self, route: Route) -> Wiki:
-        if route.scope == SHARED:
-            raise ValueError("the shared wiki is the soul's own, not a person's memory")
+        """The route's private wiki. Raises ValueError (InvalidKeyError) for the
+        shared scope, the soul's own, and a per-member place, which has none."""
         return Wiki(self._scopes.folder(route.soul, route.scope))
 
     async def _watermark(self, wiki: Wiki) -> int:
@@ -457,8 +493,8 @@ class Memory:
         Raises ValueError for the shared scope, WikiBusy when the wait was not
         enough (nothing is erased then)."""
         soul, scope = route.soul, route.scope
-        if scope == SHARED:
-            raise ValueError("the shared scope cannot be forgotten from a chat")
+        if scope == SHARED or Scope.parse(scope).per_member:
+            raise ValueError(f"{scope} is no private scope to forget")
         async with self._lock(soul, scope), self._wiki_lock(soul, scope).hold(WIKI_WAIT_S) as held:
             if not held:
                 raise WikiBusy(soul, scope)

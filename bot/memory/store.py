@@ -235,24 +235,27 @@ def _df(conn: Conn, number: int, got: list[int], limit: int) -> float:
     return len(got) * max(1.0, (got[0] - int(first) + 1) / (got[0] - got[-1] + 1))
 
 
-def _recallable(conn: Conn, numbers: Iterable[int], start: float) -> bool:
-    """Whether scopes `numbers` hold a page chunk or a trace older than `start`
-    (a new conversation, all of it still in the history, has nothing to recall)."""
+def _recallable(conn: Conn, numbers: Iterable[int], start: float, session: str | None) -> bool:
+    """Whether scopes `numbers` hold a page chunk, a trace older than `start`
+    or (with `session`) a trace of another session (a new conversation, all of
+    it still in the history, has nothing to recall)."""
+    other = "" if session is None else " OR session <> ?"
     for number in numbers:
         lo, hi = _range(number)
         if conn.execute(
             "SELECT 1 FROM memory WHERE id BETWEEN ? AND ? "
-            "AND (page IS NOT NULL OR created_at < ?) LIMIT 1",
-            (lo, hi, start),
+            f"AND (page IS NOT NULL OR created_at < ?{other}) LIMIT 1",
+            (lo, hi, start) + (() if session is None else (session,)),
         ).fetchone():
             return True
     return False
 
 
-def _since(conn: Conn, numbers: Iterable[int], start: float) -> set[int]:
-    """The ids of the traces of scopes `numbers` created at or after `start`.
-    Ids follow time within a scope, so only the newest rows are read: those
-    after the last trace older than `start`."""
+def _since(conn: Conn, numbers: Iterable[int], start: float, session: str | None) -> set[int]:
+    """The ids of the traces of scopes `numbers` created at or after `start`
+    (of `session` alone, when given). Ids follow time within a scope, so only
+    the newest rows are read: those after the last trace older than `start`."""
+    mine = "" if session is None else " AND session = ?"
     found: set[int] = set()
     for number in numbers:
         lo, hi = _range(number)
@@ -262,8 +265,9 @@ def _since(conn: Conn, numbers: Iterable[int], start: float) -> set[int]:
             (lo, hi, start),
         ).fetchone()
         rows = conn.execute(
-            "SELECT id FROM memory WHERE id > ? AND id <= ? AND page IS NULL AND created_at >= ?",
-            (before[0] if before else lo, hi, start),
+            "SELECT id FROM memory WHERE id > ? AND id <= ? AND page IS NULL "
+            f"AND created_at >= ?{mine}",
+            (before[0] if before else lo, hi, start) + (() if session is None else (session,)),
         )
         found.update(i for (i,) in rows)
     return found
@@ -476,11 +480,13 @@ class TraceStore:
         terms: Sequence[str],
         limit: int,
         skip_after: float | None = None,
+        skip_session: str | None = None,
     ) -> Postings:
         """For each of `terms` (each one word, stemmed by the index as the text
         was), the ids of the rows of the soul's `scopes` holding it, newest
         first, at most `limit` per term and scope; traces created at or after
-        `skip_after` are left out of the ids (not out of the counts)."""
+        `skip_after` (of session `skip_session` alone, when given) are left out
+        of the ids (not out of the counts)."""
 
         def query(conn: Conn) -> Postings:
             found_scopes = _scope_rows(conn, soul, scopes)
@@ -489,10 +495,12 @@ class TraceStore:
             words = sum(w for _, _, _, w in found_scopes)
             ids: dict[str, list[int]] = {}
             df: dict[str, float] = {}
-            if skip_after is not None and not _recallable(conn, numbers, skip_after):
+            if skip_after is not None and not _recallable(conn, numbers, skip_after, skip_session):
                 empty: dict[str, list[int]] = {term: [] for term in terms}
                 return Postings(empty, dict.fromkeys(terms, 0.0), int(rows), int(words))
-            skipped = set() if skip_after is None else _since(conn, numbers, skip_after)
+            skipped = (
+                set() if skip_after is None else _since(conn, numbers, skip_after, skip_session)
+            )
             found = textindex.find(
                 conn, [(t, n, *_range(n)) for t in terms for n in numbers], limit
             )

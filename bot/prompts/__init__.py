@@ -87,6 +87,12 @@ FORGET_ASK_GROUP = (
     "This erases everything I remember from this group: my notes about it and its "
     "history, for everyone here. It cannot be undone. Send /forget confirm to go ahead."
 )
+FORGET_ASK_MEMBER = (
+    "This erases everything I remember of you in this server: what you said in any of its "
+    "channels, kept for your own turns. The channels' conversations stay, as everyone here "
+    "saw them. It cannot be undone. Send /forget confirm to go ahead."
+)
+FORGET_DONE_MEMBER = "Done: I have forgotten everything I remembered of you in this server."
 FORGET_SHARED = (
     "This chat shares its memory with the soul's wiki, so /forget cannot erase it here. "
     "Ask an admin, or talk to me in a private chat."
@@ -104,6 +110,28 @@ MEMORY_USAGE = (
     "it was built from; /memory export sends it all as one file."
 )
 MEMORY_EMPTY = "I keep no pages about you yet."
+MEMORY_SERVERS = "What I keep of you in servers and groups (read only in your own turns there):"
+MEMORY_SERVER = "- {platform} {server}: {pages} pages, {waiting} messages not folded yet"
+MEMORY_MORE_SERVERS = "- and {count} more servers"
+MEMORY_SERVERS_FOOT = "/memory server ID lists one, with its own drop, export and forget."
+MEMORY_SERVER_HEAD = "In {platform} {server}:"
+MEMORY_SERVER_FOOT = (
+    "/memory server {server} drop PAGE removes a page and the messages it was built from; "
+    "/memory server {server} export sends everything as one file; "
+    "/memory server {server} forget erases it all."
+)
+MEMORY_SERVER_USAGE = (
+    "/memory server ID lists what I keep of you in that server or group; add drop PAGE, "
+    "export, or forget."
+)
+MEMORY_BAD_SERVER = "'{server}' cannot be a server or group id."
+MEMORY_SERVER_FORGET_ASK = (
+    "This erases everything I remember of you in {platform} {server}. It cannot be undone. "
+    "Send /memory server {server} forget confirm to go ahead."
+)
+MEMORY_SERVER_FORGOTTEN = (
+    "Done: I have forgotten everything I remembered of you in {platform} {server}."
+)
 MEMORY_HEAD = "What I keep about you:"
 MEMORY_PAGES = "Pages ({count}):"
 MEMORY_MORE_PAGES = "- and {count} more (/memory export has them all)"
@@ -153,7 +181,8 @@ HELP = (
     "/reset starts a new conversation (I keep my long-term memory)\n"
     "/forget erases what I remember from this conversation (asks to confirm first)\n"
     "/memory lists what I remember of you (in a private chat); /memory drop PAGE removes "
-    "one page and what it was built from; /memory export sends it all as one file\n"
+    "one page and what it was built from; /memory export sends it all as one file; "
+    "/memory server ID does the same for what I keep of you in a server or group\n"
     "/help shows this."
 )
 ADMIN_HELP = (

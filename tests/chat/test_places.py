@@ -78,3 +78,10 @@ def test_memory_scope_is_the_routers_rule() -> None:
     assert said("discord", False, "shared", thread_id="8", private_thread=True) == (
         "chat:discord:8"
     )
+
+
+def test_a_per_member_server_is_named_as_a_place_with_no_reflection() -> None:
+    yaml = "bindings: [{platform: discord, guild: 7, soul: lark, memory: per-member}]"
+    note = blocked(yaml, default="wren")
+    assert note is not None
+    assert "discord groups (memory per-member, where it does not reflect)" in note

@@ -323,7 +323,10 @@ def test_memory_import_names_the_bad_line(example: Path) -> None:
     assert scope.returncode == 1 and "--scope" in scope.stderr
 
 
-@pytest.mark.parametrize("scope", ["user:x:..", "user:x:.", "chat:x:a/b", "user:X:1", "user:x:"])
+@pytest.mark.parametrize(
+    "scope",
+    ["user:x:..", "user:x:.", "chat:x:a/b", "user:X:1", "user:x:", "members:x:9", "member:x:9"],
+)
 def test_a_scope_that_names_no_single_wiki_is_refused(example: Path, scope: str) -> None:
     others = example / "data" / "memory" / "wren" / "user" / "x" / "7"
     others.mkdir(parents=True)

@@ -175,6 +175,26 @@ async def test_turns_already_in_the_history_are_left_out(store: TraceStore) -> N
     assert "this morning" in await block(store, "kayak")
 
 
+async def test_only_the_sessions_own_turns_are_left_out_when_it_is_named(
+    store: TraceStore,
+) -> None:
+    member = "member:discord:900:1"  # one member's words from every channel of a server
+    await store.add([trace("kayak said in 701 this morning", NOW - 600, member,
+                           session="discord:701"),
+                     trace("kayak said in 702 this morning", NOW - 500, member,
+                           session="discord:702")])  # fmt: skip
+
+    async def recalled(skip_session: str | None) -> str:
+        return await recall_block(store, soul="aria", scopes=[member], query="kayak",
+                                  budget_tokens=600, now=NOW, group=True,
+                                  skip_after=NOW - 3600, skip_session=skip_session)  # fmt: skip
+
+    in_702 = await recalled("discord:702")
+    assert "said in 701" in in_702 and "said in 702" not in in_702
+    assert await recalled(None) == ""  # every trace of the day counts as in the history
+    assert await recalled("discord:703") != ""  # a channel whose history holds none of them
+
+
 async def test_a_busy_day_in_the_history_does_not_crowd_out_older_memories(
     store: TraceStore,
 ) -> None:
