@@ -90,7 +90,7 @@ def places() -> list[Place]:
                 server=guild)  # fmt: skip
         add(platform="discord", chat=thread, members=tuple(members[:4]), kind="thread",
             server=guild)  # fmt: skip
-    add(platform="telegram", chat=-1001, members=tuple(MEMBERS[:12]), kind="channel",
+    add(platform="telegram", chat=-1001, members=tuple(MEMBERS[:6]), kind="channel",
         server="-1001")  # fmt: skip
     return found
 
@@ -215,7 +215,7 @@ class World:
     async def converse(self, place: Place, lines: list[tuple[str, str]]) -> None:
         for user, body in lines:
             answered = self.push(place, user, body)
-            await wait_until(answered, within=60)
+            await wait_until(answered, within=120)
 
     async def everywhere(self, all_places: list[Place],
                          lines_for: Callable[[Place], list[tuple[str, str]]]) -> None:  # fmt: skip
