@@ -227,3 +227,21 @@ async def test_a_channel_that_refuses_voice_messages_gets_an_audio_file(tmp_path
     assert upload.filename == "voice.ogg" and is_ogg_opus(upload.data)
     assert "flags" not in audio.body or not audio.body["flags"] & (1 << 13)
     assert json.dumps(audio.body)  # an ordinary message with the file
+
+
+async def test_the_conversations_mood_chooses_its_voice(tmp_path: Path) -> None:
+    """The seed's "voice routing": the soul's mood (here its defaultMood, as no
+    set_mood moved the conversation) picks the voice settings of `voice.moods`."""
+    voice = (
+        "defaultMood: stormy\nallowedMoods: [calm, stormy]\n"
+        "voice: {provider: elevenlabs, voiceId: rachel-warm, stability: 0.4,"
+        " moods: {stormy: {voiceId: gale, stability: 0.1, style: 0.9}}}"
+    )
+    async with telegram_voiced(tmp_path, voice=voice) as (tg, model, eleven, runtime):
+        eleven.voices = eleven.voices | {"gale"}
+        model.script_text("Batten down.")
+        await spoken_to(runtime, "how is the sea?")
+        await tg.wait_for(lambda f: len(f.voices) == 1, what="the voice note")
+    [request] = eleven.requests
+    assert request.path == "/v1/text-to-speech/gale"
+    assert request.json["voice_settings"] == {"stability": 0.1, "style": 0.9}
