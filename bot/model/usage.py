@@ -573,14 +573,20 @@ def usage_table(conn: Conn, *, days: int, by: str, now: float) -> str:
     return f"Usage by {by}, {span}\n" + "\n".join(lines)
 
 
-def _token_lines(conn: Conn, by: str, first: str, last: str) -> list[str]:
-    """The model calls' table of `usage_table`; empty when the days hold none."""
+def _grouped(conn: Conn, by: str, sums: str, table: str, first: str, last: str) -> list[Any]:
+    """`sums` of `table`'s rows from day `first` to `last`, per `by`: by day in
+    order, else the costliest first."""
     order = "grp" if by == "day" else "SUM(cost_usd) DESC, grp"
-    rows = conn.execute(
-        f"SELECT {by} AS grp, {_SUMS} FROM usage WHERE day BETWEEN ? AND ?"
+    return conn.execute(
+        f"SELECT {by} AS grp, {sums} FROM {table} WHERE day BETWEEN ? AND ?"
         f" GROUP BY grp ORDER BY {order}",
         (first, last),
     ).fetchall()
+
+
+def _token_lines(conn: Conn, by: str, first: str, last: str) -> list[str]:
+    """The model calls' table of `usage_table`; empty when the days hold none."""
+    rows = _grouped(conn, by, _SUMS, "usage", first, last)
     if not rows:
         return []
     sums = [(str(key), _Sums.of(ns)) for key, *ns in rows]
@@ -621,12 +627,7 @@ def _voice_lines(conn: Conn, by: str, first: str, last: str) -> list[str]:
     """The voice table of `usage_table`: seconds of voice notes heard and
     characters spoken, each with its cost, per `by` and in TOTAL; empty when
     the days hold no voice row."""
-    order = "grp" if by == "day" else "SUM(cost_usd) DESC, grp"
-    rows = conn.execute(
-        f"SELECT {by} AS grp, {_VOICE_SUMS} FROM voice_usage WHERE day BETWEEN ? AND ?"
-        f" GROUP BY grp ORDER BY {order}",
-        (first, last),
-    ).fetchall()
+    rows = _grouped(conn, by, _VOICE_SUMS, "voice_usage", first, last)
     if not rows:
         return []
     sums = [(str(key), tuple(float(n or 0) for n in ns)) for key, *ns in rows]

@@ -509,9 +509,7 @@ class FakeAnthropic(LoopbackServer):
 
     async def stop(self) -> None:
         self._closing.set()  # wakes hangs and latency waits
-        if self._runner is not None:
-            await self._runner.cleanup()
-            self._runner = None
+        await super().stop()
 
     @property
     def port(self) -> int:

@@ -10,7 +10,7 @@ from aiohttp import web
 
 class LoopbackServer:
     """A fake server on 127.0.0.1; subclasses define `start` (which calls
-    `_listen`) and `stop`."""
+    `_listen`), and `stop` when closing takes more than the server's end."""
 
     _runner: web.AppRunner | None = None
     _port: int = 0
@@ -28,7 +28,10 @@ class LoopbackServer:
         raise NotImplementedError
 
     async def stop(self) -> None:
-        raise NotImplementedError
+        """Close the server. Idempotent."""
+        if self._runner is not None:
+            await self._runner.cleanup()
+            self._runner = None
 
     async def __aenter__(self) -> Self:
         await self.start()

@@ -93,11 +93,6 @@ class _SpeechFake(LoopbackServer):
         self._routes(app)
         await self._listen(app, port)
 
-    async def stop(self) -> None:
-        if self._runner is not None:
-            await self._runner.cleanup()
-            self._runner = None
-
     @property
     def port(self) -> int:
         return self._port

@@ -884,11 +884,6 @@ class Receiver(LoopbackServer):
         app.router.add_post("/hook", self._take)
         await self._listen(app, port)
 
-    async def stop(self) -> None:
-        if self._runner is not None:
-            await self._runner.cleanup()
-            self._runner = None
-
     @property
     def url(self) -> str:
         return f"http://127.0.0.1:{self._port}/hook"

@@ -81,11 +81,6 @@ class FakeTranscription(LoopbackServer):
         app.router.add_post("/v1/audio/transcriptions", self._transcribe)
         await self._listen(app, port)
 
-    async def stop(self) -> None:
-        if self._runner is not None:
-            await self._runner.cleanup()
-            self._runner = None
-
     @property
     def url(self) -> str:
         """The base URL, up to /v1 (`voice.transcription.base_url`)."""
