@@ -388,7 +388,9 @@ class TelegramAdapter:
             reply_to_id=str(parent.message_id) if parent is not None else None,
             images=things.images,
             audio=things.audio,
-            from_bot=user.is_bot,
+            # A message sent on behalf of a chat (an anonymous admin, a channel) carries a
+            # stand-in sender marked is_bot (GroupAnonymousBot, Channel_Bot): a person's.
+            from_bot=user.is_bot and message.sender_chat is None,
         )
 
     # -- outbound -----------------------------------------------------------------------

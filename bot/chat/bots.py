@@ -12,9 +12,9 @@ and never past `groups.bots.replies_per_minute` replies to bots in the
 channel's rolling minute, in the channel's own time (its messages'
 timestamps). A person's message resets the chain, not the minute's count.
 Every bot's message is one `bots.decided` line: its session, soul, the chain's
-length, the decision (`answer`, `silent` or `ignored`) and the reason; never a
-message's text. The persona's own messages never get here: the adapters drop
-them.
+length, the decision (`answer`, `silent` or `ignored`, the last at debug
+level) and the reason; never a message's text. The persona's own messages
+never get here: the adapters drop them.
 """
 
 from __future__ import annotations
@@ -92,6 +92,10 @@ class Bots:
 
 
 def _decided(session: str, soul: str, length: int, decision: str, reason: str) -> bool:
-    log.info("bots.decided", session=session, soul=soul, chain=length, decision=decision,
-             reason=reason)  # fmt: skip
+    line = {"session": session, "soul": soul, "chain": length, "decision": decision,
+            "reason": reason}  # fmt: skip
+    if decision == "ignored":  # off, the default, where other bots post all day: debug
+        log.debug("bots.decided", **line)
+    else:
+        log.info("bots.decided", **line)
     return decision == "answer"

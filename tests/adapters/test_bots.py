@@ -127,8 +127,14 @@ async def test_our_own_messages_are_never_answered(tmp_path: Path) -> None:
 
 async def test_a_telegram_bot_s_message_is_not_answered_by_default(tmp_path: Path) -> None:
     # Telegram never delivers other bots' messages to a bot; were one to come, it is a
-    # bot's, and off by default.
+    # bot's, and off by default. An anonymous admin's message has a stand-in sender
+    # marked is_bot: it is a person's, and answered.
     other = {"from": {"id": 88, "is_bot": True, "first_name": "Otto", "username": "otto_bot"}}
+    anonymous = {
+        "from": {"id": 1087968824, "is_bot": True, "first_name": "Group",
+                 "username": "GroupAnonymousBot"},
+        "sender_chat": {"id": GROUP, "type": "supergroup", "title": "the group"},
+    }  # fmt: skip
     with capture_logs() as logs:
         async with telegram(tmp_path, "adapters: {telegram: {groups: always}}\n") as (
             tg,
@@ -140,5 +146,11 @@ async def test_a_telegram_bot_s_message_is_not_answered_by_default(tmp_path: Pat
             tg.push_message(GROUP, "and me?", user_id=20, first_name="Bo", chat_type="supergroup")
             await tg.wait_sent(1)
             await runtime.sessions.wait(5)
-    assert len(model.requests) == 1 and "answer me" not in str(model.requests[0])
+            tg.push_message(GROUP, "an admin asks", user_id=1087968824, chat_type="supergroup",
+                            extra=anonymous)  # fmt: skip
+            await tg.wait_sent(2)
+            await runtime.sessions.wait(5)
+    assert len(model.requests) == 2 and "answer me" not in str(model.requests)
+    assert user_texts(model.requests[1])[-1].endswith(": an admin asks")
+    assert "(a bot)" not in str(model.requests[1])
     assert decided(logs) == [(0, "ignored", "respond_to_bots is off")]

@@ -65,3 +65,4 @@ def test_every_decision_is_one_line_without_text() -> None:
         ("discord:dm:9", 0, "ignored", "a DM"),
     ]
     assert all(e["event"] == "bots.decided" and e["soul"] == "lark" for e in logs)
+    assert [e["log_level"] for e in logs] == ["info"] * 5 + ["debug"]  # ignored: debug
