@@ -70,6 +70,24 @@ async def test_two_bots_stop_within_the_cap(tmp_path: Path) -> None:
     assert not any("otto answers" in str(e) for e in logs if e["event"] == "bots.decided")
 
 
+async def test_with_the_defaults_two_bots_stop_by_chance_or_the_cap(tmp_path: Path) -> None:
+    with capture_logs() as logs:
+        async with discord_bot(tmp_path, "groups: {respond_to_bots: true}\n",
+                               streaming=False) as (dc, model, runtime):  # fmt: skip
+            async with otto_answers_everything(dc):
+                otto_says(dc, f"<@{dc.bot_id}> hello, fellow bot")
+                await wait_until(lambda: any(d == "silent" for _, d, _ in decided(logs)))
+                await runtime.router.wait(5)
+                await runtime.sessions.wait(5)
+            sent = list(dc.sent)
+    lines = decided(logs)
+    # Whatever the chance drew: answers 1, 2, ... then one silence ends it, within the cap.
+    assert 1 <= len(sent) <= 3 and len(model.requests) == len(sent)
+    assert [(n, d) for n, d, _ in lines] == [
+        *((n, "answer") for n in range(1, len(sent) + 1)), (len(sent), "silent")
+    ]  # fmt: skip
+
+
 async def test_a_decay_of_zero_answers_one_bot_until_a_person_speaks(tmp_path: Path) -> None:
     config = (
         "groups: {bots: {decay: 0}}\n"
