@@ -36,7 +36,7 @@ from __future__ import annotations
 
 import asyncio
 import time
-from collections.abc import Awaitable, Callable
+from collections.abc import Awaitable, Callable, Sequence
 from typing import Protocol
 
 import structlog
@@ -229,3 +229,49 @@ class EditedReply:
                 log.warning("adapter.preview_left", adapter=self._adapter, message_id=message_id,
                             error=f"{type(exc).__name__}: {exc}")  # fmt: skip
         self._posted.clear()
+
+
+async def replace_reply(
+    platform: Editable,
+    message_ids: Sequence[str],
+    message: Outbound,
+    limit: int,
+    measure: Measure = len,
+    adapter: str = "",
+) -> list[str]:
+    """Make the bot's messages `message_ids` (a reply sent earlier, in order)
+    show `message.text` instead (`/retry`): each is edited to its new chunk, the
+    chunks past them are posted, the messages past the chunks deleted; one
+    deleted meanwhile is posted anew with those after it, so the order holds.
+    When an edit fails otherwise (too old, not the bot's), what is left of the
+    old reply is deleted where the platform lets it (each failure logged as
+    `adapter.retract_failed`) and the whole reply is posted anew. Returns the
+    ids of the reply's messages; raises SendFailed when the posts fail."""
+    reply = EditedReply(platform, limit, measure, adapter=adapter)
+    reply._posted = [(message_id, "") for message_id in message_ids]
+    chunks = split_message(message.text, limit, measure)
+    try:
+        await reply._apply(chunks, repost=True)
+    except Exception as exc:
+        log.warning("adapter.replace_failed", adapter=adapter,
+                    error=f"{type(exc).__name__}: {exc}")  # fmt: skip
+        await delete_messages(platform, [m for m, _ in reply._posted], adapter)
+        reply = EditedReply(platform, limit, measure, adapter=adapter)
+        return await reply.finish(message)
+    return [message_id for message_id, _ in reply._posted]
+
+
+async def delete_messages(platform: Editable, message_ids: Sequence[str], adapter: str = "") -> int:
+    """Delete the bot's messages `message_ids`, the last first; returns how
+    many went. One the platform keeps (too old: Telegram lets a bot delete
+    for 48 hours) is logged as `adapter.retract_failed`, never raised."""
+    deleted = 0
+    for message_id in reversed(message_ids):
+        try:
+            await platform.delete(message_id)
+        except Exception as exc:  # it stays in the chat; the history and memory let go of it
+            log.warning("adapter.retract_failed", adapter=adapter, message_id=message_id,
+                        error=f"{type(exc).__name__}: {exc}")  # fmt: skip
+            continue
+        deleted += 1
+    return deleted

@@ -74,6 +74,8 @@ MENU: tuple[tuple[str, str], ...] = (
     ("help", "What I can do and the commands"),
     ("reset", "Start a new conversation"),
     ("forget", "Erase what I remember from this conversation"),
+    ("retry", "Write my last answer again"),
+    ("undo", "Take back your last message and my answer"),
     ("memory", "What I remember of you: list it, drop a page, export it"),
     ("soul", "Admins: reload, status, compile, usage, rollback, epoch"),
     ("pair", "Admins: approve or deny pairing codes, revoke approvals, list them"),
@@ -250,6 +252,8 @@ class Commands:
             "start": self._cmd_help,  # Telegram sends /start when a chat opens
             "reset": self._cmd_reset,
             "forget": self._cmd_forget,
+            "retry": self._cmd_retry,
+            "undo": self._cmd_undo,
             "memory": self._cmd_memory,
             "soul": self._cmd_soul,
             "pair": self._cmd_pair,
@@ -317,6 +321,32 @@ class Commands:
         except WikiBusy:  # a compile in another process held the wiki all along
             return prompts.MEMORY_BUSY
         return prompts.FORGET_DONE_GROUP if group else prompts.FORGET_DONE
+
+    async def _cmd_retry(self, inbound: Inbound, route: Route, args: list[str]) -> str:
+        return await self._take_back(inbound, route, undo=False)
+
+    async def _cmd_undo(self, inbound: Inbound, route: Route, args: list[str]) -> str:
+        return await self._take_back(inbound, route, undo=True)
+
+    async def _take_back(self, inbound: Inbound, route: Route, *, undo: bool) -> str:
+        """`/retry` or `/undo` (bot/chat/takeback.py): only for whom the answer
+        was to, anyone in a DM (it is theirs), or an admin."""
+        admin = self._access.is_admin(inbound.platform, inbound.user_id)
+
+        def may(who: str | None) -> bool:
+            return route.is_dm or admin or who == inbound.user_id
+
+        try:
+            outcome = await self._sessions.take_back(route, undo, may)
+        except WikiBusy:
+            return prompts.MEMORY_BUSY
+        if outcome == "refused":
+            log.warning("command.refused", reason="answer to someone else")
+            return prompts.TAKE_BACK_OTHER
+        replies = {"none": prompts.UNDO_NONE if undo else prompts.RETRY_NONE,
+                   "gone": prompts.TAKE_BACK_GONE, "undone": prompts.UNDO_DONE,
+                   "retried": prompts.RETRY_DONE}  # fmt: skip
+        return replies[outcome]
 
     async def _cmd_memory(self, inbound: Inbound, route: Route, args: list[str]) -> str:
         if not route.is_dm:

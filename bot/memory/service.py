@@ -422,6 +422,31 @@ class Memory:
                  traces=len(dropped), log_lines=scrubbed)  # fmt: skip
         return DroppedPage(page_id, len(dropped), scrubbed)
 
+    async def take_back(self, route: Route, since: float, said: Sequence[tuple[str, str]]) -> int:
+        """Take an exchange out of the route's scope (`/undo`, `/retry`): its
+        traces, those of the route's session made at `since` or later whose
+        speaker is one of `said`'s (speaker, history row text) and whose words
+        that row holds (a person's row carries their name and the quote before
+        them). Queued traces are stored first (within 5 s). A trace a compile
+        folded already takes its pages along, as `drop_page` does (the page is
+        made of it: nothing of it may be recalled); in the shared wiki the page
+        stays, only the traces go. The trace rows go at once, with the
+        scope's erase epoch, so no recall finds them and a compile that read
+        them starts over. Returns how many traces went. Raises WikiBusy when
+        another process is compiling the wiki (nothing is taken then)."""
+        await self.drain(5.0)
+        found = await self._store.said_in(route.soul, route.scope, route.session, since)
+        mine = [(trace, pages) for trace, pages in found if _said(trace, said)]
+        pages = sorted({page for _, folded in mine for page in folded})
+        if pages and route.scope != SHARED:
+            for page in pages:
+                await self.drop_page(route, page)
+        taken = await self._store.delete_traces(route.soul, route.scope, [t.id for t, _ in mine])
+        dropped = len(pages) if route.scope != SHARED else 0
+        log.info("memory.taken_back", soul=route.soul, scope=route.scope,
+                 traces=len(mine), deleted=taken, pages=dropped)  # fmt: skip
+        return len(mine)
+
     async def member_scopes(self, route: Route) -> list[str]:
         """The `member` scopes of the person whose DM `route` is (its scope is
         `user:<platform>:<id>`) with the route's soul: one a server where they
@@ -518,6 +543,17 @@ class Memory:
         if lock is None:
             lock = self._locks[(soul, scope)] = asyncio.Lock()
         return lock
+
+
+def _said(trace: Trace, said: Sequence[tuple[str, str]]) -> bool:
+    """Whether `trace` is one of `said`'s rows: a reply's words exactly; a
+    person's words within their row (which carries their name and a quote)."""
+    for speaker, text in said:
+        if trace.speaker != speaker or not trace.text:
+            continue
+        if trace.text == text if speaker == "assistant" else trace.text in text:
+            return True
+    return False
 
 
 def _scrub_logs(wiki: Wiki, traces: Sequence[Trace]) -> int:

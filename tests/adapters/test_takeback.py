@@ -1,0 +1,202 @@
+"""Taking back an answer, end to end: `/retry` and `/undo` through the real
+discord.py and python-telegram-bot against their fakes, the real runtime
+against the model fake (docs/commands.md)."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+from bot import prompts
+from bot.app.runtime import Runtime
+from tests.adapters.test_discord import ADMIN as DC_ADMIN
+from tests.adapters.test_discord import BOT, CHANNEL, GUILD, discord_bot, followups
+from tests.adapters.test_telegram import ADMIN, GROUP, telegram
+from tests.fakes.librarian import librarian
+from tests.fakes.telegram_fake import FakeTelegram
+from tests.kit import capture_logs, user_texts
+
+
+def shown(tg: FakeTelegram, chat: int) -> list[str]:
+    """The bot's messages in `chat` as they are now (edits applied, deleted ones gone)."""
+    return [m["text"] for m in tg.bot_messages(chat)]
+
+
+async def history(runtime: Runtime, session: str) -> list[tuple[str, str]]:
+    return await runtime.db.run(lambda c: [
+        (str(r[0]), str(r[1])) for r in c.execute(
+            "SELECT role, content FROM history WHERE session = ? AND kind = 'message' "
+            "ORDER BY id", (session,))
+    ])  # fmt: skip
+
+
+def long_answer(name: str) -> str:
+    """An answer Discord splits into three messages."""
+    return "\n\n".join(f"{name} paragraph {i}. " + "words " * 60 for i in range(12))
+
+
+# -- /retry ------------------------------------------------------------------------------
+
+
+async def test_telegram_retry_edits_the_answer_in_place(tmp_path: Path) -> None:
+    async with telegram(tmp_path) as (tg, model, runtime):
+        model.script_text("A first, clumsy answer.")
+        tg.push_message(ADMIN, "tell me about owls", user_id=ADMIN)
+        [first] = await tg.wait_sent(1)
+        model.script_text("A second, better answer.")
+        with capture_logs() as logs:
+            tg.push_message(ADMIN, "/retry", user_id=ADMIN)
+            await tg.wait_for(lambda f: prompts.RETRY_DONE in shown(f, ADMIN), what="the line")
+        rows = await history(runtime, f"telegram:{ADMIN}")
+    # The same message now says the new answer; nothing else was posted for it.
+    assert shown(tg, ADMIN) == ["A second, better answer.", prompts.RETRY_DONE]
+    assert len(tg.calls_of("editMessageText")) == 1
+    assert len(tg.sent) == 2 and first["text"] == "A first, clumsy answer."
+    assert len(model.requests) == 2
+    assert user_texts(model.requests[1])[-1] == "tell me about owls"
+    assert "clumsy" not in json.dumps(model.requests[1]["messages"])  # the old answer is out
+    assert rows == [("user", "tell me about owls"), ("assistant", "A second, better answer.")]
+    [retried] = [e for e in logs if e["event"] == "chat.retried"]
+    assert "owls" not in json.dumps(retried)  # no text in the log
+
+
+async def test_discord_retry_of_a_multi_part_answer_edits_and_deletes(tmp_path: Path) -> None:
+    async with discord_bot(tmp_path) as (dc, model, _):
+        model.script_text(long_answer("Old"))
+        dc.push_message(900, "tell me everything", author_id=DC_ADMIN)
+        await dc.wait_for(lambda f: len(f.sent) >= 3, what="three chunks")
+        old = [s.message_id for s in dc.sent]
+        model.script_text("Short and new.")
+        dc.push_message(900, "/retry", author_id=DC_ADMIN)
+        await dc.wait_for(lambda f: any(s.content == prompts.RETRY_DONE for s in f.sent),
+                          what="the line")  # fmt: skip
+        # And back: a short answer written again as a long one posts the parts it needs.
+        model.script_text(long_answer("New"))
+        dc.push_message(900, "/retry", author_id=DC_ADMIN)
+        await dc.wait_for(lambda f: sum(s.content == prompts.RETRY_DONE for s in f.sent) == 2,
+                          what="the second line")  # fmt: skip
+        gone = {d.message_id for d in dc.deleted}
+        now = [s.message_id for s in dc.sent if s.message_id not in gone]
+        texts = [dc.message_text(i) for i in now]
+    assert len(old) >= 3
+    assert gone == set(old[1:])  # the parts it no longer needs
+    assert texts[0].startswith("New paragraph 0.")  # the first message, edited twice
+    assert now[0] == old[0]
+    assert all("Old" not in t for t in texts)
+    assert "New paragraph 11." in "".join(texts)
+
+
+async def test_a_retry_in_a_group_is_for_whom_the_answer_was_to(tmp_path: Path) -> None:
+    async with telegram(tmp_path) as (tg, model, _):
+        tg.push_message(GROUP, "hi @soul_test_bot what is a vole", user_id=5,
+                        chat_type="supergroup")  # fmt: skip
+        await tg.wait_sent(1)
+        tg.push_message(GROUP, "/retry@soul_test_bot", user_id=6, first_name="Bob",
+                        chat_type="supergroup")  # fmt: skip
+        await tg.wait_sent(2)
+        model.script_text("A vole is a small rodent.")
+        tg.push_message(GROUP, "/retry@soul_test_bot", user_id=5, chat_type="supergroup")
+        await tg.wait_sent(3)
+        model.script_text("Voles dig tunnels.")
+        tg.push_message(GROUP, "/retry@soul_test_bot", user_id=ADMIN, first_name="Adm",
+                        chat_type="supergroup")  # fmt: skip
+        await tg.wait_sent(4)
+    said = shown(tg, GROUP)
+    assert said[0] == "Voles dig tunnels."  # the answer, edited twice
+    assert said[1:] == [prompts.TAKE_BACK_OTHER, prompts.RETRY_DONE, prompts.RETRY_DONE]
+    assert len(model.requests) == 3  # the refusal asked the model nothing
+
+
+async def test_nothing_to_retry_or_undo_is_one_line(tmp_path: Path) -> None:
+    async with discord_bot(tmp_path) as (dc, model, _):
+        dc.push_message(900, "/retry", author_id=DC_ADMIN)
+        dc.push_message(900, "/undo", author_id=DC_ADMIN)
+        sent = await dc.wait_sent(2)
+    assert [s.content for s in sent] == [prompts.RETRY_NONE, prompts.UNDO_NONE]
+    assert model.requests == []
+
+
+# -- /undo -------------------------------------------------------------------------------
+
+
+async def test_discord_undo_in_a_guild_takes_the_exchange_back(tmp_path: Path) -> None:
+    async with discord_bot(tmp_path) as (dc, _, runtime):
+        dc.push_message(CHANNEL, f"<@{BOT}> my badge is kestrel 4410", author_id=12,
+                        author_name="bob", guild_id=GUILD, mention_bot=True)  # fmt: skip
+        [answer] = await dc.wait_sent(1)
+        dc.push_message(CHANNEL, "!undo", author_id=13, guild_id=GUILD)  # not whom it was to
+        [_, refused] = await dc.wait_sent(2)
+        with capture_logs() as logs:
+            dc.push_message(CHANNEL, "!undo", author_id=12, guild_id=GUILD)
+            [*_, done] = await dc.wait_sent(3)
+        rows = await history(runtime, f"discord:{CHANNEL}")
+        traces = await runtime.db.run(
+            lambda c: c.execute("SELECT COUNT(*) FROM memory WHERE page IS NULL").fetchone()[0]
+        )
+    assert refused.content == prompts.TAKE_BACK_OTHER
+    assert done.content == prompts.UNDO_DONE
+    assert answer.message_id in {d.message_id for d in dc.deleted}
+    assert rows == [] and traces == 0
+    [undone] = [e for e in logs if e["event"] == "chat.undone"]
+    assert "kestrel" not in json.dumps(undone)
+
+
+async def test_undo_before_a_compile_leaves_nothing_to_recall(tmp_path: Path) -> None:
+    async with telegram(tmp_path) as (tg, model, _):
+        tg.push_message(ADMIN, "my locker code is falcon 2231", user_id=ADMIN)
+        await tg.wait_sent(1)
+        tg.push_message(ADMIN, "my bike lock is heron 7788", user_id=ADMIN)
+        [_, answer] = await tg.wait_sent(2)
+        tg.push_message(ADMIN, "/undo", user_id=ADMIN)
+        await tg.wait_for(lambda f: prompts.UNDO_DONE in shown(f, ADMIN), what="the line")
+        tg.push_message(ADMIN, "/reset", user_id=ADMIN)
+        await tg.wait_for(lambda f: prompts.RESET_DONE in shown(f, ADMIN), what="the reset")
+        tg.push_message(ADMIN, "what are my locker code and my bike lock?", user_id=ADMIN)
+        await tg.wait_for(lambda f: len(model.requests) == 3, what="the turn")
+    prompt = json.dumps(model.requests[-1])
+    assert "falcon 2231" in prompt  # recalled: the exchange before stays
+    assert "heron" not in prompt
+    assert answer["text"] not in shown(tg, ADMIN)  # the bot's answer is out of the chat
+
+
+async def test_undo_after_a_compile_drops_what_the_compile_made_of_it(tmp_path: Path) -> None:
+    scope = f"user:telegram:{ADMIN}"
+    async with telegram(tmp_path) as (tg, model, runtime):
+        model.responder = librarian
+        tg.push_message(ADMIN, "my bike lock is heron 7788", user_id=ADMIN)
+        await tg.wait_sent(1)
+        await runtime.memory.drain(5)
+        await runtime.memory.compile_one("lark", scope)
+        wiki = runtime.memory.wiki("lark", scope)
+        assert wiki is not None and "heron" in json.dumps([p.body for p in wiki.list_pages()])
+        tg.push_message(ADMIN, "/undo", user_id=ADMIN)
+        await tg.wait_for(lambda f: prompts.UNDO_DONE in shown(f, ADMIN), what="the line")
+        tg.push_message(ADMIN, "/reset", user_id=ADMIN)
+        await tg.wait_for(lambda f: prompts.RESET_DONE in shown(f, ADMIN), what="the reset")
+        asked = len(model.requests)
+        tg.push_message(ADMIN, "what is my bike lock?", user_id=ADMIN)
+        await tg.wait_for(lambda f: len(model.requests) > asked, what="the turn")
+        pages = [p.body for p in wiki.list_pages()]
+        await runtime.memory.drain(5)
+        kept = await runtime.db.run(lambda c: [r[0] for r in c.execute("SELECT text FROM memory")])
+    assert "heron" not in json.dumps(model.requests[-1])
+    assert "heron" not in json.dumps(pages)
+    assert kept and "heron" not in json.dumps(kept)  # traces and page chunks alike
+
+
+async def test_a_slash_retry_edits_the_channel_answer_and_answers_privately(
+    tmp_path: Path,
+) -> None:
+    async with discord_bot(tmp_path) as (dc, model, _):
+        model.script_text("Herons wade.")
+        dc.push_message(CHANNEL, f"<@{BOT}> what do herons do", author_id=12, author_name="bob",
+                        guild_id=GUILD, mention_bot=True)  # fmt: skip
+        [answer] = await dc.wait_sent(1)
+        model.script_text("Herons fish in the shallows.")
+        token = dc.push_interaction("retry", [], user_id=12, channel_id=CHANNEL, guild_id=GUILD)
+        await dc.wait_for(lambda f: bool(followups(f, token)), what="the follow-up")
+        [reply] = followups(dc, token)
+        text = dc.message_text(answer.message_id)
+    assert text == "Herons fish in the shallows."
+    assert reply.content == prompts.RETRY_DONE and reply.data["flags"] & 64
+    assert len(dc.sent) == 1  # nothing new in the channel
