@@ -7,6 +7,7 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
+from adapters import texts
 from bot import prompts
 from bot.app.runtime import Runtime
 from tests.adapters.test_discord import ADMIN as DC_ADMIN
@@ -200,3 +201,22 @@ async def test_a_slash_retry_edits_the_channel_answer_and_answers_privately(
     assert text == "Herons fish in the shallows."
     assert reply.content == prompts.RETRY_DONE and reply.data["flags"] & 64
     assert len(dc.sent) == 1  # nothing new in the channel
+
+
+async def test_parts_older_than_48_hours_say_they_were_taken_back(tmp_path: Path) -> None:
+    async with telegram(tmp_path) as (tg, model, _):
+        model.script_text("\n\n".join(f"Old part {i}. " + "word " * 600 for i in range(3)))
+        tg.push_message(ADMIN, "tell me everything", user_id=ADMIN)
+        await tg.wait_for(lambda f: len(f.sent) >= 3, what="three chunks")
+        old = [m["message_id"] for m in tg.bot_messages(ADMIN)]
+        for message_id in old:
+            tg.age(ADMIN, message_id, 49 * 3600)  # past Telegram's delete window
+        model.script_text("Short and new.")
+        tg.push_message(ADMIN, "/retry", user_id=ADMIN)
+        await tg.wait_for(lambda f: prompts.RETRY_DONE in shown(f, ADMIN), what="the line")
+        model.script_text("Shorter.")
+        tg.push_message(ADMIN, "/undo", user_id=ADMIN)
+        await tg.wait_for(lambda f: prompts.UNDO_DONE in shown(f, ADMIN), what="the undo")
+    assert len(old) >= 3 and tg.deleted == []
+    assert shown(tg, ADMIN) == [texts.TAKEN_BACK] * len(old) + [prompts.RETRY_DONE,
+                                                                 prompts.UNDO_DONE]  # fmt: skip
