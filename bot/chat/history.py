@@ -24,6 +24,7 @@ conversation is back in the soul's `defaultMood`), `erase` deletes it.
 
 from __future__ import annotations
 
+import json
 import time
 from collections.abc import Callable
 from dataclasses import dataclass
@@ -451,15 +452,23 @@ class HistoryStore:
 
         return await self._db.run(query)
 
-    async def reply_address(self, session: str) -> str | None:
+    async def reply_address(self, session: str) -> tuple[str, float | None] | None:
         """The address of the newest message stored in `session` (the one its
-        last turn replied to), or None."""
+        last turn replied to) and when its row was stored (None when that is
+        not known: a message without a platform id), or None for no address."""
 
-        def query(conn: Conn) -> str | None:
+        def query(conn: Conn) -> tuple[str, float | None] | None:
             row = conn.execute(
                 "SELECT inbound FROM reply_addresses WHERE session = ?", (session,)
             ).fetchone()
-            return None if row is None else str(row[0])
+            if row is None:
+                return None
+            message_id = json.loads(row[0]).get("message_id") or ""
+            seen = conn.execute(
+                "SELECT ts FROM seen_messages WHERE session = ? AND message_id = ?",
+                (session, message_id),
+            ).fetchone()
+            return str(row[0]), None if seen is None else float(seen[0])
 
         return await self._db.run(query)
 

@@ -895,8 +895,11 @@ class Session:
         address = await self._parts.store.reply_address(self.route.session)
         if exchange is None or address is None:
             return "none"
-        target = Inbound.from_address(address)
-        who = None if exchange.followed else target.user_id
+        target = Inbound.from_address(address[0])
+        # Whom it answered: the person of the message it replied to, when the address
+        # is that message's (an /undo before took the newer one out of the history).
+        known = address[1] is not None and address[1] == exchange.asked[-1].ts
+        who = target.user_id if known and not exchange.followed else None
         if not job.may(who):
             return "refused"
         session = self.route.session

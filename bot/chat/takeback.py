@@ -44,8 +44,8 @@ class Exchange:
 
     @property
     def since(self) -> float:
-        """When it began: its first message (the reply, when none is known)."""
-        return min((e.ts for e in self.asked), default=self.reply.ts)
+        """When it began: its first message."""
+        return min(e.ts for e in self.asked)
 
     def said(self) -> list[tuple[str, str]]:
         """(speaker, text) of each of its rows, as memory traces name them."""
@@ -57,7 +57,8 @@ class Exchange:
 
 def last_exchange(entries: Sequence[Entry]) -> Exchange | None:
     """The last exchange of `entries` (a history in order), or None when no
-    reply stored and delivered is there."""
+    reply stored and delivered is there, or the messages it answered are
+    compacted already."""
     replies = [i for i, e in enumerate(entries) if e.role == "assistant"]
     if not replies:
         return None
@@ -66,6 +67,8 @@ def last_exchange(entries: Sequence[Entry]) -> Exchange | None:
         return None
     before = entries[replies[-2]].reply_to or 0 if len(replies) > 1 else 0
     asked = tuple(e for e in entries if e.role == "user" and before < e.id <= reply.reply_to)
+    if not asked:  # what it answered was compacted into the summary
+        return None
     followed = any(e.role == "user" and e.id > reply.reply_to for e in entries)
     return Exchange(reply, asked, followed)
 

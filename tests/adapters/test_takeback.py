@@ -220,3 +220,22 @@ async def test_parts_older_than_48_hours_say_they_were_taken_back(tmp_path: Path
     assert len(old) >= 3 and tg.deleted == []
     assert shown(tg, ADMIN) == [texts.TAKEN_BACK] * len(old) + [prompts.RETRY_DONE,
                                                                  prompts.UNDO_DONE]  # fmt: skip
+
+
+async def test_a_second_undo_in_a_group_is_for_an_admin(tmp_path: Path) -> None:
+    """Whom an answer was to is known for the newest message only: once an /undo
+    took that out, the exchange before is an admin's to take back."""
+    async with telegram(tmp_path) as (tg, _, runtime):
+        tg.push_message(GROUP, "hi @soul_test_bot I am Ann", user_id=5, chat_type="supergroup")
+        await tg.wait_sent(1)
+        tg.push_message(GROUP, "hi @soul_test_bot I am Bob", user_id=6, first_name="Bob",
+                        chat_type="supergroup")  # fmt: skip
+        await tg.wait_sent(2)
+        for user, name, count in ((6, "Bob", 3), (6, "Bob", 4), (5, "Ann", 5), (ADMIN, "A", 6)):
+            tg.push_message(GROUP, "/undo@soul_test_bot", user_id=user, first_name=name,
+                            chat_type="supergroup")  # fmt: skip
+            await tg.wait_sent(count)
+        rows = await history(runtime, f"telegram:{GROUP}")
+    refused = prompts.TAKE_BACK_OTHER
+    assert shown(tg, GROUP) == [prompts.UNDO_DONE, refused, refused, prompts.UNDO_DONE]
+    assert rows == []

@@ -173,7 +173,9 @@ async def test_a_reply_is_found_by_its_ids_and_taken_back(db: Database) -> None:
     await store.record_sent("s", ["7"], "an older reply")
     assert await store.reply_ids("s", "the answer", reply.ts) == ["99", "100", "1000"]
     assert await store.reply_ids("s", "the answer", reply.ts + 3600) == []
-    assert await store.reply_address("s") == '{"chat": 1}'
+    assert await store.reply_address("s") == ('{"chat": 1}', None)  # no message id in it
+    row = await store.append_message("u", 0, "q", "m7", '{"message_id": "m7"}')
+    assert row is not None and await store.reply_address("u") == ('{"message_id": "m7"}', row.ts)
     assert await store.reply_address("t") is None
     await store.take_back("s", [asked.id, reply.id], ["99", "100", "1000"])
     assert await history_texts(db, "s") == []
