@@ -913,12 +913,12 @@ class Session:
         gone = set(exchange.ids() if job.undo else [exchange.reply.id])
         self._entries = [e for e in self._entries if e.id not in gone]
         self._breakpoint = None  # the cached prefix may hold what went
-        log.info("chat.undone" if job.undo else "chat.retried", entries=len(gone),
-                 messages=len(ids), user_id=who)  # fmt: skip
         if job.undo:
+            log.info("chat.undone", entries=len(gone), messages=len(ids), user_id=who)
             if ids and self._parts.delete is not None:
                 await self._parts.delete(reply_to(target, ""), ids)
             return "undone"
+        log.info("chat.retried", entries=len(gone), messages=len(ids), user_id=who)
         asked = list(exchange.asked)
         if who is not None:  # a per-member place reads the memory of whom it answered
             self._speakers.update(dict.fromkeys((e.id for e in asked), who))
