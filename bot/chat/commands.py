@@ -345,7 +345,7 @@ class Commands:
             return prompts.TAKE_BACK_OTHER
         replies = {"none": prompts.UNDO_NONE if undo else prompts.RETRY_NONE,
                    "gone": prompts.TAKE_BACK_GONE, "undone": prompts.UNDO_DONE,
-                   "retried": prompts.RETRY_DONE}  # fmt: skip
+                   "retried": prompts.RETRY_DONE, "failed": prompts.RETRY_FAILED}  # fmt: skip
         return replies[outcome]
 
     async def _cmd_memory(self, inbound: Inbound, route: Route, args: list[str]) -> str:

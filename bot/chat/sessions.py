@@ -923,7 +923,9 @@ class Session:
         if who is not None:  # a per-member place reads the memory of whom it answered
             self._speakers.update(dict.fromkeys((e.id for e in asked), who))
         await self._turn(asked, target, replacing=ids)
-        return "retried"
+        last = asked[-1].id
+        answered = any(e.role == "assistant" and e.reply_to == last for e in self._entries)
+        return "retried" if answered else "failed"
 
     async def _unremember(self, said: list[tuple[str, str]], since: float, who: str | None) -> None:
         """Take what `said` of the last exchange out of memory: the session's

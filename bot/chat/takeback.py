@@ -22,9 +22,10 @@ from bot.chat.history import Entry
 from bot.types import Outbound
 
 # What a take-back did: `none` (no answer to take back), `refused` (the answer
-# was to someone else), `retried`, `undone`, `gone` (the conversation was
-# forgotten or reset meanwhile).
-Outcome = Literal["none", "refused", "retried", "undone", "gone"]
+# was to someone else), `retried`, `failed` (the old answer went, the new one
+# failed: its line said why), `undone`, `gone` (the conversation was forgotten
+# or reset meanwhile).
+Outcome = Literal["none", "refused", "retried", "failed", "undone", "gone"]
 # Whether the caller may take back an answer to `user_id` (None: not known).
 May = Callable[[str | None], bool]
 # Edits the bot's messages (their ids) into a new reply; returns its messages' ids.

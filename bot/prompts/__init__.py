@@ -203,6 +203,10 @@ RETRY_NONE = "There is no answer of mine here to write again yet."
 UNDO_NONE = "There is no answer of mine here to take back."
 TAKE_BACK_OTHER = "That answer was to someone else: only they, or an admin, can take it back."
 RETRY_DONE = "Done: my answer above is written anew."
+RETRY_FAILED = (
+    "I could not write that answer anew (the line above says why); the old one is out of "
+    "our conversation. Send /retry to try again."
+)
 UNDO_DONE = (
     "Taken back: your last message and my answer are out of this conversation and of my memory."
 )

@@ -15,7 +15,7 @@ from tests.adapters.test_discord import BOT, CHANNEL, GUILD, discord_bot, follow
 from tests.adapters.test_telegram import ADMIN, GROUP, telegram
 from tests.fakes.librarian import librarian
 from tests.fakes.telegram_fake import FakeTelegram
-from tests.kit import capture_logs, user_texts
+from tests.kit import capture_logs, user_texts, wait_until
 
 
 def shown(tg: FakeTelegram, chat: int) -> list[str]:
@@ -239,3 +239,55 @@ async def test_a_second_undo_in_a_group_is_for_an_admin(tmp_path: Path) -> None:
     refused = prompts.TAKE_BACK_OTHER
     assert shown(tg, GROUP) == [prompts.UNDO_DONE, refused, refused, prompts.UNDO_DONE]
     assert rows == []
+
+
+async def test_a_retry_waits_for_the_turn_in_flight_and_takes_its_answer(tmp_path: Path) -> None:
+    async with telegram(tmp_path) as (tg, model, runtime):
+        tg.push_message(ADMIN, "first question", user_id=ADMIN)
+        await tg.wait_sent(1)
+        gate = model.script_gate()  # the next turn hangs until the gate opens
+        tg.push_message(ADMIN, "second question", user_id=ADMIN)
+        await gate.reached.wait()
+        model.script_text("The second answer, again.")
+        with capture_logs() as logs:
+            tg.push_message(ADMIN, "/retry", user_id=ADMIN)
+            await wait_until(lambda: any(e["event"] == "command.run" for e in logs))
+        polls = len(tg.calls_of("getUpdates"))
+        await tg.wait_for(lambda f: len(f.calls_of("getUpdates")) > polls + 1, what="two polls")
+        assert len(model.requests) == 2  # the retry waits: it never races the turn
+        gate.open()
+        await tg.wait_for(lambda f: prompts.RETRY_DONE in shown(f, ADMIN), what="the line")
+        rows = await history(runtime, f"telegram:{ADMIN}")
+    assert user_texts(model.requests[2])[-1] == "second question"
+    assert rows[-1] == ("assistant", "The second answer, again.")
+    assert [r for r, _ in rows] == ["user", "assistant", "user", "assistant"]
+
+
+async def test_a_retry_that_fails_keeps_the_old_answer_and_says_why(tmp_path: Path) -> None:
+    async with telegram(tmp_path) as (tg, model, runtime):
+        model.script_text("The answer that stays.")
+        tg.push_message(ADMIN, "tell me", user_id=ADMIN)
+        await tg.wait_sent(1)
+        model.script_error(400, "invalid_request_error")
+        tg.push_message(ADMIN, "/retry", user_id=ADMIN)
+        await tg.wait_sent(3)
+        rows = await history(runtime, f"telegram:{ADMIN}")
+    assert shown(tg, ADMIN) == ["The answer that stays.", prompts.MODEL_REJECTED,
+                                prompts.RETRY_FAILED]  # fmt: skip
+    assert tg.calls_of("editMessageText") == []
+    assert rows == [("user", "tell me")]  # the old answer is out of the history all the same
+
+
+async def test_undo_in_a_per_member_place_takes_the_members_traces(tmp_path: Path) -> None:
+    extra = f"bindings: [{{platform: telegram, chat: {GROUP}, soul: lark, memory: per-member}}]\n"
+    member = f"member:telegram:{GROUP}:5"
+    async with telegram(tmp_path, extra) as (tg, _, runtime):
+        tg.push_message(GROUP, "hi @soul_test_bot my dog is Biscuit", user_id=5,
+                        chat_type="supergroup")  # fmt: skip
+        await tg.wait_sent(1)
+        await runtime.memory.drain(5)
+        before = await runtime.memory.store.count("lark", member)
+        tg.push_message(GROUP, "/undo@soul_test_bot", user_id=5, chat_type="supergroup")
+        await tg.wait_sent(2)
+        after = await runtime.memory.store.count("lark", member)
+    assert (before, after) == (1, 0)
