@@ -55,6 +55,13 @@ the new soul's turns nor its heartbeat read what was said under the old one. A
 history whose binding was never recorded (stored by an earlier version) starts
 anew too: under which binding it was said is not known.
 
+`/retry` and `/undo` (bot/chat/takeback.py) take the conversation's last
+exchange back in the same worker, after the turns waiting, so they never race a
+turn: `/retry` answers the same messages anew into the old reply's messages
+(`SessionParts.replace`), `/undo` takes the exchange out of the history, memory
+and the chat (`SessionParts.delete`). A take-back waiting when the worker is
+cancelled answers `gone`.
+
 A conversation has a mood (`mood`): its soul's `defaultMood` until the model
 moves it to another of the soul's `allowedMoods` with `set_mood`
 (bot/chat/moods.py), kept in the store, so a restart keeps it; `/reset` (and a
@@ -885,6 +892,9 @@ class Session:
     async def _run_job(self, job: Job) -> None:
         try:
             outcome = await self._take_back(job)
+        except asyncio.CancelledError:  # `/forget`, a shutdown: its command is answered
+            job.done.set_result("gone")
+            raise
         except Exception as exc:  # the command says so
             job.done.set_exception(exc)
         else:
