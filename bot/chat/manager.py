@@ -190,12 +190,13 @@ class SessionManager:
         async with self._lock(route.session):
             await (await self._get(route)).reset()
 
-    async def take_back(self, route: Route, undo: bool, may: May) -> Outcome:
-        """`/undo` (`undo`) or `/retry` the last exchange of the route's
-        conversation (`Session.take_back`), after the turns before it."""
+    async def take_back(self, route: Route, undo: bool, may: May) -> asyncio.Future[Outcome]:
+        """Queue an `/undo` (`undo`) or a `/retry` of the last exchange of the
+        route's conversation (`Session.take_back`), after the messages before
+        it; returns the future of its outcome."""
         async with self._lock(route.session):
             session = await self._get(route)
-        return await session.take_back(undo, may)
+            return session.take_back(undo, may)
 
     async def mood(self, route: Route) -> str | None:
         """The mood of the route's conversation (`Session.mood`), from the

@@ -879,15 +879,16 @@ class Session:
         self._breakpoint = self._soul = None  # the prefix is written again: the live soul
         log.info("history.compacted", entries=cut)
 
-    async def take_back(self, undo: bool, may: May) -> Outcome:
-        """`/undo` (`undo`) or `/retry` the conversation's last exchange
-        (bot/chat/takeback.py), in the worker's order; `may` says whether the
-        caller may take back an answer to whom it was. Raises what the store
-        or the memory raised (WikiBusy: nothing taken back then)."""
+    def take_back(self, undo: bool, may: May) -> asyncio.Future[Outcome]:
+        """Queue an `/undo` (`undo`) or a `/retry` of the conversation's last
+        exchange (bot/chat/takeback.py) in the worker's order, after the
+        messages received so far; `may` says whether the caller may take back
+        an answer to whom it was. The future returned has the outcome, or what
+        the store or the memory raised (WikiBusy: nothing taken back then)."""
         job = Job(undo, may, asyncio.get_running_loop().create_future())
         self._jobs.append(job)
         self._start()
-        return await job.done
+        return job.done
 
     async def _run_job(self, job: Job) -> None:
         try:

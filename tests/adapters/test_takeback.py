@@ -291,3 +291,34 @@ async def test_undo_in_a_per_member_place_takes_the_members_traces(tmp_path: Pat
         await tg.wait_sent(2)
         after = await runtime.memory.store.count("lark", member)
     assert (before, after) == (1, 0)
+
+
+async def test_a_message_during_a_retry_is_answered_after_it(tmp_path: Path) -> None:
+    async with telegram(tmp_path) as (tg, model, _):
+        tg.push_message(ADMIN, "first question", user_id=ADMIN)
+        await tg.wait_sent(1)
+        gate = model.script_gate()  # the retry's call hangs until the gate opens
+        tg.push_message(ADMIN, "/retry", user_id=ADMIN)
+        await gate.reached.wait()
+        tg.push_message(ADMIN, "a question meanwhile", user_id=ADMIN)
+        await tg.wait_for(lambda f: len(f.calls_of("getUpdates")) > 4, what="the update taken")
+        assert len(model.requests) == 2
+        gate.open()
+        await tg.wait_for(lambda f: len(model.requests) == 3 and len(f.sent) == 3, what="all")
+    asked = [user_texts(r)[-1] for r in model.requests]
+    assert asked == ["first question", "first question", "a question meanwhile"]
+
+
+async def test_forget_during_a_retry_ends_it(tmp_path: Path) -> None:
+    async with telegram(tmp_path) as (tg, model, runtime):
+        tg.push_message(ADMIN, "first question", user_id=ADMIN)
+        await tg.wait_sent(1)
+        gate = model.script_gate()
+        tg.push_message(ADMIN, "/retry", user_id=ADMIN)
+        await gate.reached.wait()
+        tg.push_message(ADMIN, "/forget confirm", user_id=ADMIN)
+        await tg.wait_for(lambda f: prompts.TAKE_BACK_GONE in shown(f, ADMIN), what="the line")
+        await tg.wait_for(lambda f: prompts.FORGET_DONE in shown(f, ADMIN), what="the forget")
+        rows = await history(runtime, f"telegram:{ADMIN}")
+        gate.open()
+    assert rows == []
