@@ -95,6 +95,7 @@ from bot.chat.media import (
     keep_newest,
     refusal,
     split_seen,
+    unkeep,
 )
 from bot.chat.moods import set_mood_tool
 from bot.chat.places import member_route
@@ -918,6 +919,8 @@ class Session:
         if job.undo:
             await self._unremember(exchange.said(), exchange.since, who)
             await self._parts.store.take_back(session, exchange.ids(), ids)
+            if self._parts.media_dir is not None:  # `media.keep`: its images go too
+                await unkeep(self._parts.media_dir, session, exchange.ids())
         else:
             await self._unremember([("assistant", exchange.reply.text)], exchange.reply.ts, who)
             await self._parts.store.take_back(session, [exchange.reply.id], ids)
