@@ -109,7 +109,7 @@ from adapters.discord_shards import (
 from adapters.discord_voice import FILE_FILENAME, send_voice
 from adapters.retry import BACKOFF, Backoff, SendFailed, retried, send_chunks
 from adapters.split import split_message
-from adapters.stream import EVERY_S, EditedReply, MessageGone
+from adapters.stream import EVERY_S, EditedReply, MessageGone, delete_messages, replace_reply
 from bot.types import AdapterStartError, Attachment, Inbound, Outbound, ReplyStream
 
 log = structlog.get_logger(__name__)
@@ -454,9 +454,26 @@ class DiscordAdapter:
         if (not self._streaming or client is None or message.attachment is not None
                 or Asked.parse(message.reply_to) is not None):  # fmt: skip
             return None
+        return EditedReply(self._editable(message), limit=LIMIT, every_s=EVERY_S,
+                           adapter=self.name)  # fmt: skip
+
+    async def replace(self, message: Outbound, message_ids: Sequence[str]) -> list[str]:
+        """Make the reply sent as `message_ids` say `message.text` (`/retry`):
+        edited in place (adapters/stream.py `replace_reply`)."""
+        return await replace_reply(self._editable(message), message_ids, message, LIMIT,
+                                   adapter=self.name)  # fmt: skip
+
+    async def delete(self, message: Outbound, message_ids: Sequence[str]) -> int:
+        """Delete the bot's messages `message_ids` in the chat `message`
+        addresses (`/undo`); returns how many went."""
+        return await delete_messages(self._editable(message), message_ids, self.name)
+
+    def _editable(self, message: Outbound) -> _Edited:
+        client = self._client
+        if client is None:
+            raise RuntimeError("the Discord adapter is not started")
         channel = client.get_partial_messageable(int(message.thread_id or message.chat_id))
-        editable = _Edited(channel, _reference(message, channel.id), self._retried)
-        return EditedReply(editable, limit=LIMIT, every_s=EVERY_S, adapter=self.name)
+        return _Edited(channel, _reference(message, channel.id), self._retried)
 
     def notes(self) -> list[str]:
         """Nothing to say: Discord has no privacy mode, and the message content

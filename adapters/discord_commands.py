@@ -1,8 +1,8 @@
 """The Discord adapter's slash commands (adapters/discord_adapter.py), and the
 interactions they hold until answered.
 
-The slash commands (`/soul ...`, `/pair ...`, `/reset`, `/forget`, `/memory`,
-`/help`) are app commands synced at start. Each hands "/<words>" to the router
+The slash commands (`/soul ...`, `/pair ...`, `/reset`, `/retry`, `/undo`,
+`/forget`, `/memory`, `/help`) are app commands synced at start. Each hands "/<words>" to the router
 as a message addressed to the bot, its `message_id` naming the interaction and
 the person (`Asked`). Their answers, and any later report (a compile's), reach
 only the person who asked: an ephemeral follow-up while the interaction lives
@@ -127,6 +127,14 @@ class SlashCommands:
         @tree.command(name="reset", description=described.get("reset", "New conversation"))
         async def reset(interaction: discord.Interaction) -> None:
             await self._run(interaction, "reset")
+
+        @tree.command(name="retry", description=described.get("retry", "Answer again"))
+        async def retry(interaction: discord.Interaction) -> None:
+            await self._run(interaction, "retry")
+
+        @tree.command(name="undo", description=described.get("undo", "Take it back"))
+        async def undo(interaction: discord.Interaction) -> None:
+            await self._run(interaction, "undo")
 
         @tree.command(name="forget", description=described.get("forget", "Forget"))
         async def forget(interaction: discord.Interaction, confirm: bool = False) -> None:

@@ -36,11 +36,12 @@ from __future__ import annotations
 
 import asyncio
 import time
-from collections.abc import Awaitable, Callable
+from collections.abc import Awaitable, Callable, Sequence
 from typing import Protocol
 
 import structlog
 
+from adapters import texts
 from adapters.retry import SendFailed
 from adapters.split import Measure, split_message
 from bot.types import Outbound
@@ -229,3 +230,54 @@ class EditedReply:
                 log.warning("adapter.preview_left", adapter=self._adapter, message_id=message_id,
                             error=f"{type(exc).__name__}: {exc}")  # fmt: skip
         self._posted.clear()
+
+
+async def replace_reply(
+    platform: Editable,
+    message_ids: Sequence[str],
+    message: Outbound,
+    limit: int,
+    measure: Measure = len,
+    adapter: str = "",
+) -> list[str]:
+    """Make the bot's messages `message_ids` (a reply sent earlier, in order)
+    show `message.text` instead (`/retry`): each is edited to its new chunk, the
+    chunks past them are posted, the messages past the chunks taken back
+    (`delete_messages`); one deleted meanwhile is posted anew with those after
+    it, so the order holds. When an edit fails otherwise (`adapter.replace_failed`),
+    what is left of the old reply is taken back and the whole reply is posted
+    anew. Returns the ids of the reply's messages; raises SendFailed when the
+    posts fail."""
+    chunks = split_message(message.text, limit, measure)
+    reply = EditedReply(platform, limit, measure, adapter=adapter)
+    reply._posted = [(message_id, "") for message_id in message_ids[: len(chunks)]]
+    extra = list(message_ids[len(chunks) :])
+    try:
+        await reply._apply(chunks, repost=True)
+    except Exception as exc:
+        log.warning("adapter.replace_failed", adapter=adapter,
+                    error=f"{type(exc).__name__}: {exc}")  # fmt: skip
+        await delete_messages(platform, [m for m, _ in reply._posted] + extra, adapter)
+        return await EditedReply(platform, limit, measure, adapter=adapter).finish(message)
+    await delete_messages(platform, extra, adapter)
+    return [message_id for message_id, _ in reply._posted]
+
+
+async def delete_messages(platform: Editable, message_ids: Sequence[str], adapter: str = "") -> int:
+    """Take the bot's messages `message_ids` out of the chat, the last first:
+    deleted, or, where the platform keeps one (Telegram lets a bot delete for
+    48 hours), edited to say it was taken back; a failure of both is logged as
+    `adapter.retract_failed`, never raised. Returns how many were deleted."""
+    deleted = 0
+    for message_id in reversed(message_ids):
+        try:
+            await platform.delete(message_id)
+        except Exception as exc:
+            try:
+                await platform.edit(message_id, texts.TAKEN_BACK)
+            except Exception:  # it stays as it was; the history and memory let go of it
+                log.warning("adapter.retract_failed", adapter=adapter, message_id=message_id,
+                            error=f"{type(exc).__name__}: {exc}")  # fmt: skip
+            continue
+        deleted += 1
+    return deleted

@@ -91,7 +91,7 @@ from adapters import texts
 from adapters.base import Deliver, repeating
 from adapters.retry import BACKOFF, Backoff, SendFailed, retried, send_chunks
 from adapters.split import split_message, utf16_len
-from adapters.stream import EVERY_S, EditedReply
+from adapters.stream import EVERY_S, EditedReply, delete_messages, replace_reply
 from adapters.telegram_format import to_html
 from adapters.telegram_media import (
     body,
@@ -496,9 +496,26 @@ class TelegramAdapter:
         if chat > 0:  # a private chat: its id is the person's, positive; groups' are negative
             return Draft(self._bot, self._formatted, self.send, chat, thread, limit=LIMIT,
                          adapter=self.name)  # fmt: skip
-        edits = Edits(self._bot, self._formatted, self._retried, chat, thread,
-                      _replying(message.reply_to))  # fmt: skip
-        return EditedReply(edits, LIMIT, utf16_len, EVERY_S, self.name)
+        return EditedReply(self._edits(message), LIMIT, utf16_len, EVERY_S, self.name)
+
+    async def replace(self, message: Outbound, message_ids: Sequence[str]) -> list[str]:
+        """Make the reply sent as `message_ids` say `message.text` (`/retry`):
+        edited in place (adapters/stream.py `replace_reply`; a bot may edit its
+        messages at any age)."""
+        return await replace_reply(self._edits(message), message_ids, message, LIMIT, utf16_len,
+                                   self.name)  # fmt: skip
+
+    async def delete(self, message: Outbound, message_ids: Sequence[str]) -> int:
+        """Delete the bot's messages `message_ids` in the chat `message`
+        addresses (`/undo`); returns how many went (Telegram keeps one older
+        than 48 hours: it stays, logged)."""
+        return await delete_messages(self._edits(message), message_ids, self.name)
+
+    def _edits(self, message: Outbound) -> Edits:
+        self._bot()  # raises before `start`
+        thread = int(message.thread_id) if message.thread_id else None
+        return Edits(self._bot, self._formatted, self._retried, int(message.chat_id), thread,
+                     _replying(message.reply_to))  # fmt: skip
 
     async def _formatted(self, call: Formatted[T], chunk: str) -> T:
         """`call` with the chunk as Telegram HTML, again as plain text when

@@ -14,3 +14,7 @@ PRIVACY_MODE = (
 
 # A Telegram adapter taking its updates by webhook, for /soul status.
 TELEGRAM_WEBHOOK = "Telegram: updates come by webhook, {url}"
+
+# What a reply taken back (/retry, /undo) says where the platform keeps the message
+# (Telegram lets a bot delete a message for 48 hours, and edit it at any age).
+TAKEN_BACK = "(taken back)"

@@ -11,7 +11,8 @@ says where a conversation lives; `Scope` and
 scope's folder is built only from checked parts;
 `Tool` is a tool the model may call; `ShutdownStep` is one step of the
 daemon's graceful stop, shown by an adapter that is a `ShutdownWatcher` (the
-terminal chat). `AdapterStartError` (bot/errors.py) is
+terminal chat); an adapter that `Retracts` edits and deletes the bot's replies
+already sent (`/retry`, `/undo`). `AdapterStartError` (bot/errors.py) is
 named here too: it is the one error an adapter raises at the seam, and
 adapters import nothing of `bot` but this module.
 """
@@ -21,7 +22,7 @@ from __future__ import annotations
 import json
 import re
 import time
-from collections.abc import Awaitable, Callable
+from collections.abc import Awaitable, Callable, Sequence
 from dataclasses import dataclass, field, fields
 from pathlib import Path
 from typing import Any, Literal, Protocol, runtime_checkable
@@ -40,6 +41,7 @@ __all__ = [
     "Outbound",
     "Quote",
     "ReplyStream",
+    "Retracts",
     "Route",
     "Scope",
     "SessionKey",
@@ -387,3 +389,19 @@ class ShutdownWatcher(Protocol):
 
     def shutdown_step(self, step: ShutdownStep) -> None:
         """Show `step`; quick, and never raises."""
+
+
+@runtime_checkable
+class Retracts(Protocol):
+    """An adapter that takes back the bot's replies already sent (Discord,
+    Telegram): `/retry` and `/undo` (docs/commands.md)."""
+
+    async def replace(self, message: Outbound, message_ids: Sequence[str]) -> list[str]:
+        """Make the reply sent as `message_ids` (in order, in the chat `message`
+        addresses) say `message.text`: edited where the platform allows, the rest
+        deleted or posted; returns the ids of the reply's messages. Raises like
+        `send`."""
+
+    async def delete(self, message: Outbound, message_ids: Sequence[str]) -> int:
+        """Delete the bot's messages `message_ids` in the chat `message`
+        addresses; returns how many went (one the platform keeps is logged)."""

@@ -42,7 +42,7 @@ from bot.model.usage import Ledger
 from bot.soul.registry import SoulRegistry
 from bot.soul.soullock import SoulLocks
 from bot.storage.db import Database, store_target
-from bot.types import Inbound, Outbound, ReplyStream
+from bot.types import Inbound, Outbound, ReplyStream, Retracts
 from bot.voice.speech import Speech
 from bot.voice.transcribe import Transcriber
 
@@ -119,6 +119,16 @@ class Runtime:
             def stream(message: Outbound) -> ReplyStream | None:
                 return by_name[message.platform].stream(message)
 
+            async def replace(message: Outbound, ids: Sequence[str]) -> list[str]:
+                adapter = by_name[message.platform]
+                if isinstance(adapter, Retracts):  # else it cannot edit: the new one is sent
+                    return await adapter.replace(message, ids)
+                return await adapter.send(message)
+
+            async def delete(message: Outbound, ids: Sequence[str]) -> int:
+                adapter = by_name[message.platform]
+                return await adapter.delete(message, ids) if isinstance(adapter, Retracts) else 0
+
             def typing(chat: Inbound) -> AbstractAsyncContextManager[None]:
                 return by_name[chat.platform].typing(chat)
 
@@ -144,6 +154,7 @@ class Runtime:
                 stream, ChannelContext(groups.context_messages, groups.context_tokens),
                 config.data_dir / MEDIA_FOLDER if config.media.keep else None, config.media,
                 cluster.leases, Voicing(config, registry, speech), ambient.replied,
+                replace, delete,
             ))  # fmt: skip
             access = Access(db, config)
             commands = Commands(registry=registry, sessions=sessions, memory=memory,

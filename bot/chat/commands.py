@@ -47,7 +47,8 @@ from bot import prompts
 from bot.chat.access import Access
 from bot.chat.manager import SessionManager
 from bot.chat.markup import plain
-from bot.chat.sessions import Send, reply_to, send_safely
+from bot.chat.sessions import Send, internal_cause, reply_to, send_safely
+from bot.chat.takeback import Outcome
 from bot.errors import (
     BudgetExceeded,
     InvalidWikiPageIdError,
@@ -74,6 +75,8 @@ MENU: tuple[tuple[str, str], ...] = (
     ("help", "What I can do and the commands"),
     ("reset", "Start a new conversation"),
     ("forget", "Erase what I remember from this conversation"),
+    ("retry", "Write my last answer again"),
+    ("undo", "Take back your last message and my answer"),
     ("memory", "What I remember of you: list it, drop a page, export it"),
     ("soul", "Admins: reload, status, compile, usage, rollback, epoch"),
     ("pair", "Admins: approve or deny pairing codes, revoke approvals, list them"),
@@ -250,14 +253,16 @@ class Commands:
             "start": self._cmd_help,  # Telegram sends /start when a chat opens
             "reset": self._cmd_reset,
             "forget": self._cmd_forget,
+            "retry": self._cmd_retry,
+            "undo": self._cmd_undo,
             "memory": self._cmd_memory,
             "soul": self._cmd_soul,
             "pair": self._cmd_pair,
         }
 
     async def wait(self, seconds: float) -> int:
-        """Wait up to `seconds` for the `/soul compile` runs started here (the
-        daemon's shutdown); returns how many still run."""
+        """Wait up to `seconds` for the `/soul compile` runs and the take-backs'
+        answers started here (the daemon's shutdown); returns how many still run."""
         if self._background:
             await asyncio.wait(set(self._background), timeout=seconds)
         return len(self._background)
@@ -317,6 +322,49 @@ class Commands:
         except WikiBusy:  # a compile in another process held the wiki all along
             return prompts.MEMORY_BUSY
         return prompts.FORGET_DONE_GROUP if group else prompts.FORGET_DONE
+
+    async def _cmd_retry(self, inbound: Inbound, route: Route, args: list[str]) -> str:
+        return await self._take_back(inbound, route, undo=False)
+
+    async def _cmd_undo(self, inbound: Inbound, route: Route, args: list[str]) -> str:
+        return await self._take_back(inbound, route, undo=True)
+
+    async def _take_back(self, inbound: Inbound, route: Route, *, undo: bool) -> str:
+        """`/retry` or `/undo` (bot/chat/takeback.py): only for whom the answer
+        was to, anyone in a DM (it is theirs), or an admin. Queued in the
+        conversation's order, then answered when done, so the chat goes on
+        meanwhile (a message sent during a `/retry` is answered after it); ""
+        now: the line comes then."""
+        admin = self._access.is_admin(inbound.platform, inbound.user_id)
+
+        def may(who: str | None) -> bool:
+            return route.is_dm or admin or who == inbound.user_id
+
+        done = await self._sessions.take_back(route, undo, may)
+        task = asyncio.create_task(self._taken_back(inbound, done, undo), name="take-back")
+        self._background.add(task)
+        task.add_done_callback(self._background.discard)
+        return ""
+
+    async def _taken_back(self, inbound: Inbound, done: Awaitable[Outcome], undo: bool) -> None:
+        """Say how a take-back went, once it is done."""
+        cause = None
+        try:
+            outcome = await done
+        except WikiBusy:
+            text = prompts.MEMORY_BUSY
+        except Exception as exc:  # logged here; the person gets the one line
+            log.exception("command.failed", command="undo" if undo else "retry")
+            text, cause = prompts.APOLOGY, internal_cause(exc, "the command")
+        else:
+            if outcome == "refused":
+                log.warning("command.refused", platform=inbound.platform,
+                            user_id=inbound.user_id, reason="answer to someone else")  # fmt: skip
+            text = {"none": prompts.UNDO_NONE if undo else prompts.RETRY_NONE,
+                    "refused": prompts.TAKE_BACK_OTHER, "gone": prompts.TAKE_BACK_GONE,
+                    "undone": prompts.UNDO_DONE, "retried": prompts.RETRY_DONE,
+                    "failed": prompts.RETRY_FAILED}[outcome]  # fmt: skip
+        await send_safely(self._send, reply_to(inbound, text, cause))
 
     async def _cmd_memory(self, inbound: Inbound, route: Route, args: list[str]) -> str:
         if not route.is_dm:

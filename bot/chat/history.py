@@ -24,6 +24,7 @@ conversation is back in the soul's `defaultMood`), `erase` deletes it.
 
 from __future__ import annotations
 
+import json
 import time
 from collections.abc import Callable
 from dataclasses import dataclass
@@ -435,6 +436,58 @@ class HistoryStore:
             return None if row is None else str(row[0])
 
         return await self._db.run(query)
+
+    async def reply_ids(self, session: str, text: str, since: float) -> list[str]:
+        """The platform ids of the bot's messages in `session` that hold the
+        reply `text` (as `delivered` kept them), recorded at `since` or later,
+        oldest first: the messages of the reply stored at `since`."""
+        cut = text[:SENT_TEXT_CHARS]
+
+        def query(conn: Conn) -> list[str]:
+            rows = conn.execute(
+                "SELECT message_id FROM sent_messages WHERE session = ? AND text = ? AND ts >= ?",
+                (session, cut, since),
+            ).fetchall()
+            return sorted((str(r[0]) for r in rows), key=lambda i: (len(i), i))  # ids grow
+
+        return await self._db.run(query)
+
+    async def reply_address(self, session: str) -> tuple[str, float | None] | None:
+        """The address of the newest message stored in `session` (the one its
+        last turn replied to) and when its row was stored (None when that is
+        not known: a message without a platform id), or None for no address."""
+
+        def query(conn: Conn) -> tuple[str, float | None] | None:
+            row = conn.execute(
+                "SELECT inbound FROM reply_addresses WHERE session = ?", (session,)
+            ).fetchone()
+            if row is None:
+                return None
+            message_id = json.loads(row[0]).get("message_id") or ""
+            seen = conn.execute(
+                "SELECT ts FROM seen_messages WHERE session = ? AND message_id = ?",
+                (session, message_id),
+            ).fetchone()
+            return str(row[0]), None if seen is None else float(seen[0])
+
+        return await self._db.run(query)
+
+    async def take_back(self, session: str, entry_ids: list[int], message_ids: list[str]) -> None:
+        """Delete the history rows `entry_ids` of `session` and the sent ids
+        `message_ids` of its replies, in one transaction (`/retry`, `/undo`)."""
+
+        def delete(conn: Conn) -> None:
+            with conn.transaction():
+                conn.executemany(
+                    "DELETE FROM history WHERE session = ? AND id = ?",
+                    [(session, i) for i in entry_ids],
+                )
+                conn.executemany(
+                    "DELETE FROM sent_messages WHERE session = ? AND message_id = ?",
+                    [(session, m) for m in message_ids],
+                )
+
+        await self._db.run(delete)
 
     async def update_text(self, entry_id: int, text: str) -> None:
         """Replace the text of a history row (an image's placeholder, once

@@ -21,6 +21,7 @@ import structlog
 from bot.chat.media import Pictured, kept_folder
 from bot.chat.places import member_route
 from bot.chat.sessions import Session, SessionParts
+from bot.chat.takeback import May, Outcome
 from bot.types import SHARED, Inbound, Route, Scope
 
 log = structlog.get_logger(__name__)
@@ -188,6 +189,14 @@ class SessionManager:
         """Start a new history for the route's session, after what came before it."""
         async with self._lock(route.session):
             await (await self._get(route)).reset()
+
+    async def take_back(self, route: Route, undo: bool, may: May) -> asyncio.Future[Outcome]:
+        """Queue an `/undo` (`undo`) or a `/retry` of the last exchange of the
+        route's conversation (`Session.take_back`), after the messages before
+        it; returns the future of its outcome."""
+        async with self._lock(route.session):
+            session = await self._get(route)
+            return session.take_back(undo, may)
 
     async def mood(self, route: Route) -> str | None:
         """The mood of the route's conversation (`Session.mood`), from the

@@ -218,6 +218,22 @@ def kept_folder(base: Path, session: str) -> Path:
     return base / session.replace(":", "_")
 
 
+async def unkeep(base: Path, session: str, entries: Sequence[int]) -> int:
+    """Delete the images kept of the history rows `entries` (`/undo`); returns
+    how many went."""
+    target = kept_folder(base, session)
+
+    def delete() -> int:
+        gone = 0
+        for entry in entries:
+            for path in target.glob(f"{entry}-*"):
+                path.unlink(missing_ok=True)
+                gone += 1
+        return gone
+
+    return await asyncio.to_thread(delete)
+
+
 async def keep(base: Path, session: str, entry: int, images: Sequence[Image]) -> None:
     """Save `images` in the session's `kept_folder` (`media.keep`), private files
     stamped with the clock's time: retention (`retention.media_days`) reads it."""

@@ -55,6 +55,13 @@ the new soul's turns nor its heartbeat read what was said under the old one. A
 history whose binding was never recorded (stored by an earlier version) starts
 anew too: under which binding it was said is not known.
 
+`/retry` and `/undo` (bot/chat/takeback.py) take the conversation's last
+exchange back in the same worker, after the turns waiting, so they never race a
+turn: `/retry` answers the same messages anew into the old reply's messages
+(`SessionParts.replace`), `/undo` takes the exchange out of the history, memory
+and the chat (`SessionParts.delete`). A take-back waiting when the worker is
+cancelled answers `gone`.
+
 A conversation has a mood (`mood`): its soul's `defaultMood` until the model
 moves it to another of the soul's `allowedMoods` with `set_mood`
 (bot/chat/moods.py), kept in the store, so a restart keeps it; `/reset` (and a
@@ -88,9 +95,11 @@ from bot.chat.media import (
     keep_newest,
     refusal,
     split_seen,
+    unkeep,
 )
 from bot.chat.moods import set_mood_tool
 from bot.chat.places import member_route
+from bot.chat.takeback import Delete, Job, May, Outcome, Replace, last_exchange
 from bot.chat.turn import Agent, CachedSoul
 from bot.chat.voice import weight as voice_weight
 from bot.chat.voicing import Spoken, Voicing
@@ -230,6 +239,10 @@ class SessionParts:
     """Which answers are spoken (bot/chat/voicing.py); None: none."""
     on_reply: Callable[[Route, str], None] | None = None
     """Told of every reply stored, with its text (ambient mode's window of the channel)."""
+    replace: Replace | None = None
+    """Edits a reply sent into a new one (`/retry`); None: the new one is sent."""
+    delete: Delete | None = None
+    """Deletes the bot's messages (`/undo`); None: they stay in the chat."""
 
 
 class Session:
@@ -261,6 +274,7 @@ class Session:
         self._leased = False  # whether this session may hold its lease (released after work)
         self._elsewhere: set[int] = set()  # messages newer than `_attempted` another process took
         self._unprompted: set[int] = set()  # messages ambient mode's gate let through, by entry
+        self._jobs: list[Job] = []  # /retry and /undo waiting for the worker, in order
         self.last_active = time.monotonic()
 
     @property
@@ -455,15 +469,21 @@ class Session:
         self._unprompted = set()
 
     async def _work(self) -> None:
-        while True:
-            try:
-                await self._rounds()
-            finally:
-                if self._leased and self._parts.leases is not None:
-                    self._leased = False
-                    await self._parts.leases.release(self.route.session)
-            if self._waiting() is None:  # none came while the lease was given back
-                return
+        try:
+            while True:
+                try:
+                    await self._rounds()
+                finally:
+                    if self._leased and self._parts.leases is not None:
+                        self._leased = False
+                        await self._parts.leases.release(self.route.session)
+                if self._waiting() is None and not self._jobs:  # none came meanwhile
+                    return
+        finally:  # cancelled (`/forget`, a shutdown): a take-back waiting has nothing left
+            for job in self._jobs:
+                if not job.done.done():
+                    job.done.set_result("gone")
+            self._jobs = []
 
     def _waiting(self) -> tuple[list[Entry], Inbound] | None:
         """The messages no turn has taken yet and the message to reply to
@@ -514,7 +534,12 @@ class Session:
             await self._lease()
             with bound_contextvars(soul=self.route.soul, session=self.route.session):
                 await self._send_unsent(self._latest)
-        while (waiting := self._waiting()) is not None:
+        while (waiting := self._waiting()) is not None or self._jobs:
+            if waiting is None:  # the turns waiting first: "the last answer" is the newest
+                await self._lease()
+                with bound_contextvars(soul=self.route.soul, session=self.route.session):
+                    await self._run_job(self._jobs.pop(0))
+                continue
             await self._lease()  # the messages that come meanwhile join the turn
             new, target = self._waiting() or waiting
             self._attempted = new[-1].id
@@ -568,15 +593,21 @@ class Session:
         await self._store_unsaved()
         return len(self._unsaved)
 
-    async def _turn(self, new: list[Entry], target: Inbound) -> None:
+    async def _turn(
+        self, new: list[Entry], target: Inbound, replacing: list[str] | None = None
+    ) -> None:
+        """Answer `new`, in reply to `target`; with `replacing` (`/retry`), the
+        answer goes into those messages of the bot (edited: not streamed nor
+        spoken), and a failure's line is sent beside them."""
         await self._store_unsaved()
         route, generation = self.route, self._generation
         fresh = {e.id for e in new}
         history = [e for e in self._entries if e.id not in fresh]
         context = self._parts.context
-        voicing = self._parts.voicing
+        voicing = self._parts.voicing if replacing is None else None
         spoken = voicing.plan(route, target) if voicing is not None else None
         streams = self._parts.stream is not None and not (spoken and spoken.only)
+        streams = streams and replacing is None
         turn = _Turn(
             new, target, time.perf_counter(),
             context.take(route.session) if context is not None and not route.is_dm else [],
@@ -606,7 +637,9 @@ class Session:
             if voiced is not None and voiced.only and stored is not None:
                 ids = await self._send_spoken(voiced, target, message, stored.text)
             try:
-                if ids is None and turn.stream is None:
+                if ids is None and replacing and stored is not None and self._parts.replace:
+                    ids = list(await self._parts.replace(message, replacing) or [])
+                elif ids is None and turn.stream is None:
                     ids = list(await self._parts.send(message) or [])
                 elif ids is None and turn.stream is not None:
                     ids = await turn.stream.finish(message)
@@ -846,3 +879,71 @@ class Session:
         self._summary = summary
         self._breakpoint = self._soul = None  # the prefix is written again: the live soul
         log.info("history.compacted", entries=cut)
+
+    def take_back(self, undo: bool, may: May) -> asyncio.Future[Outcome]:
+        """Queue an `/undo` (`undo`) or a `/retry` of the conversation's last
+        exchange (bot/chat/takeback.py) in the worker's order, after the
+        messages received so far; `may` says whether the caller may take back
+        an answer to whom it was. The future returned has the outcome, or what
+        the store or the memory raised (WikiBusy: nothing taken back then)."""
+        job = Job(undo, may, asyncio.get_running_loop().create_future())
+        self._jobs.append(job)
+        self._start()
+        return job.done
+
+    async def _run_job(self, job: Job) -> None:
+        try:
+            outcome = await self._take_back(job)
+        except asyncio.CancelledError:  # `/forget`, a shutdown: its command is answered
+            job.done.set_result("gone")
+            raise
+        except Exception as exc:  # the command says so
+            job.done.set_exception(exc)
+        else:
+            job.done.set_result(outcome)
+
+    async def _take_back(self, job: Job) -> Outcome:
+        exchange = last_exchange(self._entries)
+        address = await self._parts.store.reply_address(self.route.session)
+        if exchange is None or address is None:
+            return "none"
+        target = Inbound.from_address(address[0])
+        # Whom it answered: the person of the message it replied to, when the address
+        # is that message's (an /undo before took the newer one out of the history).
+        known = address[1] is not None and address[1] == exchange.asked[-1].ts
+        who = target.user_id if known and not exchange.followed else None
+        if not job.may(who):
+            return "refused"
+        session = self.route.session
+        ids = await self._parts.store.reply_ids(session, exchange.reply.text, exchange.reply.ts)
+        if job.undo:
+            await self._unremember(exchange.said(), exchange.since, who)
+            await self._parts.store.take_back(session, exchange.ids(), ids)
+            if self._parts.media_dir is not None:  # `media.keep`: its images go too
+                await unkeep(self._parts.media_dir, session, exchange.ids())
+        else:
+            await self._unremember([("assistant", exchange.reply.text)], exchange.reply.ts, who)
+            await self._parts.store.take_back(session, [exchange.reply.id], ids)
+        gone = set(exchange.ids() if job.undo else [exchange.reply.id])
+        self._entries = [e for e in self._entries if e.id not in gone]
+        self._breakpoint = None  # the cached prefix may hold what went
+        if job.undo:
+            log.info("chat.undone", entries=len(gone), messages=len(ids), user_id=who)
+            if ids and self._parts.delete is not None:
+                await self._parts.delete(reply_to(target, ""), ids)
+            return "undone"
+        log.info("chat.retried", entries=len(gone), messages=len(ids), user_id=who)
+        asked = list(exchange.asked)
+        if who is not None:  # a per-member place reads the memory of whom it answered
+            self._speakers.update(dict.fromkeys((e.id for e in asked), who))
+        await self._turn(asked, target, replacing=ids)
+        last = asked[-1].id
+        answered = any(e.role == "assistant" and e.reply_to == last for e in self._entries)
+        return "retried" if answered else "failed"
+
+    async def _unremember(self, said: list[tuple[str, str]], since: float, who: str | None) -> None:
+        """Take what `said` of the last exchange out of memory: the session's
+        scope; in a per-member place, the member scope of whom it answered."""
+        route = member_route(self.route, who)
+        if self._parts.memory is not None and route is not None:
+            await self._parts.memory.take_back(route, since, said)

@@ -400,27 +400,63 @@ class Memory:
         async with self._lock(soul, scope), self._wiki_lock(soul, scope).hold() as held:
             if not held:
                 raise WikiBusy(soul, scope)
-            try:
-                page = await asyncio.to_thread(wiki.read_page, page_id)
-            except PageFormatError:  # dropped all the same: its file goes
-                page = None
-            if page is not None:
-                await self._fold_sources(route, page)
-            removed = await _finish(asyncio.to_thread(wiki.remove_page, page_id))
-            dropped = await self._store.drop_page(soul, scope, page_id)
-            if not removed and not dropped:
-                return None
-            # What the compile moved to the page's parts was built from the same traces.
-            ids = await asyncio.to_thread(wiki.page_ids)
-            for part in (other for other in ids if part_number(page_id, other)):
-                await _finish(asyncio.to_thread(wiki.remove_page, part))
-                await self._store.drop_page(soul, scope, part)
-            scrubbed = await _finish(asyncio.to_thread(_scrub_logs, wiki, dropped))
-            await _finish(asyncio.to_thread(wiki.write_catalog))
+            dropped = await self._drop_held(route, wiki, page_id)
         self._scopes.changed(soul, scope)
+        return dropped
+
+    async def _drop_held(self, route: Route, wiki: Wiki, page_id: str) -> DroppedPage | None:
+        """`drop_page`'s work, the wiki's locks held (`memory.page_dropped`)."""
+        soul, scope = route.soul, route.scope
+        try:
+            page = await asyncio.to_thread(wiki.read_page, page_id)
+        except PageFormatError:  # dropped all the same: its file goes
+            page = None
+        if page is not None:
+            await self._fold_sources(route, page)
+        removed = await _finish(asyncio.to_thread(wiki.remove_page, page_id))
+        dropped = await self._store.drop_page(soul, scope, page_id)
+        if not removed and not dropped:
+            return None
+        # What the compile moved to the page's parts was built from the same traces.
+        ids = await asyncio.to_thread(wiki.page_ids)
+        for part in (other for other in ids if part_number(page_id, other)):
+            await _finish(asyncio.to_thread(wiki.remove_page, part))
+            await self._store.drop_page(soul, scope, part)
+        scrubbed = await _finish(asyncio.to_thread(_scrub_logs, wiki, dropped))
+        await _finish(asyncio.to_thread(wiki.write_catalog))
         log.info("memory.page_dropped", soul=soul, scope=scope, page=page_id,
                  traces=len(dropped), log_lines=scrubbed)  # fmt: skip
         return DroppedPage(page_id, len(dropped), scrubbed)
+
+    async def take_back(self, route: Route, since: float, said: Sequence[tuple[str, str]]) -> int:
+        """Take an exchange out of the route's scope (`/undo`, `/retry`): its
+        traces, those of the route's session made at `since` or later whose
+        speaker is one of `said`'s (speaker, history row text) and whose words
+        that row holds (a person's row carries their name and the quote before
+        them). Queued traces are stored first (within 5 s). A trace a compile
+        folded already takes its pages along, as `drop_page` does (the page is
+        made of it: nothing of it may be recalled); in the shared wiki the page
+        stays, only the traces go. All of it under the wiki's locks, so no
+        compile folds them meanwhile; the scope's erase epoch moves with the
+        traces. Returns how many traces went. Raises WikiBusy when another
+        process is compiling the wiki (nothing is taken then)."""
+        soul, scope = route.soul, route.scope
+        await self.drain(5.0)
+        async with self._lock(soul, scope), self._wiki_lock(soul, scope).hold() as held:
+            if not held:
+                raise WikiBusy(soul, scope)
+            found = await self._store.said_in(soul, scope, route.session, since)
+            mine = [(trace, pages) for trace, pages in found if _said(trace, said)]
+            pages = sorted({page for _, folded in mine for page in folded})
+            if scope == SHARED:
+                pages = []
+            for page in pages:
+                await self._drop_held(route, self._private_wiki(route), page)
+            await self._store.delete_traces(soul, scope, [t.id for t, _ in mine])
+        self._scopes.changed(soul, scope)
+        log.info("memory.taken_back", soul=soul, scope=scope, traces=len(mine),
+                 pages=len(pages))  # fmt: skip
+        return len(mine)
 
     async def member_scopes(self, route: Route) -> list[str]:
         """The `member` scopes of the person whose DM `route` is (its scope is
@@ -518,6 +554,17 @@ class Memory:
         if lock is None:
             lock = self._locks[(soul, scope)] = asyncio.Lock()
         return lock
+
+
+def _said(trace: Trace, said: Sequence[tuple[str, str]]) -> bool:
+    """Whether `trace` is one of `said`'s rows: a reply's words exactly; a
+    person's words within their row (which carries their name and a quote)."""
+    for speaker, text in said:
+        if trace.speaker != speaker or not trace.text:
+            continue
+        if trace.text == text if speaker == "assistant" else trace.text in text:
+            return True
+    return False
 
 
 def _scrub_logs(wiki: Wiki, traces: Sequence[Trace]) -> int:

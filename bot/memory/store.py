@@ -636,3 +636,56 @@ class TraceStore:
             return int(count), [_trace(soul, scope, r) for r in rows][::-1]
 
         return await self._db.run(query)
+
+    async def said_in(
+        self, soul: str, scope: str, session: str, since: float
+    ) -> list[tuple[Trace, list[str]]]:
+        """The scope's traces from `session` made at `since` or later, oldest
+        first, each with the pages of its wiki a compile folded it into."""
+
+        def query(conn: Conn) -> list[tuple[Trace, list[str]]]:
+            span = _span(conn, soul, scope)
+            if span is None:
+                return []
+            traces = [
+                _trace(soul, scope, r)
+                for r in conn.execute(
+                    f"SELECT {_TRACE} FROM memory WHERE id BETWEEN ? AND ? AND page IS NULL "
+                    "AND session = ? AND created_at >= ? ORDER BY id",
+                    (*span, session, since),
+                )
+            ]
+            listed, param = conn.id_set(t.id for t in traces)
+            folds: dict[int, list[str]] = {}
+            for trace, page in conn.execute(
+                f"SELECT trace, page FROM memory_folds WHERE trace IN ({listed}) ORDER BY page",
+                (param,),
+            ):
+                folds.setdefault(int(trace), []).append(str(page))
+            return [(t, folds.get(t.id, [])) for t in traces]
+
+        return await self._db.run(query)
+
+    async def delete_traces(self, soul: str, scope: str, ids: Sequence[int]) -> int:
+        """Delete the scope's traces `ids` (their rows, index entries and fold
+        records) and move its erase epoch, in one transaction; returns how many
+        went. An id outside the scope is left alone."""
+
+        def write(conn: Conn) -> int:
+            span = _span(conn, soul, scope)
+            wanted = [i for i in ids if span is not None and span[0] <= i <= span[1]]
+            if not wanted:
+                return 0
+            listed, param = conn.id_set(wanted)
+            with conn.transaction():
+                traces, rows, words = _delete(conn, f"page IS NULL AND id IN ({listed})", (param,))
+                conn.execute(f"DELETE FROM memory_folds WHERE trace IN ({listed})", (param,))
+                conn.execute(
+                    "UPDATE memory_scopes SET rows = rows - ?, words = words - ? "
+                    "WHERE soul = ? AND scope = ?",
+                    (rows, words, soul, scope),
+                )
+                _bump_epoch(conn, soul, scope)
+            return traces
+
+        return await self._db.run(write)

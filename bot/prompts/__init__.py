@@ -179,6 +179,8 @@ PAIRING_CODE = (
 HELP = (
     "Talk to me in plain words. Commands:\n"
     "/reset starts a new conversation (I keep my long-term memory)\n"
+    "/retry writes my last answer again; /undo takes back your last message and my answer "
+    "(from the conversation and my memory)\n"
     "/forget erases what I remember from this conversation (asks to confirm first)\n"
     "/memory lists what I remember of you (in a private chat); /memory drop PAGE removes "
     "one page and what it was built from; /memory export sends it all as one file; "
@@ -197,6 +199,18 @@ ADMIN_HELP = (
     "/pair revoke PLATFORM:ID takes an approval back (e.g. telegram:123)\n"
     "/pair list shows the waiting codes and the approved people"
 )
+RETRY_NONE = "There is no answer of mine here to write again yet."
+UNDO_NONE = "There is no answer of mine here to take back."
+TAKE_BACK_OTHER = "That answer was to someone else: only they, or an admin, can take it back."
+RETRY_DONE = "Done: my answer above is written anew."
+RETRY_FAILED = (
+    "I could not write that answer anew (the line above says why); the old one is out of "
+    "our conversation. Send /retry to try again."
+)
+UNDO_DONE = (
+    "Taken back: your last message and my answer are out of this conversation and of my memory."
+)
+TAKE_BACK_GONE = "This conversation was reset or forgotten meanwhile: nothing to take back."
 RESET_DONE = "Started a new conversation. I still remember what my memory holds."
 FORGET_ASK = (
     "This erases everything I remember from this conversation: my notes about it and "

@@ -305,6 +305,19 @@ async def test_kept_images_are_private_and_forget_takes_them(tmp_path: Path) -> 
         assert not kept.exists()
 
 
+async def test_undo_takes_the_images_kept_of_its_exchange(tmp_path: Path) -> None:
+    async with bot(tmp_path, "test", "media: {keep: true}\n") as (_, _, platform):
+        await platform.hear(said("first", dm=True, chat="u1", images=(image(),)))
+        await platform.replies(1)
+        await platform.hear(said("second", dm=True, chat="u1", images=(image(),)))
+        await platform.replies(2)
+        first, second = sorted((tmp_path / "data" / "media").rglob("*.png"))
+        await platform.hear(said("/undo", dm=True, chat="u1"))
+        [*_, done] = await platform.replies(3)
+    assert done.text == prompts.UNDO_DONE
+    assert first.exists() and not second.exists()
+
+
 def test_the_seen_line_is_split_off_and_held_while_it_streams() -> None:
     assert split_seen("[seen: a cat]\nHello") == ("a cat", "Hello")
     assert split_seen("Hello [seen: x]") == (None, "Hello [seen: x]")

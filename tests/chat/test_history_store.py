@@ -162,3 +162,22 @@ async def test_a_mood_is_kept_under_its_soul_until_a_reset_or_an_erase(db: Datab
     await store.erase(["s"])
     assert await store.mood("s", "marlow") is None
     assert await store.mood("t", "marlow") == "calm"  # another session's stays
+
+
+async def test_a_reply_is_found_by_its_ids_and_taken_back(db: Database) -> None:
+    store = HistoryStore(db)
+    asked = await store.append_message("s", 0, "question", "m1", '{"chat": 1}')
+    assert asked is not None
+    reply = await store.append("s", 0, "assistant", "the answer", asked.id, delivered=False)
+    await store.delivered("s", reply.id, ["100", "99", "1000"], "the answer")
+    await store.record_sent("s", ["7"], "an older reply")
+    assert await store.reply_ids("s", "the answer", reply.ts) == ["99", "100", "1000"]
+    assert await store.reply_ids("s", "the answer", reply.ts + 3600) == []
+    assert await store.reply_address("s") == ('{"chat": 1}', None)  # no message id in it
+    row = await store.append_message("u", 0, "q", "m7", '{"message_id": "m7"}')
+    assert row is not None and await store.reply_address("u") == ('{"message_id": "m7"}', row.ts)
+    assert await store.reply_address("t") is None
+    await store.take_back("s", [asked.id, reply.id], ["99", "100", "1000"])
+    assert await history_texts(db, "s") == []
+    assert await store.sent_text("s", "100") is None
+    assert await store.sent_text("s", "7") == "an older reply"

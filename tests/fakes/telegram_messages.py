@@ -19,7 +19,9 @@ sendMessage, sendDocument, editMessageText, deleteMessage and sendMessageDraft.
   ``message to edit not found``); each one is in ``deleted`` with a monotonic time.
   An unknown (or already deleted) message is 400 ``message to delete not found``; a
   user's message in a group 400 ``message can't be deleted``, as for a bot that is no
-  admin there (in a private chat a bot may delete the user's messages too).
+  admin there (in a private chat a bot may delete the user's messages too). A message
+  older than 48 hours (its ``date``; ``age`` moves it back) is 400 ``message can't be
+  deleted for everyone``: Telegram lets a bot delete for 48 hours, and edit at any age.
 * sendMessageDraft (Bot API 9.3) streams a draft to a private chat the fake knows:
   an unknown chat is 400 ``chat not found``, a group 400 ``TEXTDRAFT_PEER_INVALID``
   (Telegram's answer), ``draft_id`` 0 or missing 400 ``draft_id must be non-zero``
@@ -47,6 +49,7 @@ from tests.fakes.telegram_text import parse_html, utf16_len
 
 MAX_TEXT_UTF16 = 4096
 MAX_CAPTION_UTF16 = 1024
+DELETE_WINDOW_S = 48 * 3600  # how long a bot may delete a message (editing has no limit)
 EDIT_TOO_LONG = "Bad Request: MESSAGE_TOO_LONG"  # editMessageText's wording, not sendMessage's
 NOT_MODIFIED = (
     "Bad Request: message is not modified: specified new message content and reply markup"
@@ -129,6 +132,12 @@ class BotMessages(TelegramState):
         self._messages[chat["id"], message["message_id"]] = message
         return message
 
+    def age(self, chat_id: int, message_id: int, seconds: float) -> None:
+        """Make a message `seconds` older (its ``date``), as if sent that long ago.
+        Raises KeyError for an unknown message."""
+        message = self._messages[chat_id, message_id]
+        message["date"] = int(message["date"] - seconds)
+
     async def _edit_message_text(self, params: JSON) -> JSON | bool:
         """Replace a bot message's text and inline keyboard (none given: removed), as
         Telegram does, and record it in ``edits``; unchanged text and keyboard is 400
@@ -165,6 +174,8 @@ class BotMessages(TelegramState):
             raise ApiError(400, "Bad Request: message to delete not found")
         if message.get("from", {}).get("id") != self.bot_id and chat["type"] != "private":
             raise ApiError(400, "Bad Request: message can't be deleted")
+        if time.time() - message.get("date", time.time()) > DELETE_WINDOW_S:
+            raise ApiError(400, "Bad Request: message can't be deleted for everyone")
         del self._messages[chat["id"], message_id]
         self.deleted.append(Deletion(chat["id"], message_id, time.monotonic()))
         return True

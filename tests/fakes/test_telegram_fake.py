@@ -1008,3 +1008,16 @@ async def test_ptbs_webhook_server_takes_only_posts_with_the_secret(fake: FakeTe
     assert [c.method for c in fake.calls] == ["getMe", "setWebhook"]  # no deleteWebhook
     assert fake.calls[1].params == {"url": f"http://127.0.0.1:{port}/hook",
                                     "max_connections": "40", "secret_token": "s3cret"}  # fmt: skip
+
+
+async def test_a_message_older_than_48_hours_is_edited_but_not_deleted(
+    fake: FakeTelegram, bot: Bot
+) -> None:
+    old, young = await bot.send_message(42, "old"), await bot.send_message(42, "young")
+    fake.age(42, old.message_id, 48 * 3600 + 60)
+    fake.age(42, young.message_id, 47 * 3600)
+    with pytest.raises(BadRequest, match=r"^Message can't be deleted for everyone$"):
+        await bot.delete_message(42, old.message_id)
+    await bot.edit_message_text("old, edited", 42, old.message_id)  # editing has no age limit
+    assert await bot.delete_message(42, young.message_id) is True
+    assert [m["text"] for m in fake.bot_messages(42)] == ["old, edited"]

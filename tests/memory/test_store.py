@@ -303,3 +303,29 @@ async def test_a_plan_made_on_a_small_table_still_reads_only_the_scopes_asked_fo
             assert await db.run(fetched) - before <= 4
         finally:
             await db.close()
+
+
+async def test_said_in_and_delete_traces_take_one_exchange_back(db: Database) -> None:
+    store = TraceStore(db)
+    early, said, answer = await store.add([
+        trace("said before", at=T0 - 60), trace("heron 7788", at=T0),
+        trace("noted heron 7788", speaker="assistant", name="Aria", at=T0 + 1),
+    ])  # fmt: skip
+    [elsewhere] = await store.add([trace("heron 7788", session="telegram:9", at=T0)])
+    [bobs] = await store.add([trace("heron 7788", BOB, at=T0)])
+    await store.record_folds("aria", ALICE, "entities/alice", [said])
+    got = await store.said_in("aria", ALICE, "telegram:1", T0)
+    assert [(t.id, pages) for t, pages in got] == [(said, ["entities/alice"]), (answer, [])]
+    epoch = await store.erase_epoch("aria", ALICE)
+    assert (
+        await store.delete_traces("aria", ALICE, [said, answer, bobs]) == 2
+    )  # Bob's is not Alice's
+    assert await found_texts(store) == ["said before", "heron 7788"]  # the other session's stays
+    assert await store.folded_into("aria", ALICE, "entities/alice") == []
+    assert await store.erase_epoch("aria", ALICE) == epoch + 1
+    assert await found(store, [BOB], "heron") == ["heron 7788"]
+    assert early < elsewhere
+
+
+async def found_texts(store: TraceStore) -> list[str]:
+    return [t.text for t in await store.after("aria", ALICE, 0)]

@@ -1,0 +1,84 @@
+"""Taking back an answer (`/retry`, `/undo`: docs/commands.md): which exchange
+is the last of a conversation, and what taking it back may answer.
+
+The last exchange is the newest reply the history stores (delivered, and
+stored: not a line that said a turn failed) with the person's messages it
+answered (those after the reply before it). Whom it answered is the person
+whose message it replied to (the session's reply address); when messages came
+after it that no stored reply answers, who spoke is not known for sure, and
+only an admin may take it back in a group. The session runs a take-back in its
+ordered worker, after the turns waiting: it never races a turn in flight, and
+"the last answer" is the newest one when it runs.
+"""
+
+from __future__ import annotations
+
+import asyncio
+from collections.abc import Awaitable, Callable, Sequence
+from dataclasses import dataclass
+from typing import Literal
+
+from bot.chat.history import Entry
+from bot.types import Outbound
+
+# What a take-back did: `none` (no answer to take back), `refused` (the answer
+# was to someone else), `retried`, `failed` (the old answer went, the new one
+# failed: its line said why), `undone`, `gone` (the conversation was forgotten
+# or reset meanwhile).
+Outcome = Literal["none", "refused", "retried", "failed", "undone", "gone"]
+# Whether the caller may take back an answer to `user_id` (None: not known).
+May = Callable[[str | None], bool]
+# Edits the bot's messages (their ids) into a new reply; returns its messages' ids.
+Replace = Callable[[Outbound, Sequence[str]], Awaitable[Sequence[str] | None]]
+# Deletes the bot's messages (their ids) in a chat; returns how many went.
+Delete = Callable[[Outbound, Sequence[str]], Awaitable[int]]
+
+
+@dataclass(frozen=True)
+class Exchange:
+    """The last exchange: the reply, the person's messages it answered (oldest
+    first), and whether messages came after it that no stored reply answers."""
+
+    reply: Entry
+    asked: tuple[Entry, ...]
+    followed: bool
+
+    @property
+    def since(self) -> float:
+        """When it began: its first message."""
+        return min(e.ts for e in self.asked)
+
+    def said(self) -> list[tuple[str, str]]:
+        """(speaker, text) of each of its rows, as memory traces name them."""
+        return [*(("user", e.text) for e in self.asked), ("assistant", self.reply.text)]
+
+    def ids(self) -> list[int]:
+        return [*(e.id for e in self.asked), self.reply.id]
+
+
+def last_exchange(entries: Sequence[Entry]) -> Exchange | None:
+    """The last exchange of `entries` (a history in order), or None when no
+    reply stored and delivered is there, or the messages it answered are
+    compacted already."""
+    replies = [i for i, e in enumerate(entries) if e.role == "assistant"]
+    if not replies:
+        return None
+    reply = entries[replies[-1]]
+    if not reply.delivered or reply.id < 0 or reply.reply_to is None:
+        return None
+    before = entries[replies[-2]].reply_to or 0 if len(replies) > 1 else 0
+    asked = tuple(e for e in entries if e.role == "user" and before < e.id <= reply.reply_to)
+    if not asked:  # what it answered was compacted into the summary
+        return None
+    followed = any(e.role == "user" and e.id > reply.reply_to for e in entries)
+    return Exchange(reply, asked, followed)
+
+
+@dataclass
+class Job:
+    """A take-back waiting for the session's worker: `/undo` or `/retry`, who
+    may, and the future its command awaits."""
+
+    undo: bool
+    may: May
+    done: asyncio.Future[Outcome]
