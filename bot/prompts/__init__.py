@@ -370,3 +370,10 @@ AMBIENT_USER = "The chat, oldest first; the last line is the newest message:\n{l
 # How the persona's own lines show in the gate's transcript.
 AMBIENT_OWN = "{name} (you)"
 AMBIENT_TOOL_DESCRIPTION = "Say whether to speak now (true) or stay silent (false), and why."
+
+# The usage chart (bot/model/usage_chart.py): its title, its panels' labels, and what a
+# span without usage shows instead.
+CHART_TITLE = "Usage by {by}, {span}"
+CHART_TOKENS = "tokens"
+CHART_COST = "cost (USD)"
+CHART_EMPTY = "No usage yet\n({span})"
