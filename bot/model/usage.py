@@ -33,6 +33,7 @@ from typing import Any, Literal
 
 import structlog
 
+from bot import prompts
 from bot.config.schema import AdminsConfig, BudgetConfig, Price
 from bot.errors import BudgetExceeded
 from bot.storage.db import Database
@@ -502,7 +503,8 @@ SUMS = (
 _HEADER = ("calls", "input", "output", "cache write", "cache read", "cache hit", "cost USD")
 UNKNOWN = "unknown"
 """A cache cell of calls whose server reported no cache figures."""
-_PARTIAL = "*"
+PARTIAL = "*"
+"""The mark of a cache figure of some calls only (the others' server reported none)."""
 
 
 @dataclass(frozen=True)
@@ -531,18 +533,24 @@ class Sums:
         """Every token the calls processed: input, output, cache writes and reads."""
         return self.inp + self.out + self.write + self.read
 
+    def hit_share(self) -> float | None:
+        """Cache reads over all input tokens of the calls with cache figures
+        (`known`); None when they have none."""
+        prompt = self.known_input + self.write + self.read
+        return self.read / prompt if prompt else None
+
     def __add__(self, other: Sums) -> Sums:
         return Sums(*(a + b for a, b in zip(astuple(self), astuple(other), strict=True)))
 
     def cells(self, key: str) -> list[str]:
         """The row: cache figures `UNKNOWN` when no call has them, marked
-        `_PARTIAL` when some have not (the hit share is then theirs only)."""
+        `PARTIAL` when some have not (the hit share is then theirs only)."""
         head = [key, *(f"{n:,}" for n in (self.calls, self.inp, self.out))]
         if self.calls and not self.known:
             return [*head, UNKNOWN, UNKNOWN, UNKNOWN, f"{self.cost:,.4f}"]
-        mark = _PARTIAL if self.known < self.calls else ""
-        prompt = self.known_input + self.write + self.read
-        hit = f"{100 * self.read / prompt:.1f}%{mark}" if prompt else "-"
+        mark = PARTIAL if self.known < self.calls else ""
+        share = self.hit_share()
+        hit = f"{100 * share:.1f}%{mark}" if share is not None else "-"
         cache = [f"{self.write:,}{mark}", f"{self.read:,}{mark}", hit]
         return [*head, *cache, f"{self.cost:,.4f}"]
 
@@ -554,6 +562,11 @@ def report_days(days: int, now: float) -> tuple[str, str]:
         raise ValueError(f"days must be 1 or more, not {days}")
     today = datetime.fromtimestamp(now, UTC).date()
     return (today - timedelta(days=days - 1)).isoformat(), today.isoformat()
+
+
+def span_text(first: str, last: str) -> str:
+    """`2026-12-01 to 2026-12-07 UTC`, or `2026-12-07 UTC` for one day."""
+    return f"{first} to {last} UTC" if first != last else f"{last} UTC"
 
 
 def usage_table(conn: Conn, *, days: int, by: str, now: float) -> str:
@@ -571,11 +584,11 @@ def usage_table(conn: Conn, *, days: int, by: str, now: float) -> str:
     Raises ValueError for an unknown `by` or a `days` below 1.
     """
     first, last = report_days(days, now)
-    span = f"{first} to {last} UTC" if days > 1 else f"{last} UTC"
+    span = span_text(first, last)
     tokens = _token_lines(conn, by, first, last)
     voice = _voice_lines(conn, by, first, last)
     if not tokens and not voice:
-        return f"No usage recorded in the last {days} day(s) ({span})."
+        return prompts.USAGE_NONE.format(days=days, span=span)
     lines = tokens or ["No model calls."]
     if voice:
         lines += ["", *voice]
@@ -677,7 +690,7 @@ def _render(header: list[str], body: list[list[str]], totals: list[list[str]]) -
 def _unknown_note(whole: Sums) -> str:
     """The line under a report with calls whose server reported no cache figures."""
     unknown = whole.calls - whole.known
-    marked = f" ({_PARTIAL}: of the other calls only)" if whole.known else ""
+    marked = f" ({PARTIAL}: of the other calls only)" if whole.known else ""
     return (
         f"Cache figures of {unknown:,} call(s) are {UNKNOWN}: their model server reported "
         f"none{marked}."

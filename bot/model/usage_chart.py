@@ -34,7 +34,7 @@ from matplotlib.patches import Patch
 from matplotlib.ticker import FuncFormatter
 
 from bot import prompts
-from bot.model.usage import SUMS, VOICE_SUMS, Sums, grouped, report_days
+from bot.model.usage import SUMS, VOICE_SUMS, Sums, grouped, report_days, span_text
 from bot.storage.sql import Conn
 
 ChartBy = Literal["source", "soul"]
@@ -86,8 +86,7 @@ class UsageDays:
 
     def span(self) -> str:
         """`2026-12-01 to 2026-12-07 UTC`, or the one day."""
-        first, last = self.days[0], self.days[-1]
-        return f"{first} to {last} UTC" if first != last else f"{last} UTC"
+        return span_text(self.days[0], self.days[-1])
 
 
 def usage_days(conn: Conn, *, days: int, now: float, by: ChartBy = "source") -> UsageDays:
