@@ -52,8 +52,8 @@ def usage_compact(conn: Conn, *, days: int, now: float) -> str:
     souls = [
         (str(key), Sums.of(ns)) for key, *ns in grouped(conn, "soul", SUMS, "usage", first, last)
     ]
-    voice = [tuple(float(n or 0) for n in ns)
-             for _, *ns in grouped(conn, "soul", VOICE_SUMS, "voice_usage", first, last)]  # fmt: skip
+    voiced = grouped(conn, "soul", VOICE_SUMS, "voice_usage", first, last)
+    voice = [tuple(float(n or 0) for n in ns) for _, *ns in voiced]
     if not souls and not voice:
         return prompts.USAGE_NONE.format(days=days, span=span)
     lines = [prompts.USAGE_COMPACT_HEAD.format(span=span)]
