@@ -256,7 +256,7 @@ class Router:
             if command:
                 if await self._sessions.first_delivery(route.session, inbound.message_id):
                     reply = await self._commands.run(inbound, route, text)
-                    await send_safely(self._send, reply_to(inbound, reply))
+                    await send_safely(self._send, reply)
                 return
             prefix = "" if inbound.is_dm else f"{inbound.user_name}: "
             if inbound.quote is not None:

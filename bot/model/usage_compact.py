@@ -4,16 +4,17 @@
 
 ```
 Usage 2026-12-01 to 2026-12-07 UTC
-soul          tokens    cost  hit
-wren           12.3k   $0.42  61%
-twinkle         3.1k   $0.05  12%
-TOTAL          15.4k   $0.47  55%
+soul            tokens   cost   hit
+wren             12.3k  $0.42   61%
+twinkle           3.1k  $0.05   12%
+TOTAL            15.4k  $0.47   55%
 source
-turn           10.0k   $0.30  62%
-compile         5.4k   $0.17    -
-voice         amount    cost
-heard            34s   $0.01
-spoken      1.2k chr   $0.02
+turn             10.0k  $0.30   62%
+ambient_reply     2.2k  $0.08   40%
+compile           3.2k  $0.09    0%
+voice           amount   cost
+heard              34s <$0.01
+spoken        1.2k chr  $0.02
 ```
 
 A line per soul, the costliest first, then the TOTAL; a line per source
@@ -39,8 +40,8 @@ from bot.model.usage import (
 from bot.model.usage_chart import abbreviated
 from bot.storage.sql import Conn
 
-WIDTH = 34
-NAME_CHARS = 11
+WIDTH = 36
+NAME_CHARS = 13
 _UNKNOWN_HIT = "?"
 
 
@@ -92,7 +93,7 @@ def _line(name: str, amount: str, cost: str, hit: str) -> str:
     """Four columns: the name left-aligned (cut to `NAME_CHARS`), the others right."""
     if len(name) > NAME_CHARS:
         name = name[: NAME_CHARS - 1] + "…"
-    return f"{name:<{NAME_CHARS}} {amount:>8} {cost:>7} {hit:>4}".rstrip()
+    return f"{name:<{NAME_CHARS}} {amount:>8} {cost:>6} {hit:>5}".rstrip()
 
 
 def _usd(cost: float) -> str:
