@@ -149,17 +149,20 @@ def _draw(figure: Figure, usage: UsageDays) -> None:
     colours = {key: _COLOURS[i] if i < len(_COLOURS) else _OTHER_COLOUR
                for i, key in enumerate(keys)}  # fmt: skip
     where = {day: i for i, day in enumerate(usage.days)}
-    stacked = sorted(usage.parts, key=lambda part: keys.index(part.key))
     for axes, panel in ((tokens_axes, "tokens"), (cost_axes, "cost")):
         bottoms = [0.0] * len(usage.days)
-        for part in stacked:
-            value = part.tokens if panel == "tokens" else part.cost_usd
-            if value <= 0:
+        for key in keys:  # one call a key, its bars named one by one
+            mine = [(where[p.day], p.day, float(p.tokens if panel == "tokens" else p.cost_usd))
+                    for p in usage.parts if p.key == key]  # fmt: skip
+            mine = [(x, day, value) for x, day, value in mine if value > 0]
+            if not mine:
                 continue
-            x = where[part.day]
-            (bar,) = axes.bar(x, value, bottom=bottoms[x], width=0.8, color=colours[part.key])
-            bar.set_gid(f"{panel}-{part.day}-{part.key}")
-            bottoms[x] += value
+            xs, values = [x for x, _, _ in mine], [value for _, _, value in mine]
+            bars = axes.bar(xs, values, bottom=[bottoms[x] for x in xs], width=0.8,
+                            color=colours[key])  # fmt: skip
+            for bar, (x, day, value) in zip(bars.patches, mine, strict=True):
+                bar.set_gid(f"{panel}-{day}-{key}")
+                bottoms[x] += value
         _style(axes, panel)
     step = math.ceil(len(usage.days) / _MOST_TICKS)
     ticks = list(range(0, len(usage.days), step))

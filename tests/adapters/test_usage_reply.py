@@ -18,7 +18,7 @@ from bot.app.runtime import Runtime
 from bot.model.usage_chart import SIZE_PX, render, usage_days
 from bot.model.usage_compact import WIDTH
 from tests.adapters.test_discord import ADMIN as DISCORD_ADMIN
-from tests.adapters.test_discord import discord_bot
+from tests.adapters.test_discord import CHANNEL, GUILD, discord_bot, followups
 from tests.adapters.test_telegram import ADMIN, GROUP, telegram
 from tests.fakes.anthropic_fake import FakeAnthropic
 from tests.fakes.telegram_fake import parse_html
@@ -77,6 +77,26 @@ async def test_discord_gets_the_compact_text_with_the_chart_attached(tmp_path: P
     [upload] = report.files
     assert upload.filename.endswith(".png") and upload.data == expected
     assert decoded_size(upload.data) == SIZE_PX
+
+
+async def test_the_discord_slash_command_answers_privately_with_the_chart(
+    tmp_path: Path,
+) -> None:
+    async with discord_bot(tmp_path) as (dc, _model, runtime):
+        dc.push_message(900, "hello there", author_id=DISCORD_ADMIN)
+        await dc.wait_sent(1)
+        await runtime.sessions.wait(5)
+        days = [{"type": 4, "name": "days", "value": 3}]
+        token = dc.push_interaction("soul usage", days, user_id=DISCORD_ADMIN,
+                                    channel_id=CHANNEL, guild_id=GUILD)  # fmt: skip
+        await dc.wait_for(lambda f: bool(followups(f, token)), what="the follow-up")
+        expected = await ledger_chart(runtime, 3)
+    [answer] = followups(dc, token)
+    assert answer.data["flags"] & 64  # ephemeral: only the admin sees it, picture included
+    assert "\nlark " in (answer.content or "")
+    [upload] = answer.files
+    assert upload.data == expected and decoded_size(upload.data) == SIZE_PX
+    assert len(dc.sent) == 1  # nothing in the channel
 
 
 async def test_the_terminal_keeps_the_table_and_gets_no_picture(tmp_path: Path) -> None:
