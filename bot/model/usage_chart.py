@@ -44,6 +44,7 @@ VOICE = "voice"
 SIZE_PX = (800, 500)
 _DPI = 100
 _MOST_TICKS = 10
+_GAPPED_DAYS = 62
 # Tableau's ten colours, then grey for every key past them (the smallest).
 _COLOURS = ("#4e79a7", "#f28e2b", "#59a14f", "#e15759", "#76b7b2",
             "#edc948", "#b07aa1", "#ff9da7", "#9c755f", "#bab0ac")  # fmt: skip
@@ -126,8 +127,10 @@ def render(usage: UsageDays, fmt: ChartFormat = "png", *, size: tuple[int, int] 
     (width, height). Raises ValueError for another `fmt`."""
     if fmt not in ("png", "svg"):
         raise ValueError(f"cannot write a chart as {fmt!r}: expected png or svg")
-    # SVG: no random ids, text kept as text (smaller, searchable, deterministic).
-    with _DRAWING, rc_context({"svg.hashsalt": "soulbot", "svg.fonttype": "none"}):
+    # SVG: no random ids, text kept as text (smaller, searchable, deterministic); no
+    # text read as mathtext (a "$" is a dollar, in a label too).
+    with _DRAWING, rc_context({"svg.hashsalt": "soulbot", "svg.fonttype": "none",
+                               "text.parse_math": False}):  # fmt: skip
         figure = Figure(figsize=(size[0] / _DPI, size[1] / _DPI), dpi=_DPI, layout="constrained")
         if usage.parts:
             _draw(figure, usage)
@@ -149,6 +152,8 @@ def _draw(figure: Figure, usage: UsageDays) -> None:
     colours = {key: _COLOURS[i] if i < len(_COLOURS) else _OTHER_COLOUR
                for i, key in enumerate(keys)}  # fmt: skip
     where = {day: i for i, day in enumerate(usage.days)}
+    # Past two months a bar is a pixel or two: bars that touch, not a moiré of gaps.
+    width = 0.8 if len(usage.days) <= _GAPPED_DAYS else 1.0
     for axes, panel in ((tokens_axes, "tokens"), (cost_axes, "cost")):
         bottoms = [0.0] * len(usage.days)
         for key in keys:  # one call a key, its bars named one by one
@@ -158,8 +163,8 @@ def _draw(figure: Figure, usage: UsageDays) -> None:
             if not mine:
                 continue
             xs, values = [x for x, _, _ in mine], [value for _, _, value in mine]
-            bars = axes.bar(xs, values, bottom=[bottoms[x] for x in xs], width=0.8,
-                            color=colours[key])  # fmt: skip
+            bars = axes.bar(xs, values, bottom=[bottoms[x] for x in xs], width=width,
+                            color=colours[key], linewidth=0)  # fmt: skip
             for bar, (x, day, value) in zip(bars.patches, mine, strict=True):
                 bar.set_gid(f"{panel}-{day}-{key}")
                 bottoms[x] += value
@@ -168,7 +173,8 @@ def _draw(figure: Figure, usage: UsageDays) -> None:
     ticks = list(range(0, len(usage.days), step))
     cost_axes.set_xticks(ticks, [usage.days[i][5:] for i in ticks])
     cost_axes.set_xlim(-0.6, len(usage.days) - 0.4)
-    figure.legend(handles=[Patch(color=colours[key], label=key) for key in keys],
+    # The legend reads as the stack does: its top entry is the top of the bars.
+    figure.legend(handles=[Patch(color=colours[key], label=key) for key in reversed(keys)],
                   loc="outside right upper", title=usage.by)  # fmt: skip
     figure.suptitle(prompts.CHART_TITLE.format(by=usage.by, span=usage.span()))
 
