@@ -7,7 +7,9 @@ and is logged as `command.refused`; a command that runs is logged as
 `command.run`, both with the platform, the user id and the command.
 `/forget` erases nothing until it is repeated as `/forget confirm`.
 `/soul compile` answers at once and reports when the compile is done, so the
-chat is not held up while it runs.
+chat is not held up while it runs. `/soul usage` is the usage table in the
+terminal, and on Telegram and Discord (`CHARTED`: a phone's screen as often as
+not) the compact form with the chart under it.
 
 `/memory` works in a DM only (anywhere else it says so in one line, and shows
 nothing of anyone's memory), on the person's own scope: `/memory` lists the
@@ -562,8 +564,8 @@ class Commands:
 
     async def _usage(self, inbound: Inbound, days_text: str) -> Reply:
         """The usage table; on a `CHARTED` platform the compact form and, when
-        the days hold any model call, the chart by source (a drawing that fails
-        is logged, and the text goes alone)."""
+        the days hold any usage, the chart by source as the reply's image (a
+        drawing that fails is logged, and the text goes alone)."""
         if not days_text.isdigit() or not 1 <= int(days_text) <= MAX_USAGE_DAYS:
             return f"/soul usage [days]: days is a whole number from 1 to {MAX_USAGE_DAYS}."
         days, now = int(days_text), self._clock()
