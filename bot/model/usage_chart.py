@@ -1,5 +1,6 @@
-"""The usage chart: tokens and cost per UTC day, stacked by source or by soul
-(docs/operations.md, "Usage"), as `/soul usage` sends it and the web console shows it.
+"""The usage chart: tokens and cost per UTC day, stacked by source or by soul, as
+`/soul usage` sends it (docs/commands.md, "`/soul usage` on a phone") and the web
+console shows it.
 
 `usage_days` reads the ledger with the report's own grouped sums
 (`bot.model.usage.grouped`): the model calls' tokens and cost per day and per
@@ -9,9 +10,10 @@ source (`turn`, `ambient`, `compile`, ...) or soul, and the voice rows' cost
 one matplotlib figure of it, two panels on one row of days (tokens above, cost
 in US dollars below), and writes it as PNG or SVG from the same code. It uses
 matplotlib's object API on the Agg canvas (no pyplot, no display, no global
-backend), one drawing at a time (matplotlib's state is not thread-safe), and
-is slow enough (tens of milliseconds) to be run off the event loop
-(`asyncio.to_thread`). A span with no usage draws a figure that says so.
+backend), imported at the first drawing, one drawing at a time (matplotlib's
+state is not thread-safe). A week takes a tenth of a second or so, a year of
+sources a second or two: run it off the event loop (`asyncio.to_thread`). A
+span with no usage draws a figure that says so.
 
 The SVG is deterministic (no date, a fixed hash salt, text kept as text) and
 names each bar part: the `<g>` of the part of `key` on `day` in the tokens
@@ -25,17 +27,15 @@ import math
 import threading
 from dataclasses import dataclass
 from datetime import date, timedelta
-from typing import Literal
-
-from matplotlib import rc_context
-from matplotlib.axes import Axes
-from matplotlib.figure import Figure
-from matplotlib.patches import Patch
-from matplotlib.ticker import FuncFormatter
+from typing import TYPE_CHECKING, Literal
 
 from bot import prompts
 from bot.model.usage import SUMS, VOICE_SUMS, Sums, grouped, report_days, span_text
 from bot.storage.sql import Conn
+
+if TYPE_CHECKING:
+    from matplotlib.axes import Axes
+    from matplotlib.figure import Figure
 
 ChartBy = Literal["source", "soul"]
 ChartFormat = Literal["png", "svg"]
@@ -127,6 +127,11 @@ def render(usage: UsageDays, fmt: ChartFormat = "png", *, size: tuple[int, int] 
     (width, height). Raises ValueError for another `fmt`."""
     if fmt not in ("png", "svg"):
         raise ValueError(f"cannot write a chart as {fmt!r}: expected png or svg")
+    # matplotlib takes half a second to import and makes its font cache then: only a
+    # chart needs it, so neither the daemon's start nor the CLI waits for it.
+    from matplotlib import rc_context
+    from matplotlib.figure import Figure
+
     # SVG: no random ids, text kept as text (smaller, searchable, deterministic); no
     # text read as mathtext (a "$" is a dollar, in a label too).
     with _DRAWING, rc_context({"svg.hashsalt": "soulbot", "svg.fonttype": "none",
@@ -147,6 +152,8 @@ _METADATA: dict[str, dict[str, str | None]] = {"png": {"Software": None}, "svg":
 
 def _draw(figure: Figure, usage: UsageDays) -> None:
     """The two panels, the legend (a colour a key) and the title on `figure`."""
+    from matplotlib.patches import Patch
+
     tokens_axes, cost_axes = figure.subplots(2, 1, sharex=True)
     keys = usage.keys
     colours = {key: _COLOURS[i] if i < len(_COLOURS) else _OTHER_COLOUR
@@ -181,6 +188,8 @@ def _draw(figure: Figure, usage: UsageDays) -> None:
 
 def _style(axes: Axes, panel: str) -> None:
     """A panel's label, its axis's abbreviated numbers, its grid."""
+    from matplotlib.ticker import FuncFormatter
+
     if panel == "tokens":
         axes.set_ylabel(prompts.CHART_TOKENS)
         axes.yaxis.set_major_formatter(FuncFormatter(lambda v, _: abbreviated(v)))
