@@ -39,7 +39,9 @@ follow-up sent whole. `notes` has nothing to say: Discord has no privacy mode,
 and the message content intent is checked at start. An attachment and an image
 ride on the last chunk (alone when there is no text) as `discord.File`s: a
 multipart upload, made afresh for each try; Discord shows the image in the
-chat. A voice note goes after the text as a voice message
+chat. An image Discord refuses (413: too large; 403: no Attach Files
+permission) is dropped with one `discord.image_refused` line and its text sent
+alone. A voice note goes after the text as a voice message
 (adapters/discord_voice.py: discord.py cannot send one itself), or as an audio
 file where the channel refuses voice messages; in a slash command's private
 answer, as an audio file.
@@ -389,14 +391,23 @@ class DiscordAdapter:
         ids: list[str] = []
         left = len(chunks)
 
-        async def send_one(chunk: str) -> None:
+        async def send_one(chunk: str, carried: list[Attachment] = files) -> None:
             nonlocal reference, left
             left -= 1
             nonce = secrets.randbits(63)  # the same for each try of this chunk
-            extra = _with_files(left == 0, files)
-            sent = await self._retried(lambda: channel.send(
-                chunk or None, reference=reference, nonce=nonce, **extra()
-            ))  # fmt: skip
+            extra = _with_files(left == 0, carried)
+            try:
+                sent = await self._retried(lambda: channel.send(
+                    chunk or None, reference=reference, nonce=nonce, **extra()
+                ))  # fmt: skip
+            except discord.HTTPException as exc:
+                if left or message.image not in carried or exc.status not in (403, 413):
+                    raise
+                # The picture is an extra (too large, no Attach Files): the text goes alone.
+                log.warning("discord.image_refused", status=exc.status, code=exc.code)
+                left += 1
+                await send_one(chunk, [f for f in carried if f is not message.image])
+                return
             ids.append(str(sent.id))
             reference = None
 

@@ -79,6 +79,21 @@ async def test_discord_gets_the_compact_text_with_the_chart_attached(tmp_path: P
     assert decoded_size(upload.data) == SIZE_PX
 
 
+async def test_a_chart_discord_refuses_leaves_the_text(tmp_path: Path) -> None:
+    with capture_logs() as logs:
+        async with discord_bot(tmp_path) as (dc, _model, runtime):
+            dc.push_message(900, "hello there", author_id=DISCORD_ADMIN)
+            await dc.wait_sent(1)
+            await runtime.sessions.wait(5)
+            dc.max_upload_bytes = 1_000  # the chart is larger: 413, as Discord answers
+            dc.push_message(900, "/soul usage", author_id=DISCORD_ADMIN)
+            [_, report] = await dc.wait_sent(2)
+    assert "\nTOTAL " in report.content and report.files == ()
+    [refused] = [line for line in logs if line["event"] == "discord.image_refused"]
+    assert refused["status"] == 413
+    assert not [line for line in logs if line["event"] == "adapter.error"]
+
+
 async def test_the_discord_slash_command_answers_privately_with_the_chart(
     tmp_path: Path,
 ) -> None:
