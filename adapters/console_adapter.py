@@ -392,8 +392,10 @@ class ConsoleAdapter:
     async def send(self, message: Outbound) -> list[str]:
         """Print the reply, its Markdown rendered (`render`); an attachment is
         saved first (see the module's docstring) and a line with its path
-        follows the text. Raises OSError when it cannot be saved, RuntimeError
-        when there is no `files_dir`."""
+        follows the text; an image is not shown (a terminal shows no picture:
+        `soulbot usage` has the figures of `/soul usage`'s chart). Raises
+        OSError when it cannot be saved, RuntimeError when there is no
+        `files_dir`."""
         prefix = f"{self._soul_name}> "
         body = render(message.text, self._ansi)
         if message.attachment is not None:

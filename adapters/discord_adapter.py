@@ -36,12 +36,15 @@ tried again like a send; an edit of a message a moderator deleted (404, Unknown
 Message) is `MessageGone`, and the answer is posted anew. A slash command's
 answer (and a reply with a file) is never streamed: it stays an ephemeral
 follow-up sent whole. `notes` has nothing to say: Discord has no privacy mode,
-and the message content intent is checked at start. An attachment rides on the
-last chunk (alone when there is no text) as a `discord.File`: a multipart
-upload, made afresh for each try. A voice note goes after the text as a voice
-message (adapters/discord_voice.py: discord.py cannot send one itself), or as
-an audio file where the channel refuses voice messages; in a slash command's
-private answer, as an audio file.
+and the message content intent is checked at start. An attachment and an image
+ride on the last chunk (alone when there is no text) as `discord.File`s: a
+multipart upload, made afresh for each try; Discord shows the image in the
+chat. An image Discord refuses (413: too large; 403: no Attach Files
+permission) is dropped with one `discord.image_refused` line and its text sent
+alone. A voice note goes after the text as a voice message
+(adapters/discord_voice.py: discord.py cannot send one itself), or as an audio
+file where the channel refuses voice messages; in a slash command's private
+answer, as an audio file.
 discord.py waits out 429s and tries 500, 502, 504 and 524 five times itself (1
 s, 3 s, 5 s, ...); what it raises at once, a 503 or another 5xx, a lost
 connection (`aiohttp.ClientError`; its own retry of a reset connection knows
@@ -378,27 +381,36 @@ class DiscordAdapter:
         if client is None:
             raise RuntimeError("the Discord adapter is not started")
         chunks = split_message(message.text, LIMIT)
-        file = message.attachment
+        files = [f for f in (message.attachment, message.image) if f is not None]
         asked = Asked.parse(message.reply_to)
         if asked is not None and message.voice is not None:  # a follow-up takes no voice message
-            file = file or Attachment(FILE_FILENAME, message.voice.data, "audio/ogg")
-        if file is not None and not chunks:
+            files.append(Attachment(FILE_FILENAME, message.voice.data, "audio/ogg"))
+        if files and not chunks:
             chunks = [""]
         if asked is not None:
-            return await self._answer_privately(client, asked, chunks, file)
+            return await self._answer_privately(client, asked, chunks, files)
         channel = client.get_partial_messageable(int(message.thread_id or message.chat_id))
         reference: Any = _reference(message, channel.id)  # None: no reference (typed MISSING)
         ids: list[str] = []
         left = len(chunks)
 
-        async def send_one(chunk: str) -> None:
+        async def send_one(chunk: str, carried: list[Attachment] = files) -> None:
             nonlocal reference, left
             left -= 1
             nonce = secrets.randbits(63)  # the same for each try of this chunk
-            extra = _with_file(left == 0, file)
-            sent = await self._retried(lambda: channel.send(
-                chunk or None, reference=reference, nonce=nonce, **extra()
-            ))  # fmt: skip
+            extra = _with_files(left == 0, carried)
+            try:
+                sent = await self._retried(lambda: channel.send(
+                    chunk or None, reference=reference, nonce=nonce, **extra()
+                ))  # fmt: skip
+            except discord.HTTPException as exc:
+                if left or message.image not in carried or exc.status not in (403, 413):
+                    raise
+                # The picture is an extra (too large, no Attach Files): the text goes alone.
+                log.warning("discord.image_refused", status=exc.status, code=exc.code)
+                left += 1
+                await send_one(chunk, [f for f in carried if f is not message.image])
+                return
             ids.append(str(sent.id))
             reference = None
 
@@ -412,7 +424,7 @@ class DiscordAdapter:
         return ids
 
     async def _answer_privately(
-        self, client: discord.Client, asked: Asked, chunks: list[str], file: Attachment | None
+        self, client: discord.Client, asked: Asked, chunks: list[str], files: list[Attachment]
     ) -> list[str]:
         """A reply to a slash command, for the person who asked only: ephemeral
         follow-ups while the interaction lives, else their DM."""
@@ -424,7 +436,7 @@ class DiscordAdapter:
             async def follow_up(chunk: str) -> None:
                 nonlocal left
                 left -= 1
-                extra = _with_file(left == 0, file)
+                extra = _with_files(left == 0, files)
                 sent = await self._retried(
                     lambda: followup.send(chunk, ephemeral=True, wait=True, **extra())
                 )
@@ -439,7 +451,7 @@ class DiscordAdapter:
             nonlocal left
             left -= 1
             nonce = secrets.randbits(63)
-            extra = _with_file(left == 0, file)
+            extra = _with_files(left == 0, files)
             sent = await self._retried(lambda: dm.send(chunk or None, nonce=nonce, **extra()))
             ids.append(str(sent.id))
 
@@ -449,9 +461,10 @@ class DiscordAdapter:
     def stream(self, message: Outbound) -> ReplyStream | None:
         """A reply posted early and edited (at most once a second), or None when
         streaming is off, for a slash command's answer (sent whole, privately)
-        and for a reply that carries a file."""
+        and for a reply that carries a file or an image."""
         client = self._client
         if (not self._streaming or client is None or message.attachment is not None
+                or message.image is not None
                 or Asked.parse(message.reply_to) is not None):  # fmt: skip
             return None
         return EditedReply(self._editable(message), limit=LIMIT, every_s=EVERY_S,
@@ -531,12 +544,12 @@ def _reference(message: Outbound, channel_id: int) -> discord.MessageReference |
     )
 
 
-def _with_file(last: bool, file: Attachment | None) -> Callable[[], dict[str, Any]]:
-    """The keyword arguments of a send that carry `file` (on the `last` chunk
+def _with_files(last: bool, files: list[Attachment]) -> Callable[[], dict[str, Any]]:
+    """The keyword arguments of a send that carry `files` (on the `last` chunk
     only), made afresh by each call: a `discord.File` is read by its upload."""
-    if not last or file is None:
+    if not last or not files:
         return dict
-    return lambda: {"file": discord.File(io.BytesIO(file.data), filename=file.filename)}
+    return lambda: {"files": [discord.File(io.BytesIO(f.data), filename=f.filename) for f in files]}
 
 
 def _transient(error: BaseException) -> bool:

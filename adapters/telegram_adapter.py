@@ -36,9 +36,10 @@ says it for `/soul status`. `privacy_mode_on` asks getMe once, for
 Replies are split at 4,096 UTF-16 code units, formatted as Telegram HTML, and sent
 again as plain text when Telegram refuses the entities; the first chunk replies to
 the message that started the turn. An attachment goes after the text as a document
-(`sendDocument`, multipart), a voice note after that as a voice message
-(`sendVoice`: OGG/Opus, multipart, its duration in whole seconds), each replying to
-that message when nothing went before it. `send` returns the ids of the messages
+(`sendDocument`, multipart), an image after that as a photo (`sendPhoto`,
+multipart), a voice note after that as a voice message (`sendVoice`: OGG/Opus,
+multipart, its duration in whole seconds), each replying to that message when
+nothing went before it. `send` returns the ids of the messages
 sent. `RetryAfter` (flood control) is waited out by PTB's AIORateLimiter, which also
 keeps under Telegram's rates. A chunk that meets a network error (`NetworkError`,
 `TimedOut`: a lost connection, a timeout, a 5xx; not `BadRequest`) is tried again
@@ -414,10 +415,11 @@ class TelegramAdapter:
         return bot
 
     async def send(self, message: Outbound) -> list[str]:
-        """Send the chunks in order, then the attachment, then the voice note,
-        each tried again after network errors; returns the ids of the messages
-        sent. Raises SendFailed (how many chunks, the attachment or the voice
-        note counted as one, were not delivered) when one still fails."""
+        """Send the chunks in order, then the attachment, the image and the
+        voice note, each tried again after network errors; returns the ids of
+        the messages sent. Raises SendFailed (how many chunks, the attachment,
+        the image or the voice note counted as one, were not delivered) when
+        one still fails."""
         bot = self._bot()
         chat = int(message.chat_id)
         thread = int(message.thread_id) if message.thread_id else None
@@ -442,6 +444,13 @@ class TelegramAdapter:
                 raise SendFailed(1, len(chunks) + 1, exc) from exc
             ids.append(str(document.message_id))
             reply_to = None
+        if message.image is not None:
+            try:
+                photo = await self._send_photo(chat, thread, reply_to, message.image)
+            except Exception as exc:
+                raise SendFailed(1, len(chunks) + 1, exc) from exc
+            ids.append(str(photo.message_id))
+            reply_to = None
         if message.voice is not None:
             try:
                 voice = await self._send_voice(chat, thread, reply_to, message.voice)
@@ -465,6 +474,22 @@ class TelegramAdapter:
             chat, document(), message_thread_id=thread, reply_parameters=replying
         ))  # fmt: skip
 
+    async def _send_photo(
+        self, chat: int, thread: int | None, reply_to: str | None, image: Attachment
+    ) -> Message:
+        """`image` as a photo (sendPhoto: Telegram shows it in the chat)."""
+        bot = self._bot()
+        replying = _replying(reply_to)
+
+        def photo() -> InputFile:
+            upload = InputFile(image.data, filename=image.filename)
+            upload.mimetype = image.mime
+            return upload
+
+        return await self._retried(lambda: bot.send_photo(
+            chat, photo(), message_thread_id=thread, reply_parameters=replying
+        ))  # fmt: skip
+
     async def _send_voice(
         self, chat: int, thread: int | None, reply_to: str | None, note: VoiceNote
     ) -> Message:
@@ -484,9 +509,10 @@ class TelegramAdapter:
 
     def stream(self, message: Outbound) -> ReplyStream | None:
         """A draft in a private chat, a message edited as it grows in a group;
-        None with streaming off, for a reply with an attachment (a stream
-        carries text), or before `start`."""
-        if not self._streaming or self._app is None or message.attachment is not None:
+        None with streaming off, for a reply with an attachment or an image (a
+        stream carries text), or before `start`."""
+        if (not self._streaming or self._app is None or message.attachment is not None
+                or message.image is not None):  # fmt: skip
             return None
         try:
             chat = int(message.chat_id)

@@ -197,7 +197,10 @@ class Outbound:
     whose reader is the operator shows it (the terminal chat); the platforms'
     chats show the text alone. A `voice` note goes after the text, as a
     voice message (Telegram `sendVoice`; Discord a voice message, or an audio
-    file where it may not send one); with it the text is often empty."""
+    file where it may not send one); with it the text is often empty. An
+    `image` (PNG or JPEG) is shown in the chat after the text (Telegram
+    `sendPhoto`; Discord an image attachment on the last chunk); the terminal
+    shows none."""
 
     platform: str
     chat_id: str
@@ -207,6 +210,7 @@ class Outbound:
     attachment: Attachment | None = None
     cause: str | None = None
     voice: VoiceNote | None = None
+    image: Attachment | None = None
 
 
 @dataclass(frozen=True)

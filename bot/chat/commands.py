@@ -7,7 +7,9 @@ and is logged as `command.refused`; a command that runs is logged as
 `command.run`, both with the platform, the user id and the command.
 `/forget` erases nothing until it is repeated as `/forget confirm`.
 `/soul compile` answers at once and reports when the compile is done, so the
-chat is not held up while it runs.
+chat is not held up while it runs. `/soul usage` is the usage table in the
+terminal, and on Telegram and Discord (`CHARTED`: a phone's screen as often as
+not) the compact form with the chart under it.
 
 `/memory` works in a DM only (anywhere else it says so in one line, and shows
 nothing of anyone's memory), on the person's own scope: `/memory` lists the
@@ -61,6 +63,8 @@ from bot.memory.compile import CompileResult
 from bot.memory.service import Memory, MemoryView
 from bot.memory.store import Trace
 from bot.model.usage import day_totals, usage_table
+from bot.model.usage_chart import render, usage_days
+from bot.model.usage_compact import usage_compact
 from bot.soul.persona import SOUL_ID
 from bot.soul.registry import ReloadReport, SoulRegistry
 from bot.soul.soulfile import new_epoch, rollback_soul
@@ -89,6 +93,12 @@ MEMORY_MAX_CHARS = 1900  # one message on Discord (2,000) and Telegram (4,096)
 MEMORY_SERVERS_SHOWN = 10
 SHOWN_CHARS = 80  # a summary or a note is cut to this in the list
 EXPORT_MAX_BYTES = 8 * 1024 * 1024  # under Discord's 10 MiB upload cap (Telegram's: 50 MB)
+# Where `/soul usage` is read on a phone as often as not: the compact form and the chart
+# (the terminal, an operator's wide screen, keeps the table, as `soulbot usage` prints it).
+CHARTED = frozenset({"telegram", "discord"})
+
+Reply = str | Outbound
+"""A command's answer: its text (sent in the chat that asked), or the whole reply."""
 
 
 def parse(text: str) -> tuple[str, list[str]]:
@@ -248,7 +258,7 @@ class Commands:
         self._send = send
         self._clock = clock
         self._background: set[asyncio.Task[None]] = set()
-        self._handlers: dict[str, Callable[[Inbound, Route, list[str]], Awaitable[str]]] = {
+        self._handlers: dict[str, Callable[[Inbound, Route, list[str]], Awaitable[Reply]]] = {
             "help": self._cmd_help,
             "start": self._cmd_help,  # Telegram sends /start when a chat opens
             "reset": self._cmd_reset,
@@ -271,7 +281,12 @@ class Commands:
         """Whether `text` starts with one of the commands."""
         return parse(text)[0] in self._handlers
 
-    async def run(self, inbound: Inbound, route: Route, text: str) -> str:
+    async def run(self, inbound: Inbound, route: Route, text: str) -> Outbound:
+        """The reply to the command `text`, in the chat (and thread) of `inbound`."""
+        reply = await self._answer(inbound, route, text)
+        return reply if isinstance(reply, Outbound) else reply_to(inbound, reply)
+
+    async def _answer(self, inbound: Inbound, route: Route, text: str) -> Reply:
         name, args = parse(text)
         what = " ".join([name, *args[:1]])
         with bound_contextvars(platform=inbound.platform, user_id=inbound.user_id, command=what):
@@ -468,7 +483,7 @@ class Commands:
         return prompts.MEMORY_EXPORTED.format(pages=len(view.pages), logs=len(view.logs),
                                               waiting=view.waiting)  # fmt: skip
 
-    async def _cmd_soul(self, inbound: Inbound, route: Route, args: list[str]) -> str:
+    async def _cmd_soul(self, inbound: Inbound, route: Route, args: list[str]) -> Reply:
         sub, rest = (args[0].lower(), args[1:]) if args else ("", [])
         if sub == "reload" and len(rest) <= 1:
             if rest and not SOUL_ID.fullmatch(rest[0]):  # a soul id or folder name, no path
@@ -479,7 +494,7 @@ class Commands:
         if sub == "compile" and len(rest) <= 1:
             return self._compile(inbound, rest[0] if rest else None)
         if sub == "usage" and len(rest) <= 1:
-            return await self._usage(rest[0] if rest else "1")
+            return await self._usage(inbound, rest[0] if rest else "1")
         if sub == "rollback" and len(rest) == 2:
             return await self._file_op(rest[0], rollback_soul, self._registry, rest[0], rest[1])
         if sub == "epoch" and len(rest) == 1:
@@ -595,14 +610,30 @@ class Commands:
             text = prompts.COMPILE_FAILED.format(count=len(failures), failures=lines, done=text)
         await send_safely(self._send, reply_to(inbound, text))
 
-    async def _usage(self, days_text: str) -> str:
+    async def _usage(self, inbound: Inbound, days_text: str) -> Reply:
+        """The usage table; on a `CHARTED` platform the compact form and, when
+        the days hold any usage, the chart by source as the reply's image (a
+        drawing that fails is logged, and the text goes alone)."""
         if not days_text.isdigit() or not 1 <= int(days_text) <= MAX_USAGE_DAYS:
             return f"/soul usage [days]: days is a whole number from 1 to {MAX_USAGE_DAYS}."
-        days = int(days_text)
-        table = await self._db.run(
-            lambda conn: usage_table(conn, days=days, by="soul", now=self._clock())
-        )
-        return f"```\n{table}\n```"
+        days, now = int(days_text), self._clock()
+        if inbound.platform not in CHARTED:
+            table = await self._db.run(
+                lambda conn: usage_table(conn, days=days, by="soul", now=now)
+            )
+            return f"```\n{table}\n```"
+        text = await self._db.run(lambda conn: usage_compact(conn, days=days, now=now))
+        reply = reply_to(inbound, f"```\n{text}\n```")
+        try:
+            usage = await self._db.run(lambda conn: usage_days(conn, days=days, now=now))
+            if not usage.parts:
+                return reply
+            png = await asyncio.to_thread(render, usage)
+        except Exception as exc:  # the figures are in the text: they go without the picture
+            log.error("usage.chart_failed", days=days, error=f"{type(exc).__name__}: {exc}")
+            return reply
+        chart = Attachment(f"usage-{usage.days[-1]}.png", png, "image/png")
+        return replace(reply, image=chart)
 
     async def _cmd_pair(self, inbound: Inbound, route: Route, args: list[str]) -> str:
         sub, rest = (args[0].lower(), args[1:]) if args else ("", [])

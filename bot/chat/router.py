@@ -287,8 +287,9 @@ class Router:
             if command:
                 if await self._sessions.first_delivery(route.session, inbound.message_id):
                     reply = await self._commands.run(inbound, route, text)
-                    if reply:  # "" for a take-back: its line comes when it is done
-                        await send_safely(self._send, reply_to(inbound, reply))
+                    # an empty reply for a take-back: its line comes when it is done
+                    if reply.text or reply.image or reply.attachment:
+                        await send_safely(self._send, reply)
                 return
             prefix = "" if inbound.is_dm else f"{inbound.user_name}: "
             if inbound.quote is not None:

@@ -72,12 +72,12 @@ async def test_an_unmentioned_question_is_answered_and_a_side_talk_is_not(tmp_pa
     said = [*side, question]
     assert not any(text in str(line) for line in lines for text in said)  # no message text
     # The gate and the reply it let through are in the ledger under their own sources,
-    # charged to the channel; `/soul usage` shows them under chat.
+    # charged to the channel; `/soul usage` shows them, each on a line of its own.
     assert sorted(rows) == [
         ("ambient", GATE_MODEL, f"discord:chat:{CHANNEL}"),
         ("ambient_reply", "claude-sonnet-4-6", f"discord:chat:{CHANNEL}"),
     ]
-    assert "\n    ambient " in usage
+    assert "\nambient " in usage and "\nambient_reply " in usage
 
 
 async def test_caps_and_cooldown_hold_in_the_channel_s_own_time(tmp_path: Path) -> None:

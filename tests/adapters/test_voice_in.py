@@ -20,7 +20,7 @@ from tests.adapters.test_telegram import ADMIN, GROUP, telegram
 from tests.fakes.anthropic_fake import FakeAnthropic
 from tests.fakes.audio import tone_ogg_opus
 from tests.fakes.discord_fake import FakeFile
-from tests.fakes.telegram_fake import FakeTelegram
+from tests.fakes.telegram_fake import FakeTelegram, parse_html
 from tests.fakes.transcription_fake import FakeTranscription
 from tests.kit import user_texts, wait_until
 
@@ -76,9 +76,8 @@ async def test_a_telegram_voice_note_reaches_the_model_as_its_transcript(tmp_pat
     [(user, kind, name, seconds, cost)] = rows
     assert (user, kind, name) == (f"telegram:{ADMIN}", "heard", "whisper-1")
     assert abs(seconds - 3.0) < 0.05 and abs(cost - seconds / 60 * 0.006) < 1e-9
-    voice_table = usage.split("Voice\n", 1)[1]
-    assert "seconds heard" in voice_table and "characters spoken" in voice_table
-    assert f"{seconds:,.1f}" in voice_table and f"{cost:,.4f}" in voice_table
+    voice_line = parse_html(usage).split("\nvoice ", 1)[1].splitlines()[1]
+    assert voice_line.split() == ["heard", f"{round(seconds)}s", "<$0.01"]  # $0.0003
     assert no_audio_under(tmp_path) == []
 
 

@@ -10,8 +10,8 @@ default the message content intent is on), ``GET /gateway[/bot]`` (``/bot`` adds
 ``POST /channels/{id}/messages`` (JSON or multipart with ``payload_json`` and file
 parts ``files[n]``, each recorded as an ``Upload`` with its bytes: the message's
 ``attachments`` carry their names, as ``payload_json``'s ``attachments`` give them by
-id, and sizes; a file over ``max_upload_bytes``, 10 MiB as on Discord, → 413/40005;
-empty →
+id, and sizes; an image (PNG, JPEG) its type by its bytes, its width and height;
+a file over ``max_upload_bytes``, 10 MiB as on Discord, → 413/40005; empty →
 400/50006, content over 2000 characters → 400/50035, a reply to a message the fake
 never saw → 400/50035, unknown channel → 404/10003; with ``enforce_nonce``, a
 ``nonce`` already used returns that message and creates none, as on Discord, whose
@@ -42,6 +42,7 @@ from aiohttp import web
 
 from tests.fakes.discord_records import JSON, Deletion, Edit, FakeFile, Sent, Upload
 from tests.fakes.discord_state import DiscordState, iso_now
+from tests.fakes.images import image_size, image_type
 
 MAX_CONTENT = 2000
 DEFAULT_ERRORS: dict[int, tuple[str, int]] = {
@@ -251,10 +252,7 @@ class Rest(DiscordState):
             if isinstance(a, dict)
         }
         msg["attachments"] = [
-            self._attachment(
-                channel_id,
-                FakeFile(named.get(str(u.index)) or u.filename, u.data, u.content_type),
-            )
+            self._attachment(channel_id, _as_discord_keeps(named.get(str(u.index)), u))
             for u in files
         ]
         self._messages[int(msg["id"])] = msg
@@ -340,3 +338,14 @@ class Rest(DiscordState):
         ):
             return api_error(403, "Missing Access", 50001)
         return guild_id
+
+
+def _as_discord_keeps(name: str | None, upload: Upload) -> FakeFile:
+    """An uploaded file as Discord keeps it: named as ``payload_json`` names it,
+    and an image (PNG, JPEG) typed by its bytes, with its width and height
+    (Discord reads them to show it; other files keep the type they came with)."""
+    size = image_size(upload.data)
+    mime = image_type(upload.data) if size is not None else None
+    width, height = size if size is not None else (None, None)
+    return FakeFile(name or upload.filename, upload.data, mime or upload.content_type,
+                    width=width, height=height)  # fmt: skip

@@ -6,7 +6,9 @@ bytes, for the platform fakes (a photo, an image file) and the tests.
 late), the SOF0 frame header with the width and height, then scan bytes up to
 `size` and EOI. `png` is the signature, IHDR, an IDAT of filler and IEND. The
 headers are what an encoder writes; the pixel data is filler that no decoder
-would accept (the fakes never decode an image, nor does the bot).
+would accept (the fakes never decode an image, nor does the bot). The fakes
+read an image the bot sends as the platforms must before showing it: its type
+by its magic bytes (`image_type`) and its size from its header (`image_size`).
 """
 
 from __future__ import annotations
@@ -41,3 +43,33 @@ def png(width: int, height: int, size: int = 0) -> bytes:
     end = _chunk(b"IEND", b"")
     filler = max(0, size - len(head) - len(end) - 12)
     return head + _chunk(b"IDAT", b"\x55" * filler) + end
+
+
+_PNG = b"\x89PNG\r\n\x1a\n"
+# JPEG frame headers (SOF0-SOF15) hold the size; C4, C8 and CC are other segments.
+_SOF = frozenset(range(0xC0, 0xD0)) - {0xC4, 0xC8, 0xCC}
+
+
+def image_type(data: bytes) -> str | None:
+    """`image/png` or `image/jpeg` by the magic bytes, or None."""
+    if data.startswith(_PNG):
+        return "image/png"
+    return "image/jpeg" if data.startswith(b"\xff\xd8") else None
+
+
+def image_size(data: bytes) -> tuple[int, int] | None:
+    """The (width, height) a PNG's or a JPEG's header gives, or None for
+    anything else (or a header cut short)."""
+    if data.startswith(_PNG) and data[12:16] == b"IHDR" and len(data) >= 24:
+        width, height = struct.unpack(">II", data[16:24])
+        return width, height
+    if not data.startswith(b"\xff\xd8"):
+        return None
+    at = 2
+    while at + 4 <= len(data) and data[at] == 0xFF:
+        marker, length = data[at + 1], struct.unpack(">H", data[at + 2 : at + 4])[0]
+        if marker in _SOF and at + 9 <= len(data):
+            height, width = struct.unpack(">HH", data[at + 5 : at + 9])
+            return width, height
+        at += 2 + length
+    return None

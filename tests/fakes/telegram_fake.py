@@ -8,9 +8,9 @@ PTB then fetches ``GET {base_file_url}{token}/{file_path}``.
 
 `FakeTelegram` is its parts together, each in a module of its own: the state they
 share (tests/fakes/telegram_state.py), the bot's messages
-(tests/fakes/telegram_messages.py) and voice notes (tests/fakes/telegram_voice.py),
-what users send and the files in it (tests/fakes/telegram_users.py), and the
-webhook (tests/fakes/telegram_webhook_fake.py).
+(tests/fakes/telegram_messages.py), voice notes (tests/fakes/telegram_voice.py)
+and photos (tests/fakes/telegram_photos.py), what users send and the files in it
+(tests/fakes/telegram_users.py), and the webhook (tests/fakes/telegram_webhook_fake.py).
 How requests are read and errors answered is in tests/fakes/telegram_http.py,
 Telegram's text rules in tests/fakes/telegram_text.py, and what the fake records in
 tests/fakes/telegram_records.py.
@@ -28,7 +28,8 @@ tests/fakes/telegram_records.py.
 * Methods: getMe (``can_read_all_group_messages`` is ``not privacy_mode``: false
   by default, as for a bot in privacy mode; ``can_join_groups`` and
   ``supports_inline_queries`` as set, true and false by default); getUpdates;
-  sendMessage; sendMessageDraft; sendDocument; sendVoice; editMessageText; deleteMessage; getFile;
+  sendMessage; sendMessageDraft; sendDocument; sendPhoto; sendVoice; editMessageText;
+  deleteMessage; getFile;
   setWebhook, deleteWebhook and getWebhookInfo; setMyCommands
   (``commands`` keeps the last list, scope ignored) and deleteMyCommands;
   sendChatAction (unknown action: 400); setMyDescription; answerCallbackQuery.
@@ -90,6 +91,7 @@ from tests.fakes.telegram_http import (
     read_params,
 )
 from tests.fakes.telegram_messages import BotMessages
+from tests.fakes.telegram_photos import BotPhotos
 from tests.fakes.telegram_records import CLIENT_CLOSED, DROPPED, JSON, Call
 from tests.fakes.telegram_text import parse_html, utf16_len
 from tests.fakes.telegram_users import MAX_DOWNLOAD_BYTES, UserSide, auto_entities
@@ -124,7 +126,7 @@ CHAT_ACTIONS = frozenset(
 )
 
 
-class FakeTelegram(WebhookSide, BotVoices, BotMessages, UserSide):
+class FakeTelegram(WebhookSide, BotPhotos, BotVoices, BotMessages, UserSide):
     """The fake server; see the module docstring. Made as `TelegramState` is
     (tests/fakes/telegram_state.py: token, bot id, username, first name,
     ``strict_html``, ``max_upload_bytes``)."""
@@ -306,6 +308,7 @@ class FakeTelegram(WebhookSide, BotVoices, BotMessages, UserSide):
             "setmydescription": self._ok,
             "answercallbackquery": self._ok,
             "sendvoice": self._send_voice,
+            "sendphoto": self._send_photo,
         }
 
     async def _handle(self, request: web.Request) -> web.Response:

@@ -73,20 +73,8 @@ class BotMessages(TelegramState):
 
     async def _send_document(self, params: JSON) -> JSON:
         chat = self._chat(params)
-        document = params.get("document")
-        if isinstance(document, str) and document.startswith("attach://"):
-            document = params.get(document.removeprefix("attach://"))
-        if isinstance(document, str) and document:
-            known = next((d for d in self.documents if d.file_id == document), None)
-            if known is None:
-                raise ApiError(400, "Bad Request: wrong file identifier/HTTP URL specified")
-            upload = known.file
-        elif isinstance(document, Upload):
-            upload = document
-        else:
-            raise ApiError(400, "Bad Request: there is no document in the request")
-        if not upload.data:
-            raise ApiError(400, "Bad Request: file must be non-empty")
+        known = {d.file_id: d.file for d in self.documents}
+        upload = self._upload(params, "document", known)
         if len(upload.data) > self.max_upload_bytes:
             raise ApiError(413, "Request Entity Too Large")
         caption = self._caption(params)
@@ -201,6 +189,25 @@ class BotMessages(TelegramState):
         return True
 
     # -- helpers ---------------------------------------------------------------
+    def _upload(self, params: JSON, field: str, known: dict[str, Upload]) -> Upload:
+        """The file a send method names in `field`: a multipart part (there, or
+        by ``attach://<part>``) or the file_id of one it took before (`known`).
+        Raises Telegram's ApiError for none, an unknown file_id, an empty file."""
+        value = params.get(field)
+        if isinstance(value, str) and value.startswith("attach://"):
+            value = params.get(value.removeprefix("attach://"))
+        if isinstance(value, str) and value:
+            if value not in known:
+                raise ApiError(400, "Bad Request: wrong file identifier/HTTP URL specified")
+            upload = known[value]
+        elif isinstance(value, Upload):
+            upload = value
+        else:
+            raise ApiError(400, f"Bad Request: there is no {field} in the request")
+        if not upload.data:
+            raise ApiError(400, "Bad Request: file must be non-empty")
+        return upload
+
     def _render(self, params: JSON, too_long: str = "Bad Request: message is too long") -> str:
         """The text as Telegram would store it, or the ApiError Telegram would answer
         (``too_long``: the method's wording for a text over the limit)."""

@@ -55,20 +55,7 @@ class BotVoices(BotMessages):
 
     async def _send_voice(self, params: JSON) -> JSON:
         chat = self._chat(params)
-        voice = params.get("voice")
-        if isinstance(voice, str) and voice.startswith("attach://"):
-            voice = params.get(voice.removeprefix("attach://"))
-        if isinstance(voice, str) and voice:
-            known = next((v for v in self.voices if v.file_id == voice), None)
-            if known is None:
-                raise ApiError(400, "Bad Request: wrong file identifier/HTTP URL specified")
-            upload = known.file
-        elif isinstance(voice, Upload):
-            upload = voice
-        else:
-            raise ApiError(400, "Bad Request: there is no voice in the request")
-        if not upload.data:
-            raise ApiError(400, "Bad Request: file must be non-empty")
+        upload = self._upload(params, "voice", {v.file_id: v.file for v in self.voices})
         if len(upload.data) > self.max_upload_bytes:
             raise ApiError(413, "Request Entity Too Large")
         if not is_ogg_opus(upload.data):

@@ -17,6 +17,7 @@ from discord import app_commands
 
 from tests.fakes.audio import tone_ogg_opus
 from tests.fakes.discord_fake import FakeDiscord, FakeFile, guild_id_on_shard
+from tests.fakes.images import jpeg, png
 
 TOKEN = "TEST.DISCORD.TOKEN"
 BOT = 7000
@@ -432,6 +433,23 @@ async def test_a_multipart_message_records_its_files(fake: FakeDiscord, bot: Bot
         await channel.send(file=discord.File(io.BytesIO(b"four"), "big.md"))
     assert (caught.value.status, caught.value.code) == (413, 40005)
     assert len(fake.sent) == 2
+
+
+async def test_an_uploaded_image_is_typed_and_measured_as_discord_does(
+    fake: FakeDiscord, bot: Bot
+) -> None:
+    channel = bot.get_partial_messageable(CHANNEL)
+    files = [
+        discord.File(io.BytesIO(png(800, 500)), "usage.png"),
+        discord.File(io.BytesIO(jpeg(64, 48)), "photo"),
+        discord.File(io.BytesIO(b"# Notes\n"), "notes.md"),
+    ]
+    message = await channel.send("a chart", files=files)
+    shown = [(a.filename, a.content_type, a.width, a.height) for a in message.attachments]
+    assert shown[:2] == [("usage.png", "image/png", 800, 500), ("photo", "image/jpeg", 64, 48)]
+    assert shown[2][2:] == (None, None) and shown[2][1] != "image/png"
+    fetched = await message.attachments[0].read()
+    assert fetched == png(800, 500)
 
 
 async def test_a_followup_records_its_file(fake: FakeDiscord, bot: Bot) -> None:

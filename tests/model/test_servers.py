@@ -12,10 +12,11 @@ from typing import Any
 
 import pytest
 
+from bot import prompts
 from bot.app.daemon import Daemon
 from bot.app.runtime import Runtime
 from bot.errors import BudgetExceeded, ModelRejected, ToolsUnsupported
-from bot.model.usage import UNKNOWN, CallContext, usage_table
+from bot.model.usage import PARTIAL, UNKNOWN, CallContext, usage_table
 from bot.soul.registry import SoulRegistry
 from tests.app.test_metrics import scrape
 from tests.chat.test_reflect import (
@@ -105,10 +106,13 @@ async def test_the_usage_report_shows_the_cache_as_unknown(tmp_path: Path) -> No
             report = await runtime.db.run(
                 lambda c: usage_table(c, days=1, by="soul", now=time.time())
             )
-    for text in (chat, report):
-        lark = next(line for line in text.splitlines() if line.startswith("lark "))
-        assert lark.split()[4:7] == [UNKNOWN] * 3  # cache write, cache read, cache hit
-        assert "Cache figures of 1 call(s) are unknown: their model server reported none." in text
+    lark = next(line for line in report.splitlines() if line.startswith("lark "))
+    assert lark.split()[4:7] == [UNKNOWN] * 3  # cache write, cache read, cache hit
+    assert "Cache figures of 1 call(s) are unknown: their model server reported none." in report
+    # On Telegram, the compact form: the hit share unknown, and a line that says why.
+    lark = next(line for line in chat.splitlines() if line.startswith("lark "))
+    assert lark.split()[-1] == "?"
+    assert prompts.USAGE_COMPACT_UNKNOWN.format(unknown="?", mark=PARTIAL) in chat
 
 
 async def test_a_compile_against_a_server_that_refuses_tools_keeps_its_traces(
