@@ -599,6 +599,23 @@ class RetentionConfig(_Section):
     unanswered) outlives the session's newest history row."""
 
 
+class RemindersConfig(_Section):
+    """Reminders the persona sets when asked (`reminders:`; docs/reminders.md)."""
+
+    max_pending: int = Field(20, ge=1)
+    """Reminders one person may have waiting at once; the persona is told when one more would
+    pass it, and says so."""
+    max_days_ahead: int = Field(366, ge=1)
+    """How far ahead a reminder may be set, in days."""
+    grace_s: float = Field(21600.0, ge=0)
+    """A reminder that came due while no process could deliver it (the daemon was down) is
+    delivered late, saying how late, up to this many seconds past its time; later than that it
+    is dropped and logged (`reminders.dropped`). `0`: a late one is always dropped."""
+    poll_s: float = Field(30.0, gt=0, le=60)
+    """How often, in seconds, the store is read for reminders that came due: a reminder is
+    delivered within this of its minute."""
+
+
 class SessionsConfig(_Section):
     """Conversations across restarts (`sessions:`)."""
 
@@ -738,6 +755,8 @@ class Config(_Section):
     """How long records no turn reads any more are kept."""
     sessions: SessionsConfig = SessionsConfig()
     """Conversations across restarts."""
+    reminders: RemindersConfig = RemindersConfig()
+    """Reminders the persona sets."""
     limits: LimitsConfig = LimitsConfig()
     """How fast people may write."""
     shutdown: ShutdownConfig = ShutdownConfig()

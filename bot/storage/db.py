@@ -65,7 +65,8 @@ DB_NAME = "soulbot.db"
 # 10: the index history_recent (a person's messages by time), so the start's search for
 #     messages a crash left unanswered reads the recent rows only, not every session.
 # The table voice_usage (bot/model/usage.py: seconds of voice notes heard, characters
-# spoken) came without a version of its own, as memory_erasures did.
+# spoken) came without a version of its own, as memory_erasures did; so did reminders and
+# person_zones (bot/chat/reminder_store.py).
 SCHEMA_VERSION = 10
 
 _USAGE = """
@@ -200,6 +201,30 @@ CREATE TABLE IF NOT EXISTS session_leases (
     instance TEXT NOT NULL,
     run TEXT NOT NULL,
     expires REAL NOT NULL
+);
+CREATE TABLE IF NOT EXISTS reminders (
+    id INTEGER PRIMARY KEY AUTOINCREMENT,
+    soul TEXT NOT NULL,
+    scope TEXT NOT NULL,
+    session TEXT NOT NULL,
+    platform TEXT NOT NULL,
+    user_id TEXT NOT NULL,
+    address TEXT NOT NULL,
+    text TEXT NOT NULL,
+    zone TEXT NOT NULL,
+    due REAL NOT NULL,
+    created REAL NOT NULL,
+    claimed_by TEXT,
+    claimed_until REAL
+);
+CREATE INDEX IF NOT EXISTS reminders_due ON reminders (due);
+CREATE INDEX IF NOT EXISTS reminders_person ON reminders (platform, user_id);
+CREATE TABLE IF NOT EXISTS person_zones (
+    platform TEXT NOT NULL,
+    user_id TEXT NOT NULL,
+    zone TEXT NOT NULL,
+    ts REAL NOT NULL,
+    PRIMARY KEY (platform, user_id)
 );
 CREATE TABLE IF NOT EXISTS session_moods (
     session TEXT PRIMARY KEY,

@@ -12,8 +12,8 @@ read again from their start and their rows already there are skipped. The
 What the target derives from the rows is rebuilt there, not copied: the text
 index of each batch of `memory` rows, in that batch's transaction (FTS5's
 `memory_fts`, or PostgreSQL's `memory_terms`); on PostgreSQL the identity
-sequences of `usage`, `voice_usage`, `history` and `memory_scopes`, set past the highest id
-copied, and today's `budget_totals`, from the usage rows. How a text is indexed
+sequences of `usage`, `voice_usage`, `history`, `memory_scopes` and `reminders`, set
+past the highest id copied, and today's `budget_totals`, from the usage rows. How a text is indexed
 and how a call is charged belong to other rooms (memory, model), which this
 one may not import: the caller hands them in as `Derived`.
 
@@ -117,6 +117,27 @@ TABLES: tuple[Table, ...] = (
     Table("sessions", ("session", "generation"), ("session",)),
     Table("session_bindings", ("session", "soul", "scope"), ("session",)),
     Table("session_moods", ("session", "soul", "mood", "ts"), ("session",)),
+    Table(
+        "reminders",
+        (
+            "id",
+            "soul",
+            "scope",
+            "session",
+            "platform",
+            "user_id",
+            "address",
+            "text",
+            "zone",
+            "due",
+            "created",
+            "claimed_by",
+            "claimed_until",
+        ),
+        ("id",),
+        identity=True,
+    ),
+    Table("person_zones", ("platform", "user_id", "zone", "ts"), ("platform", "user_id")),
     Table("reply_addresses", ("session", "inbound"), ("session",)),
     Table("seen_messages", ("session", "message_id", "ts"), ("session", "message_id")),
     Table("sent_messages", ("session", "message_id", "text", "ts"), ("session", "message_id")),
