@@ -84,7 +84,7 @@ class Scheduler:
         for name, seconds, task in self._every:
             self._scheduler.add_job(
                 self._run_every, IntervalTrigger(seconds=seconds), args=(name, task), id=name,
-                misfire_grace_time=int(seconds), coalesce=True, max_instances=1,
+                misfire_grace_time=max(1, int(seconds)), coalesce=True, max_instances=1,
             )  # fmt: skip
         self._scheduler.start()
         log.info(
