@@ -8,6 +8,7 @@ written from the group's lines alone, never a DM's."""
 
 from __future__ import annotations
 
+import asyncio
 import json
 from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
@@ -19,6 +20,7 @@ from typing import Any
 from bot import prompts
 from bot.app.runtime import Runtime
 from bot.config.schema import Config
+from tests.engines import postgres_schema
 from tests.fakes.anthropic_fake import FakeAnthropic
 from tests.kit import RecordingPlatform, capture_logs, make_config, running
 
@@ -255,3 +257,54 @@ async def test_forget_erases_a_persons_reminders(tmp_path: Path) -> None:
         fired = await c.tick()
     assert zone == prompts.TIMEZONE_UNKNOWN
     assert fired == 1 and c.platform.sent[-1].chat_id == "2"
+
+
+def shared(tmp_path: Path, url: str, store: str, instance: str, adapter: str) -> Config:
+    """A process of a shared store: its instance, and the platform it serves (a token)."""
+    serves = "dm_policy: open" + (f", token: T.{instance}" if adapter == "telegram" else "")
+    token = f"adapters: {{telegram: {{{serves}}}"
+    token += f", discord: {{token: T.{instance}}}}}\n" if adapter == "discord" else "}\n"
+    extra = f"store: {{url: {json.dumps(store)}}}\ninstance: {instance}\n"
+    return make_config(tmp_path, url, "admins: {telegram: [1]}\n" + token + extra)
+
+
+async def test_two_processes_on_postgresql_deliver_it_once(tmp_path: Path) -> None:
+    """Both judge they own the conversation (neither registered): the claim
+    lets one deliver."""
+    clock = Clock()
+    with postgres_schema() as store:
+        async with FakeAnthropic() as fake:
+            one = shared(tmp_path, fake.url, store, "one", "telegram")
+            two = shared(tmp_path, fake.url, store, "two", "telegram")
+            async with chat(one, fake, clock) as a, chat(two, fake, clock) as b:
+                await a.remind("PT1M", "the kettle")
+                clock.now += 60
+                sent = len(a.platform.sent)
+                fired = await asyncio.gather(*(c.tick() for c in (a, b, a, b)))
+                again = await asyncio.gather(a.tick(), b.tick())
+                delivered = a.platform.sent[sent:] + b.platform.sent
+    assert sorted(fired) == [0, 0, 0, 1] and again == [0, 0]
+    assert len(delivered) == 1
+
+
+async def test_on_a_shared_store_the_owner_of_the_conversation_delivers_it(
+    tmp_path: Path,
+) -> None:
+    """Registered, the Discord process leaves a Telegram reminder to the Telegram one."""
+    clock = Clock()
+    with postgres_schema() as store:
+        async with FakeAnthropic() as fake:
+            one = shared(tmp_path, fake.url, store, "one", "telegram")
+            two = shared(tmp_path, fake.url, store, "two", "discord")
+            async with chat(one, fake, clock) as a, chat(two, fake, clock) as b:
+                await a.runtime.cluster.join()
+                await b.runtime.cluster.join()
+                await a.remind("PT1M", "the kettle")
+                clock.now += 60
+                not_b = await b.tick()
+                fake.script_text("Kettle!")
+                by_a = await a.tick()
+                await a.runtime.cluster.leave()
+                await b.runtime.cluster.leave()
+    assert (not_b, by_a) == (0, 1)
+    assert a.platform.sent[-1].text == "Kettle!" and b.platform.sent == []
