@@ -98,8 +98,10 @@ class ReminderDelivery:
             try:
                 asked = Inbound.from_address(reminder.address)
                 mine = owners.mine(asked)
-            except (ValueError, TypeError) as exc:
-                log.warning("reminders.broken", reminder=reminder.id, error=str(exc))
+            except (ValueError, TypeError) as exc:  # no chat to say it in: dropped, once
+                if await self._store.claim(reminder.id, self._holder, now, self._lease_s):
+                    await self._store.done(reminder.id, self._holder)
+                    log.error("reminders.broken", reminder=reminder.id, error=str(exc))
                 continue
             if not mine or asked.platform not in self._platforms:
                 continue

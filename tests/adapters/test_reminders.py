@@ -8,6 +8,7 @@ from datetime import UTC, datetime
 from pathlib import Path
 
 from adapters.telegram_adapter import TelegramAdapter
+from bot import prompts
 from bot.chat.commands import MENU
 from tests.adapters.test_discord import BOT, CHANNEL, GUILD, adapter_for
 from tests.adapters.test_telegram import FAST
@@ -82,3 +83,36 @@ async def test_a_discord_channel_reminder_fires_once_in_the_channel(tmp_path: Pa
     assert (early, fired, again) == (0, 1, 0)
     assert reminder.channel_id == CHANNEL and reminder.content == "Standup time, everyone!"
     assert len(dc.sent) == 2
+
+
+async def test_the_slash_commands_set_the_zone_and_cancel_a_reminder(tmp_path: Path) -> None:
+    clock = Clock()
+    async with FakeDiscord() as dc, FakeAnthropic() as model:
+        dc.add_guild(GUILD, channels=[CHANNEL], members=[(11, "ann")])
+        config = make_config(tmp_path, model.url, "adapters: {discord: {dm_policy: open}}\n")
+        async with serving(config, [adapter_for(dc, streaming=False)], clock) as runtime:
+            assert runtime.reminders is not None
+
+            def followups(token: str) -> list[str]:
+                return [r.content or "" for r in dc.interaction_replies
+                        if r.kind == "followup" and r.token == token]  # fmt: skip
+
+            async def slash(name: str, options: list[dict[str, object]]) -> str:
+                token = dc.push_interaction(name, options, user_id=11, channel_id=900)
+                await dc.wait_for(lambda f: followups(token), what=f"/{name}'s answer")
+                return followups(token)[0]
+
+            zone = await slash("timezone", [{"type": 3, "name": "zone", "value": "Europe/Paris"}])
+            model.script_tool_use("set_reminder", {"when": "2026-12-07T22:00", "text": "bins"})
+            model.script_text("Done.")
+            dc.push_message(900, "remind me of the bins at 22:00", author_id=11)
+            await dc.wait_sent(1)
+            await runtime.sessions.wait(5)
+            listed = await slash("reminders", [])
+            cancelled = await slash("reminders", [{"type": 4, "name": "cancel", "value": 1}])
+            clock.at("2026-12-07T21:00:00+00:00")
+            fired = await runtime.reminders.tick()
+    assert zone == prompts.TIMEZONE_SET.format(zone="Europe/Paris")
+    assert "1. 2026-12-07 22:00 (Europe/Paris): bins" in listed.splitlines()
+    assert cancelled == prompts.REMINDER_CANCELLED.format(number=1, text="bins")
+    assert fired == 0 and len(dc.sent) == 1

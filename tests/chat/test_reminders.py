@@ -308,3 +308,19 @@ async def test_on_a_shared_store_the_owner_of_the_conversation_delivers_it(
                 await b.runtime.cluster.leave()
     assert (not_b, by_a) == (0, 1)
     assert a.platform.sent[-1].text == "Kettle!" and b.platform.sent == []
+
+
+async def test_a_reminder_whose_address_is_broken_is_dropped_once_and_logged(
+    tmp_path: Path,
+) -> None:
+    clock = Clock()
+    async with FakeAnthropic() as fake, chat(config_for(tmp_path, fake.url), fake, clock) as c:
+        await c.remind("PT1M", "the kettle")
+        await c.runtime.db.run(lambda conn: conn.execute("UPDATE reminders SET address = '{'"))
+        clock.now += 60
+        with capture_logs() as logs:
+            fired = [await c.tick(), await c.tick()]
+        left = await c.command("/reminders")
+    assert fired == [0, 0]
+    assert [e["event"] for e in logs if e["event"].startswith("reminders.")] == ["reminders.broken"]
+    assert left.startswith(prompts.REMINDERS_NONE)
