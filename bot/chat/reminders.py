@@ -10,8 +10,9 @@ answers.
 
 Times are read in the person's IANA zone (`person_zones`, set by the model with
 `set_timezone` or by the person with `/timezone`), UTC until it is known. The
-tool's answer says the time it resolved, in that zone, and which zone, so the
-reply can say which one was assumed. A reminder in the past, past
+tool's answer says the time it resolved and the time now, in that zone, and
+which zone, so the reply can say which one was assumed (and the model can see a
+"tomorrow" it got wrong: the turn's own clock line is UTC). A reminder in the past, past
 `reminders.max_days_ahead`, or one more than `reminders.max_pending` is refused
 with an error code the model can explain.
 """
@@ -149,7 +150,7 @@ class Reminders:
                           "they may; /reminders lists and cancels them", "TOO_MANY")  # fmt: skip
         log.info("reminders.set", reminder=stored.id, session=route.session,
                  due=datetime.fromtimestamp(due, UTC).isoformat(), zone=zone.key)  # fmt: skip
-        answer = {"set": True, "at": shown(due, zone), "zone": zone.key,
+        answer = {"set": True, "at": shown(due, zone), "now": shown(now, zone), "zone": zone.key,
                   "zone_known": zone.key != UTC_NAME or await self._zone_set(asked)}  # fmt: skip
         return json.dumps(answer, ensure_ascii=False)
 

@@ -346,9 +346,9 @@ SET_REMINDER = (
     "either a local date and time in the person's time zone, ISO 8601 without an offset "
     "(2026-05-02T09:00), or a time from now as an ISO 8601 duration (PT30M, PT2H, P1D). "
     "`text` says what to remind them of, in their words. The reminder comes back in this "
-    "conversation at that time. The answer says the time and the zone it was read in: tell "
-    "the person both, and if the zone is UTC because theirs is not known, say so and ask "
-    "where they are."
+    "conversation at that time. The answer says the time it was read as, the time now and "
+    "the zone, both in that zone: tell the person the time and the zone, and if the zone is "
+    "UTC because theirs is not known, say so and ask where they are."
 )
 SET_TIMEZONE = (
     "Set the person's time zone when they tell you where they are or which zone they are in, "

@@ -122,6 +122,7 @@ async def test_a_reminder_fires_once_at_its_minute_in_the_persons_zone(tmp_path:
         sources = await c.sources()
     assert zone["zone"] == "America/New_York"
     assert answer == {"set": True, "at": "2026-12-08 09:00 (America/New_York)",
+                      "now": "2026-12-07 15:00 (America/New_York)",
                       "zone": "America/New_York", "zone_known": True}  # fmt: skip
     assert {"set_reminder", "set_timezone"} <= set(tools)
     assert (early, fired, again) == (0, 1, 0)
@@ -142,8 +143,8 @@ async def test_utc_is_assumed_until_the_zone_is_known(tmp_path: Path) -> None:
         set_reply = await c.command("/timezone Asia/Tokyo")
         bad = await c.command("/timezone Mars/Olympus")
         listed = await c.command("/reminders")
-    assert answer == {"set": True, "at": "2026-12-07 22:00 (UTC)", "zone": "UTC",
-                      "zone_known": False}  # fmt: skip
+    assert answer == {"set": True, "at": "2026-12-07 22:00 (UTC)", "now": "2026-12-07 20:00 (UTC)",
+                      "zone": "UTC", "zone_known": False}  # fmt: skip
     assert shown == prompts.TIMEZONE_UNKNOWN
     assert set_reply == prompts.TIMEZONE_SET.format(zone="Asia/Tokyo")
     assert bad == prompts.TIMEZONE_BAD.format(zone="Mars/Olympus")
