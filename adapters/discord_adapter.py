@@ -304,11 +304,13 @@ class DiscordAdapter:
         return self._open
 
     async def on_message(self, message: discord.Message) -> None:
-        if message.author.bot or message.type not in _MESSAGE_TYPES or not await self._admit():
+        if message.type not in _MESSAGE_TYPES or not await self._admit():
             return
         client = self._client
         if client is None or self._deliver is None or client.user is None:
             return
+        if message.author.id == client.user.id:
+            return  # our own: never answered (another bot's: the router's `respond_to_bots`)
         try:
             inbound = self._inbound(message, client.user)
             if inbound.text.strip() or inbound.images or inbound.audio or inbound.media:
@@ -355,6 +357,7 @@ class DiscordAdapter:
             reply_to_id=str(reference.message_id) if reference and reference.message_id else None,
             images=images,
             audio=audio,
+            from_bot=message.author.bot,
         )
 
     def _is_command(self, rest: str) -> bool:

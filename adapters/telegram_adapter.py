@@ -351,8 +351,8 @@ class TelegramAdapter:
         """The `Inbound` of any message with a text, a caption, a sticker or
         media; None for the rest (service messages) and commands for another bot."""
         user = message.from_user
-        if user is None or self._app is None:
-            return None
+        if user is None or self._app is None or user.id == self._bot_id:
+            return None  # Telegram never sends the bot its own (nor, in fact, other bots')
         text, entities = body(message)
         sticker = sticker_text(message)
         things = carried(message, self._app.bot)
@@ -388,6 +388,9 @@ class TelegramAdapter:
             reply_to_id=str(parent.message_id) if parent is not None else None,
             images=things.images,
             audio=things.audio,
+            # A message sent on behalf of a chat (an anonymous admin, a channel) carries a
+            # stand-in sender marked is_bot (GroupAnonymousBot, Channel_Bot): a person's.
+            from_bot=user.is_bot and message.sender_chat is None,
         )
 
     # -- outbound -----------------------------------------------------------------------

@@ -145,6 +145,9 @@ class Inbound:
     """The voice notes and audio files it carries, to download and transcribe."""
     spoken: bool = False
     """The person spoke it: `text` is the transcript of a voice note."""
+    from_bot: bool = False
+    """Another bot wrote it (Discord's `author.bot`, Telegram's `from.is_bot`); the bot's own
+    messages never become an Inbound."""
 
     def address(self) -> str:
         """The message as JSON, without its text, its quote and its media: the

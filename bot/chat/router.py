@@ -14,6 +14,13 @@ context for the next turn of its session (`SessionManager.overhear`; a memory
 trace too with `groups.remember_unaddressed`, in a chat's own scope, or its
 speaker's member scope, only).
 
+Another bot's message (`Inbound.from_bot`; the bot's own never come) is
+dropped unread where `respond_to_bots` is off, and in DMs; where it is on, it
+is gated as a person's (never as a command, never answered by ambient mode),
+then by its channel's bot-to-bot chain and cap (bot/chat/bots.py), and shown
+under its name marked as a bot's. A router failure is never apologised for to
+a bot.
+
 A reply carries the quoted message (its sender and text, cut to
 QUOTE_CHARS) at the head of its history row, marked as quoted; a reply to a
 message the platform does not resolve is looked up among the bot's own sent
@@ -57,6 +64,7 @@ import structlog
 from bot import prompts
 from bot.chat.access import Access
 from bot.chat.ambient import Ambient
+from bot.chat.bots import Bots
 from bot.chat.commands import Commands
 from bot.chat.manager import SessionManager
 from bot.chat.media import Pictured, placeholder, refusal, screen
@@ -136,8 +144,10 @@ class Router:
         commands: Commands,
         hearing: Hearing | None = None,
         ambient: Ambient | None = None,
+        bots: Bots | None = None,
     ) -> None:
         self._ambient = ambient
+        self._bots = bots or Bots(config.groups.bots)
         self._queues: dict[str, deque[Inbound]] = {}
         self._workers: dict[str, asyncio.Task[None]] = {}
         self._config = config
@@ -183,6 +193,13 @@ class Router:
             return self._config.adapters.telegram.groups
         return "always"
 
+    def respond_to_bots(self, inbound: Inbound) -> bool:
+        """Whether other bots' messages may be answered where `inbound` came."""
+        binding = self._binding(inbound)
+        if binding is not None and binding.respond_to_bots is not None:
+            return binding.respond_to_bots
+        return self._config.groups.respond_to_bots
+
     async def handle(self, inbound: Inbound) -> None:
         """Take one message and return at once: messages are handled in a task
         per chat, so chats go on concurrently and each chat in order, and no
@@ -220,15 +237,22 @@ class Router:
         """Gate and route one message; never raises (a failure is logged, and a
         message addressed to the bot is answered with one honest line)."""
         text = clean_text(inbound.text)
-        inbound = replace(inbound, text=text, user_name=clean_name(inbound.user_name))
+        name = clean_name(inbound.user_name)
+        if inbound.from_bot:
+            name = prompts.BOT_AUTHOR.format(name=name)
+        inbound = replace(inbound, text=text, user_name=name)
         if not text and not inbound.media and not inbound.images and not inbound.audio:
             return
         try:
+            if inbound.from_bot and not self._bots_heard(inbound):
+                return
             inbound = await self._resolve_reply(inbound)
             # In a group, "/word" that is none of ours is for another bot (or a typo),
-            # unless it is addressed to us.
-            command = text.startswith("/") and (
-                inbound.is_dm or inbound.mentions_bot or self._commands.knows(text)
+            # unless it is addressed to us. A bot's message is never a command.
+            command = (
+                not inbound.from_bot
+                and text.startswith("/")
+                and (inbound.is_dm or inbound.mentions_bot or self._commands.knows(text))
             )
             unprompted = False
             if inbound.is_dm:
@@ -238,12 +262,19 @@ class Router:
                     return
             else:
                 rule = self.group_rule(inbound)
+                if not inbound.from_bot:
+                    self._bots.human(session_key(inbound))
                 ambient = self._ambient if rule == "ambient" and not command else None
                 if ambient is not None:
                     ambient.hear(session_key(inbound), inbound)
-                if not command and not (
-                    inbound.mentions_bot or inbound.reply_to_bot or rule == "always"
-                ):
+                addressed = command or inbound.mentions_bot or inbound.reply_to_bot
+                addressed = addressed or rule == "always"
+                if inbound.from_bot:
+                    route = self.route(inbound)
+                    if not self._bots.answers(route.session, route.soul, inbound.ts, addressed):
+                        await self._overhear(inbound)
+                        return
+                elif not addressed:
                     if not (ambient and text and await ambient.speaks(self.route(inbound))):
                         await self._overhear(inbound)
                         return
@@ -281,13 +312,26 @@ class Router:
             await self._sessions.deliver(route, inbound, rendered, pictured, unprompted=unprompted)
         except Exception as exc:  # the dispatch boundary: one line, the loop lives on
             log.exception("router.failed", platform=inbound.platform, error=str(exc))
-            if inbound.is_dm or inbound.mentions_bot or inbound.reply_to_bot:
+            # never to a bot: a bot that answers it would loop with us outside the chain's cap
+            addressed = inbound.is_dm or inbound.mentions_bot or inbound.reply_to_bot
+            if addressed and not inbound.from_bot:
                 cause = (
                     str(exc)
                     if isinstance(exc, StoreUnavailable)
                     else internal_cause(exc, "the router")
                 )
                 await send_safely(self._send, reply_to(inbound, prompts.APOLOGY, cause))
+
+    def _bots_heard(self, inbound: Inbound) -> bool:
+        """Whether another bot's message goes on past the door (bot/chat/bots.py):
+        not in a DM, nor where `respond_to_bots` is off (it is dropped, logged)."""
+        key = session_key(inbound)
+        soul = self.route(inbound).soul
+        if inbound.is_dm:
+            return self._bots.ignored(key, soul, "a DM")
+        if not self.respond_to_bots(inbound):
+            return self._bots.ignored(key, soul, "respond_to_bots is off")
+        return True
 
     async def _resolve_reply(self, inbound: Inbound) -> Inbound:
         """`inbound`, with the quote of the bot's own message it replies to when

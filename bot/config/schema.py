@@ -430,6 +430,8 @@ class Binding(_Section):
     respond: GroupRule | None = None
     """`mention`, `ambient` or `always`: overrides `adapters.discord.guilds` /
     `adapters.telegram.groups` here."""
+    respond_to_bots: bool | None = None
+    """Whether other bots' messages may be answered here (overrides `groups.respond_to_bots`)."""
     voice_replies: VoiceReplies | None = None
     """`off`, `when-spoken-to` or `always`: whether answers here are also spoken (as
     `voice.speech.replies`, which applies where this is not set)."""
@@ -458,6 +460,20 @@ class AmbientConfig(_Section):
     _blank = field_validator("model", mode="before")(_empty_is_none)
 
 
+class BotsConfig(_Section):
+    """How far the persona talks with other bots where `respond_to_bots` is on (`groups.bots:`):
+    its replies to bots in a row in a channel, with no person's message between, are made ever
+    less likely and capped (docs/groups.md)."""
+
+    decay: float = Field(0.5, ge=0, le=1)
+    """The chance of the next reply to a bot is `decay` to the power of the replies to bots in a
+    row so far: the first is certain, then 0.5, 0.25, ...; `0`: one reply to a bot, then none
+    until a person speaks; `1`: only the cap stops them."""
+    replies_per_minute: int = Field(3, ge=0)
+    """Replies to bots one channel may get in a rolling minute (the messages' own timestamps);
+    past them, silence (no model call). `0`: none."""
+
+
 class GroupsConfig(_Section):
     """What the bot sees in group chats besides what is addressed to it (`groups:`)."""
 
@@ -471,6 +487,12 @@ class GroupsConfig(_Section):
     spoke to the bot are not remembered by it)."""
     ambient: AmbientConfig = AmbientConfig()
     """When the persona speaks unprompted where the rule is `ambient`."""
+    respond_to_bots: bool = False
+    """Whether other bots' messages in groups may be answered (as a person's would be: a mention,
+    a reply, `always`), within `groups.bots`; off: they are ignored, not even context. The
+    persona's own messages are never answered. Telegram never delivers other bots' messages."""
+    bots: BotsConfig = BotsConfig()
+    """The chance and the cap of replies to bots where `respond_to_bots` is on."""
 
 
 class MediaConfig(_Section):

@@ -283,6 +283,9 @@ QUOTED = '(replying to {name}: "{text}")'
 # A reply to the bot's own message. Its head is not QUOTED's: a display name fills only
 # QUOTED's `{name}`, after "(replying to ", so no name (not even "you") reads as this.
 QUOTED_BOT = '(in reply to your own message: "{text}")'
+# The name another bot's message is shown under (history, context, memory), so the
+# model knows it talks with a bot.
+BOT_AUTHOR = "{name} (a bot)"
 # The per-turn note of a message that carries images, and what the history keeps of it.
 IMAGES_NOTE = (
     "(The newest message carries {count} image(s). Begin your answer with one line "
