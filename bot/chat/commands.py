@@ -25,7 +25,8 @@ that one, and takes `drop PAGE`, `export` and `forget` as the DM's own do.
 `/forget` in a per-member place erases the caller's own member memory there
 (anyone may: it is theirs), not the channel's conversation. `/forget` in a DM
 erases the person's reminders (wherever set) and time zone too; an admin's
-`/forget` of a group erases the reminders set there.
+`/forget` of a group erases the reminders set there; a member's `/forget` in a
+per-member place, the reminders they set there.
 
 Replies never show a private scope (a person's or a chat's own wiki) outside the
 admin's own DM: there `/soul status` and the compile report count them. Every
@@ -315,6 +316,8 @@ class Commands:
                 await self._sessions.forget(mine)
             except WikiBusy:
                 return prompts.MEMORY_BUSY
+            if self._reminders is not None:  # their own set here
+                await self._reminders.forget(inbound, route)
             return prompts.FORGET_DONE_MEMBER
         # A group's memory is everyone's there: only an admin may erase it.
         group = not route.is_dm
@@ -328,7 +331,7 @@ class Commands:
         except WikiBusy:  # a compile in another process held the wiki all along
             return prompts.MEMORY_BUSY
         if route.is_dm and self._reminders is not None:  # theirs, wherever they were set
-            await self._reminders.forget(inbound)
+            await self._reminders.forget(inbound, route)
         return prompts.FORGET_DONE_GROUP if group else prompts.FORGET_DONE
 
     async def _cmd_reminders(self, inbound: Inbound, route: Route, args: list[str]) -> str:

@@ -64,9 +64,15 @@ class ReminderCommands:
             lines.append(prompts.REMINDERS_ADMIN.format(total=total, people=people))
         return "\n".join(lines)
 
-    async def forget(self, inbound: Inbound) -> None:
-        """Erase the person's reminders and zone (their `/forget` in a DM)."""
-        count = await self._store.forget_person(inbound.platform, inbound.user_id)
+    async def forget(self, inbound: Inbound, route: Route) -> None:
+        """Erase the person's reminders: in a DM all of them and their zone,
+        elsewhere those they set there (their `/forget` of their member memory)."""
+        if route.is_dm:
+            count = await self._store.forget_person(inbound.platform, inbound.user_id)
+        else:
+            count = await self._store.forget_person_in(
+                inbound.platform, inbound.user_id, route.session
+            )
         log.info("reminders.forgotten", platform=inbound.platform, reminders=count)
 
     async def timezone(self, inbound: Inbound, args: list[str]) -> str:

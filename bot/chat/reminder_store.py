@@ -174,6 +174,17 @@ class ReminderStore:
 
         return int(await self._db.run(delete))
 
+    async def forget_person_in(self, platform: str, user_id: str, session: str) -> int:
+        """Delete a person's reminders set in one conversation; how many."""
+
+        def delete(conn: Conn) -> int:
+            return conn.execute(
+                "DELETE FROM reminders WHERE platform = ? AND user_id = ? AND session = ?",
+                (platform, user_id, session),
+            ).rowcount
+
+        return int(await self._db.run(delete))
+
     async def forget_sessions(self, sessions: Sequence[str]) -> None:
         """Delete the reminders of conversations whose history is erased."""
 

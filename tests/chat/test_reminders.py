@@ -325,3 +325,23 @@ async def test_a_reminder_whose_address_is_broken_is_dropped_once_and_logged(
     assert fired == [0, 0]
     assert [e["event"] for e in logs if e["event"].startswith("reminders.")] == ["reminders.broken"]
     assert left.startswith(prompts.REMINDERS_NONE)
+
+
+async def test_a_members_forget_in_a_per_member_group_erases_their_reminders_there(
+    tmp_path: Path,
+) -> None:
+    clock = Clock()
+    binding = (f"bindings:\n  - {{platform: telegram, chat: '{GROUP}', soul: lark, "
+               "memory: per-member}\n")  # fmt: skip
+    async with FakeAnthropic() as fake, chat(config_for(tmp_path, fake.url, binding), fake,
+                                             clock) as c:  # fmt: skip
+        await c.remind("PT5M", "mine, in the group", group=True)
+        await c.remind("PT5M", "mine, in private")
+        await c.remind("PT5M", "hers, in the group", user="2", group=True)
+        sent = len(c.platform.sent)
+        await c.platform.say("/forget confirm", user="1", chat=GROUP, dm=False, mention=True)
+        await c.platform.replies(sent + 1)
+        listed = await c.command("/reminders")
+        hers = await c.command("/reminders", user="2")
+    assert "mine, in private" in listed and "mine, in the group" not in listed
+    assert "hers, in the group" in hers
