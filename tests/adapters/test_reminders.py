@@ -116,3 +116,27 @@ async def test_the_slash_commands_set_the_zone_and_cancel_a_reminder(tmp_path: P
     assert "1. 2026-12-07 22:00 (Europe/Paris): bins" in listed.splitlines()
     assert cancelled == prompts.REMINDER_CANCELLED.format(number=1, text="bins")
     assert fired == 0 and len(dc.sent) == 1
+
+
+async def test_a_telegram_reminder_set_before_a_restart_fires_after_it(tmp_path: Path) -> None:
+    clock = Clock()
+    async with FakeTelegram() as tg, FakeAnthropic() as model:
+        config = make_config(tmp_path, model.url, "adapters: {telegram: {dm_policy: open}}\n")
+
+        def adapter() -> TelegramAdapter:
+            return TelegramAdapter(tg.token, tg.base_url, MENU, poll_timeout_s=1, backoff=FAST)
+
+        async with serving(config, [adapter()], clock) as runtime:
+            model.script_tool_use("set_reminder", {"when": "PT1H", "text": "the laundry"})
+            model.script_text("In an hour, 21:00 UTC.")
+            tg.push_message(5, "remind me of the laundry in an hour", user_id=5)
+            await tg.wait_sent(1)
+            await runtime.sessions.wait(5)
+        clock.now += 3600
+        async with serving(config, [adapter()], clock) as runtime:
+            assert runtime.reminders is not None
+            model.script_text("The laundry is done.")
+            fired = await runtime.reminders.tick()
+            [*_, reminder] = await tg.wait_sent(2)
+    assert fired == 1 and str(reminder["chat_id"]) == "5"
+    assert reminder["text"] == "The laundry is done." and len(tg.sent) == 2
