@@ -16,7 +16,9 @@ rest (one statement: one process wins) and delivers it:
   never from a DM's; the stored text as it is when the model cannot be asked
   (down, over budget, the soul gone);
 - later than LATE_AFTER_S past its time (the daemon was down), saying how late;
-  later than `reminders.grace_s`, not at all: dropped, `reminders.dropped`.
+  later than `reminders.grace_s`, not at all: dropped, `reminders.dropped`, by
+  whichever process reads it first (its owner may be gone for good), so the due
+  rows no live process owns stay few.
 
 The message is kept in the conversation's history (the next turn reads it),
 then the row is deleted. A process that dies between the send and the delete
@@ -95,6 +97,7 @@ class ReminderDelivery:
         owners = await self._cluster.owners()
         delivered = 0
         for reminder in due:
+            late_s = now - reminder.due
             try:
                 asked = Inbound.from_address(reminder.address)
                 mine = owners.mine(asked)
@@ -103,23 +106,27 @@ class ReminderDelivery:
                     await self._store.done(reminder.id, self._holder)
                     log.error("reminders.broken", reminder=reminder.id, error=str(exc))
                 continue
+            if late_s > self._grace_s:  # any process drops it: its owner may be gone for good
+                if await self._store.claim(reminder.id, self._holder, now, self._lease_s):
+                    await self._store.done(reminder.id, self._holder)
+                    log.warning("reminders.dropped", reminder=reminder.id,
+                                session=reminder.session, late_s=round(late_s),
+                                grace_s=self._grace_s)  # fmt: skip
+                continue
             if not mine or asked.platform not in self._platforms:
                 continue
             if not await self._store.claim(reminder.id, self._holder, now, self._lease_s):
                 continue  # another process took it
             try:
-                delivered += await self._deliver(reminder, asked, now - reminder.due)
+                await self._deliver(reminder, asked, late_s)
             except Exception as exc:  # the claim expires, and it is tried again
                 log.error("reminders.failed", reminder=reminder.id,
                           error_class=type(exc).__name__, error=str(exc))  # fmt: skip
+            else:
+                delivered += 1
         return delivered
 
-    async def _deliver(self, reminder: Reminder, asked: Inbound, late_s: float) -> int:
-        if late_s > self._grace_s:
-            await self._store.done(reminder.id, self._holder)
-            log.warning("reminders.dropped", reminder=reminder.id, session=reminder.session,
-                        late_s=round(late_s), grace_s=self._grace_s)  # fmt: skip
-            return 0
+    async def _deliver(self, reminder: Reminder, asked: Inbound, late_s: float) -> None:
         route = self._route_of(asked)  # the binding now: its history is the one to go on
         late = delay_text(late_s) if late_s > LATE_AFTER_S else None
         text = await self._compose(route, reminder, asked, late)
@@ -128,7 +135,6 @@ class ReminderDelivery:
         await self._store.done(reminder.id, self._holder)
         log.info("reminders.delivered", reminder=reminder.id, session=reminder.session,
                  late_s=round(max(late_s, 0)))  # fmt: skip
-        return 1
 
     async def _compose(
         self, route: Route, reminder: Reminder, asked: Inbound, late: str | None

@@ -109,7 +109,7 @@ class ReminderStore:
 
         return await self._db.run(query)
 
-    async def due(self, now: float, limit: int = 50) -> list[Reminder]:
+    async def due(self, now: float, limit: int = 500) -> list[Reminder]:
         """Reminders due at `now` that no unexpired claim holds, oldest first."""
 
         def query(conn: Conn) -> list[Reminder]:

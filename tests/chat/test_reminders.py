@@ -291,7 +291,8 @@ async def test_two_processes_on_postgresql_deliver_it_once(tmp_path: Path) -> No
 async def test_on_a_shared_store_the_owner_of_the_conversation_delivers_it(
     tmp_path: Path,
 ) -> None:
-    """Registered, the Discord process leaves a Telegram reminder to the Telegram one."""
+    """Registered, the Discord process leaves a Telegram reminder to the
+    Telegram one, and drops one past the grace period all the same."""
     clock = Clock()
     with postgres_schema() as store:
         async with FakeAnthropic() as fake:
@@ -305,10 +306,20 @@ async def test_on_a_shared_store_the_owner_of_the_conversation_delivers_it(
                 not_b = await b.tick()
                 fake.script_text("Kettle!")
                 by_a = await a.tick()
+                kettle = a.platform.sent[-1].text
+                await a.remind("PT1M", "the oven")
+                clock.now += 60 + 21600 + 60  # past the grace: the process that reads it drops it
+                with capture_logs() as logs:
+                    dropped = await b.tick()
+                left = await a.command("/reminders")
                 await a.runtime.cluster.leave()
                 await b.runtime.cluster.leave()
-    assert (not_b, by_a) == (0, 1)
-    assert a.platform.sent[-1].text == "Kettle!" and b.platform.sent == []
+    assert (not_b, by_a, dropped) == (0, 1, 0)
+    assert kettle == "Kettle!" and b.platform.sent == []
+    assert [e["event"] for e in logs if e["event"].startswith("reminders.")] == [
+        "reminders.dropped"
+    ]
+    assert left.startswith(prompts.REMINDERS_NONE)
 
 
 async def test_a_reminder_whose_address_is_broken_is_dropped_once_and_logged(
