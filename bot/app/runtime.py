@@ -19,6 +19,7 @@ from bot.app.preflight import pick_default_soul
 from bot.app.retention import Retention
 from bot.chat.access import Access
 from bot.chat.ambient import Ambient
+from bot.chat.check_ins import CheckIns
 from bot.chat.commands import Commands
 from bot.chat.context import ChannelContext
 from bot.chat.history import HistoryStore
@@ -138,14 +139,15 @@ class Runtime:
 
             history = HistoryStore(db)
             souls = SoulLocks(db)
-            reflector = Reflector(config.heartbeat, registry, model, history, memory, db, souls)
+            reminder_store = ReminderStore(db)
+            reminders = Reminders(reminder_store, config.reminders, clock)
+            check_ins = CheckIns(db, reminders, model, config, clock)
+            reflector = Reflector(config.heartbeat, registry, model, history, memory, db, souls,
+                                  after=check_ins.plan)  # fmt: skip
             stack.push_async_callback(reflector.stop)
             agent = Agent(registry, model, memory, more_tools=reflector.tools)
             groups = config.groups
             ambient = Ambient(groups.ambient, config.model, model, registry)
-
-            reminder_store = ReminderStore(db)
-            reminders = Reminders(reminder_store, config.reminders, clock)
 
             async def forget(sessions: list[str]) -> None:
                 ambient.drop(sessions)
@@ -161,9 +163,10 @@ class Runtime:
                 cluster.leases, Voicing(config, registry, speech), ambient.replied, reminders,
             ))  # fmt: skip
             access = Access(db, config)
+            reminder_commands = ReminderCommands(reminders, check_ins, clock)
             commands = Commands(registry=registry, sessions=sessions, memory=memory,
                                 access=access, db=db, souls=souls, send=send, notes=notes,
-                                reminders=ReminderCommands(reminders, clock))  # fmt: skip
+                                reminders=reminder_commands)  # fmt: skip
             heard = config.voice.transcription
             transcriber = None
             if heard.base_url is not None:
@@ -177,6 +180,7 @@ class Runtime:
             delivery = ReminderDelivery(
                 reminder_store, sessions, agent, cluster, router.route, by_name,
                 grace_s=config.reminders.grace_s, lease_s=config.sessions.lease_s, clock=clock,
+                check_ins=check_ins,
             )  # fmt: skip
             runtime = cls(config, registry, db, ledger, model, memory, sessions, router,
                           reflector, history, retention, cluster, by_name, delivery)  # fmt: skip

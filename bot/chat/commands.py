@@ -1,5 +1,5 @@
 """Chat commands (docs/commands.md): `/help`, `/reset`, `/forget`, `/memory ...`,
-`/reminders`, `/timezone` (bot/chat/reminder_commands.py) for everyone; `/soul ...`
+`/reminders`, `/timezone`, `/checkins` (bot/chat/reminder_commands.py) for everyone; `/soul ...`
 and `/pair ...` for admins.
 
 Admins are the ids in `admins.<platform>`; the console (the operator's own
@@ -82,6 +82,7 @@ MENU: tuple[tuple[str, str], ...] = (
     ("memory", "What I remember of you: list it, drop a page, export it"),
     ("reminders", "Your reminders: list them, cancel one"),
     ("timezone", "The time zone I read your times in: show it, set it"),
+    ("checkins", "Whether I may write first to ask how something went"),
     ("soul", "Admins: reload, status, compile, usage, rollback, epoch"),
     ("pair", "Admins: approve or deny pairing codes, revoke approvals, list them"),
 )
@@ -266,6 +267,7 @@ class Commands:
         if reminders is not None:
             self._handlers["reminders"] = self._cmd_reminders
             self._handlers["timezone"] = self._cmd_timezone
+            self._handlers["checkins"] = self._cmd_checkins
 
     async def wait(self, seconds: float) -> int:
         """Wait up to `seconds` for the `/soul compile` runs started here (the
@@ -342,6 +344,10 @@ class Commands:
     async def _cmd_timezone(self, inbound: Inbound, route: Route, args: list[str]) -> str:
         assert self._reminders is not None  # registered only with them
         return await self._reminders.timezone(inbound, args)
+
+    async def _cmd_checkins(self, inbound: Inbound, route: Route, args: list[str]) -> str:
+        assert self._reminders is not None  # registered only with them
+        return await self._reminders.checkins(inbound, args)
 
     async def _cmd_memory(self, inbound: Inbound, route: Route, args: list[str]) -> str:
         if not route.is_dm:

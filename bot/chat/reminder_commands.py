@@ -1,4 +1,4 @@
-"""`/reminders` and `/timezone` (docs/commands.md, docs/reminders.md).
+"""`/reminders`, `/timezone` and `/checkins` (docs/commands.md, docs/reminders.md).
 
 `/reminders` lists the caller's own pending reminders, soonest first, numbered,
 with their times in the caller's zone; `/reminders cancel N` cancels the Nth of
@@ -6,7 +6,9 @@ that list. In a DM the list holds all of the caller's reminders; in a group or
 a channel only those set there, so nothing set in private is shown where others
 read. An admin also sees how many reminders the store holds and for how many
 people (counts only). `/timezone` shows the zone the caller's times are read
-in; `/timezone ZONE` sets it (an IANA name).
+in; `/timezone ZONE` sets it (an IANA name). `/checkins off` stops the
+check-ins the persona may plan for the caller (what is planned goes),
+`/checkins on` allows them again, `/checkins` says which, and what is planned.
 """
 
 from __future__ import annotations
@@ -17,8 +19,9 @@ from collections.abc import Callable
 import structlog
 
 from bot import prompts
+from bot.chat.check_ins import CheckIns
 from bot.chat.markup import plain
-from bot.chat.reminder_store import Reminder
+from bot.chat.reminder_store import CHECK_IN, Reminder
 from bot.chat.reminders import Reminders, shown, zone_named
 from bot.types import Inbound, Route
 
@@ -30,8 +33,14 @@ SHOWN_CHARS = 80  # a reminder's text is cut to this in the list
 class ReminderCommands:
     """The reminder commands over one `Reminders`."""
 
-    def __init__(self, reminders: Reminders, clock: Callable[[], float] = time.time) -> None:
+    def __init__(
+        self,
+        reminders: Reminders,
+        check_ins: CheckIns | None = None,
+        clock: Callable[[], float] = time.time,
+    ) -> None:
         self._reminders = reminders
+        self._check_ins = check_ins
         self._store = reminders.store
         self._clock = clock
 
@@ -88,3 +97,20 @@ class ReminderCommands:
             return prompts.TIMEZONE_BAD.format(zone=plain(" ".join(args)))
         await self._store.set_zone(inbound.platform, inbound.user_id, zone.key, self._clock)
         return prompts.TIMEZONE_SET.format(zone=zone.key)
+
+    async def checkins(self, inbound: Inbound, args: list[str]) -> str:
+        """`/checkins [on | off]`: whether the persona may write first to the caller."""
+        sub = args[0].lower() if len(args) == 1 else "" if not args else "?"
+        if self._check_ins is None or sub not in ("", "on", "off"):
+            return prompts.CHECKINS_USAGE
+        if sub:
+            await self._check_ins.set_opted_out(inbound.platform, inbound.user_id, sub == "off")
+            log.info("check_ins.opted", to=sub)
+        if await self._check_ins.opted_out(inbound.platform, inbound.user_id):
+            return prompts.CHECKINS_OFF
+        lines = [prompts.CHECKINS_ON]
+        zone = await self._reminders.zone(inbound.platform, inbound.user_id)
+        for planned in await self._store.pending(inbound.platform, inbound.user_id, CHECK_IN):
+            lines.append(prompts.CHECKINS_PLANNED.format(when=shown(planned.due, zone),
+                                                         about=plain(planned.text)))  # fmt: skip
+        return "\n".join(lines)

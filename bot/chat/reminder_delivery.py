@@ -35,8 +35,9 @@ from collections.abc import Callable, Collection
 import structlog
 
 from bot import prompts
+from bot.chat.check_ins import CheckIns, quiet
 from bot.chat.manager import SessionManager
-from bot.chat.reminder_store import Reminder, ReminderStore
+from bot.chat.reminder_store import CHECK_IN, Reminder, ReminderStore
 from bot.chat.reminders import shown, zone_named
 from bot.chat.turn import Agent
 from bot.cluster.cluster import Cluster
@@ -74,6 +75,7 @@ class ReminderDelivery:
         grace_s: float,
         lease_s: float,
         clock: Callable[[], float] = time.time,
+        check_ins: CheckIns | None = None,
     ) -> None:
         self._store = store
         self._sessions = sessions
@@ -85,6 +87,7 @@ class ReminderDelivery:
         self._lease_s = lease_s
         self._clock = clock
         self._holder = secrets.token_hex(8)
+        self._check_ins = check_ins
 
     async def tick(self) -> int:
         """Deliver (or drop) what came due and this process owns; returns how
@@ -118,7 +121,11 @@ class ReminderDelivery:
             if not await self._store.claim(reminder.id, self._holder, now, self._lease_s):
                 continue  # another process took it
             try:
-                await self._deliver(reminder, asked, late_s)
+                if reminder.kind == CHECK_IN:
+                    if not await self._check_in(reminder, asked):
+                        continue
+                else:
+                    await self._deliver(reminder, asked, late_s)
             except Exception as exc:  # the claim expires, and it is tried again
                 log.error("reminders.failed", reminder=reminder.id,
                           error_class=type(exc).__name__, error=str(exc))  # fmt: skip
@@ -135,6 +142,40 @@ class ReminderDelivery:
         await self._store.done(reminder.id, self._holder)
         log.info("reminders.delivered", reminder=reminder.id, session=reminder.session,
                  late_s=round(max(late_s, 0)))  # fmt: skip
+
+    async def _check_in(self, reminder: Reminder, asked: Inbound) -> bool:
+        """Deliver a check-in (bot/chat/check_ins.py) in the persona's words,
+        or drop it: in the quiet hours, or when the model cannot write it."""
+        zone = zone_named(reminder.zone)
+        reason = None
+        if self._check_ins is None or zone is None:
+            reason = "check-ins are not served here"
+        elif quiet(self._check_ins.config, self._clock(), zone):
+            reason = "quiet hours"
+        route = self._route_of(asked)
+        text = ""
+        if reason is None:
+            note = prompts.CHECK_IN_DUE.format(name=asked.user_name or "them",
+                                               about=reminder.text)  # fmt: skip
+            try:
+                history = await self._sessions.recent(route, RECENT)
+                reply = await self._agent.unprompted(route, history, note, "check_in")
+                text = reply.text.strip()
+            except (BudgetExceeded, ModelError, SoulbotError) as exc:
+                reason = f"no model: {type(exc).__name__}"
+            if reason is None and not text:
+                reason = "the model wrote nothing"
+        if reason is not None or self._check_ins is None:
+            await self._store.done(reminder.id, self._holder)
+            log.info("check_ins.dropped", reminder=reminder.id, session=reminder.session,
+                     reason=reason)  # fmt: skip
+            return False
+        message = Outbound(asked.platform, asked.chat_id, text, asked.thread_id)
+        await self._sessions.say_unprompted(route, message)
+        await self._store.done(reminder.id, self._holder)
+        await self._check_ins.sent(asked.platform, asked.user_id, reminder.session)
+        log.info("check_ins.delivered", reminder=reminder.id, session=reminder.session)
+        return True
 
     async def _compose(
         self, route: Route, reminder: Reminder, asked: Inbound, late: str | None

@@ -25,7 +25,8 @@ from typing import Any
 from bot.storage.db import Database
 from bot.storage.sql import Conn
 
-_COLUMNS = "id, soul, scope, session, platform, user_id, address, text, zone, due, created"
+_COLUMNS = "id, soul, scope, session, platform, user_id, address, text, zone, due, created, kind"
+REMINDER, CHECK_IN = "reminder", "check_in"  # the kinds of row
 
 
 @dataclass(frozen=True)
@@ -43,6 +44,8 @@ class Reminder:
     zone: str
     due: float
     created: float
+    kind: str = REMINDER
+    """`reminder` (asked for), or `check_in` (planned by the persona: bot/chat/check_ins.py)."""
 
 
 @dataclass(frozen=True)
@@ -59,12 +62,13 @@ class NewReminder:
     zone: str
     due: float
     created: float
+    kind: str = REMINDER
 
 
 def _reminder(row: Sequence[Any]) -> Reminder:
     soul, scope, session, platform, user_id, address, text, zone = (str(v) for v in row[1:9])
     return Reminder(int(row[0]), soul, scope, session, platform, user_id, address, text, zone,
-                    float(row[9]), float(row[10]))  # fmt: skip
+                    float(row[9]), float(row[10]), str(row[11]))  # fmt: skip
 
 
 class ReminderStore:
@@ -75,35 +79,37 @@ class ReminderStore:
 
     async def add(self, new: NewReminder, max_pending: int) -> Reminder | None:
         """Store `new`; None (nothing stored) when its person has `max_pending`
-        pending already. The count and the insert are one unit on either engine."""
+        of its kind pending already. The count and the insert are one unit on
+        either engine."""
 
         def insert(conn: Conn) -> Reminder | None:
             with conn.transaction(lock="reminders"):
                 count = conn.execute(
-                    "SELECT COUNT(*) FROM reminders WHERE platform = ? AND user_id = ?",
-                    (new.platform, new.user_id),
+                    "SELECT COUNT(*) FROM reminders WHERE platform = ? AND user_id = ? "
+                    "AND kind = ?",
+                    (new.platform, new.user_id, new.kind),
                 ).fetchone()[0]
                 if int(count) >= max_pending:
                     return None
                 row = conn.execute(
                     "INSERT INTO reminders (soul, scope, session, platform, user_id, address, "
-                    "text, zone, due, created) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?) "
+                    "text, zone, due, created, kind) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?) "
                     f"RETURNING {_COLUMNS}",
                     (new.soul, new.scope, new.session, new.platform, new.user_id, new.address,
-                     new.text, new.zone, new.due, new.created),
+                     new.text, new.zone, new.due, new.created, new.kind),
                 ).fetchone()  # fmt: skip
                 return _reminder(row)
 
         return await self._db.run(insert)
 
-    async def pending(self, platform: str, user_id: str) -> list[Reminder]:
-        """A person's pending reminders, soonest first."""
+    async def pending(self, platform: str, user_id: str, kind: str = REMINDER) -> list[Reminder]:
+        """A person's pending rows of `kind`, soonest first."""
 
         def query(conn: Conn) -> list[Reminder]:
             rows = conn.execute(
                 f"SELECT {_COLUMNS} FROM reminders WHERE platform = ? AND user_id = ? "
-                "ORDER BY due, id",
-                (platform, user_id),
+                "AND kind = ? ORDER BY due, id",
+                (platform, user_id, kind),
             ).fetchall()
             return [_reminder(r) for r in rows]
 
@@ -158,15 +164,28 @@ class ReminderStore:
 
         return bool(await self._db.run(delete))
 
+    async def cancel_kind(self, platform: str, user_id: str, kind: str) -> int:
+        """Delete a person's pending rows of `kind` (`/checkins off`); how many."""
+
+        def delete(conn: Conn) -> int:
+            return conn.execute(
+                "DELETE FROM reminders WHERE platform = ? AND user_id = ? AND kind = ?",
+                (platform, user_id, kind),
+            ).rowcount
+
+        return int(await self._db.run(delete))
+
     async def forget_person(self, platform: str, user_id: str) -> int:
-        """Delete a person's reminders and time zone (`/forget`); how many reminders."""
+        """Delete a person's reminders, check-ins (planned and sent), opt-out
+        and time zone (`/forget`); how many reminders and check-ins planned."""
 
         def delete(conn: Conn) -> int:
             with conn.transaction():
-                conn.execute(
-                    "DELETE FROM person_zones WHERE platform = ? AND user_id = ?",
-                    (platform, user_id),
-                )
+                for table in ("person_zones", "check_ins_sent", "check_in_optouts"):
+                    conn.execute(
+                        f"DELETE FROM {table} WHERE platform = ? AND user_id = ?",
+                        (platform, user_id),
+                    )
                 return conn.execute(
                     "DELETE FROM reminders WHERE platform = ? AND user_id = ?",
                     (platform, user_id),
@@ -186,10 +205,14 @@ class ReminderStore:
         return int(await self._db.run(delete))
 
     async def forget_sessions(self, sessions: Sequence[str]) -> None:
-        """Delete the reminders of conversations whose history is erased."""
+        """Delete the reminders and check-ins of conversations whose history is erased."""
 
         def delete(conn: Conn) -> None:
-            conn.executemany("DELETE FROM reminders WHERE session = ?", [(s,) for s in sessions])
+            with conn.transaction():
+                for table in ("reminders", "check_ins_sent"):
+                    conn.executemany(
+                        f"DELETE FROM {table} WHERE session = ?", [(s,) for s in sessions]
+                    )
 
         await self._db.run(delete)
 
@@ -197,9 +220,13 @@ class ReminderStore:
         """Pending reminders on the store, and how many people set them."""
 
         def query(conn: Conn) -> tuple[int, int]:
-            total = conn.execute("SELECT COUNT(*) FROM reminders").fetchone()[0]
+            total = conn.execute(
+                "SELECT COUNT(*) FROM reminders WHERE kind = ?", (REMINDER,)
+            ).fetchone()[0]
             people = conn.execute(
-                "SELECT COUNT(*) FROM (SELECT DISTINCT platform, user_id FROM reminders) AS p"
+                "SELECT COUNT(*) FROM (SELECT DISTINCT platform, user_id FROM reminders "
+                "WHERE kind = ?) AS p",
+                (REMINDER,),
             ).fetchone()[0]
             return int(total), int(people)
 

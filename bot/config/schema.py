@@ -435,6 +435,10 @@ class Binding(_Section):
     voice_replies: VoiceReplies | None = None
     """`off`, `when-spoken-to` or `always`: whether answers here are also spoken (as
     `voice.speech.replies`, which applies where this is not set)."""
+    check_ins: bool = False
+    """Whether the persona may write first in a DM here to follow up on something the person
+    said (an exam, a trip, a bad day): planned at the heartbeat, held to `check_ins:`
+    (docs/reminders.md#check-ins). DMs only; a soul without a heartbeat plans none."""
 
 
 class AmbientConfig(_Section):
@@ -638,6 +642,18 @@ class RemindersConfig(_Section):
     delivered within this of its minute."""
 
 
+class CheckInsConfig(_Section):
+    """Check-ins, where a binding turns them on (`check_ins:`; docs/reminders.md#check-ins)."""
+
+    quiet_start: int = Field(22, ge=0, le=23)
+    """The hour, in the person's time zone, from which no check-in is sent."""
+    quiet_end: int = Field(9, ge=0, le=23)
+    """The hour, in the person's time zone, until which no check-in is sent; a check-in planned
+    inside the quiet hours moves to this hour."""
+    per_week: int = Field(2, ge=1)
+    """Check-ins one person may get in seven days."""
+
+
 class SessionsConfig(_Section):
     """Conversations across restarts (`sessions:`)."""
 
@@ -779,6 +795,8 @@ class Config(_Section):
     """Conversations across restarts."""
     reminders: RemindersConfig = RemindersConfig()
     """Reminders the persona sets."""
+    check_ins: CheckInsConfig = CheckInsConfig()
+    """Follow-ups the persona plans, where a binding turns them on."""
     limits: LimitsConfig = LimitsConfig()
     """How fast people may write."""
     shutdown: ShutdownConfig = ShutdownConfig()

@@ -186,6 +186,8 @@ HELP = (
     "/reminders lists the reminders you asked me for; /reminders cancel N cancels one\n"
     "/timezone shows the time zone I read your times in; /timezone ZONE sets it "
     "(e.g. /timezone Europe/Lisbon)\n"
+    "/checkins off stops the messages I may write first to ask how something went; "
+    "/checkins on allows them again\n"
     "/help shows this."
 )
 ADMIN_HELP = (
@@ -365,6 +367,30 @@ REMINDER_DUE = (
     "conversation. Do not mention this note.]"
 )
 REMINDER_LATE = " It is {delay} late because you were away: say so briefly."
+# Check-ins (bot/chat/check_ins.py): the heartbeat's planning call, and the delivery's note.
+PLAN_CHECK_IN_SYSTEM = (
+    "You decide whether a persona should follow up, later and unasked, on something a person "
+    "said in a private conversation that just ended."
+)
+PLAN_CHECK_IN = (
+    "Plan at most one follow-up message. Set follow_up true only for something the person "
+    "said that has a moment worth asking about afterwards (an exam, an interview, a trip, a "
+    "hard day, a doctor's visit); then `about` says what, in a few words, and `when` is a "
+    "local date and time in the person's zone, ISO 8601 without an offset "
+    "(2026-05-02T18:00), soon after that moment and within two weeks. Otherwise follow_up is "
+    "false."
+)
+PLAN_CHECK_IN_USER = "It is {now} for them now.\n\nThe conversation:\n{transcript}"
+CHECK_IN_DUE = (
+    "[You planned to check in with {name} about {about!r} now. Write to them first, in your "
+    "own voice, in a line or two: ask how it went, warmly, without pressing. Do not mention "
+    "this note.]"
+)
+CHECKINS_ON = "Check-ins are on: I may write to you first to ask how something went."
+CHECKINS_OFF = "Check-ins are off: I won't write to you first (reminders you ask for still come)."
+CHECKINS_PLANNED = "One is planned for {when}, about: {about}"
+CHECKINS_NOT_HERE = "Check-ins are not turned on for this conversation."
+CHECKINS_USAGE = "Use: /checkins | /checkins on | /checkins off"
 # Sent as it is when the model cannot say the reminder (down, over budget).
 REMINDER_FALLBACK = "Reminder: {text}"
 REMINDER_FALLBACK_LATE = "Reminder ({delay} late): {text}"

@@ -66,7 +66,8 @@ DB_NAME = "soulbot.db"
 #     messages a crash left unanswered reads the recent rows only, not every session.
 # The table voice_usage (bot/model/usage.py: seconds of voice notes heard, characters
 # spoken) came without a version of its own, as memory_erasures did; so did reminders and
-# person_zones (bot/chat/reminder_store.py).
+# person_zones (bot/chat/reminder_store.py), check_ins_sent and check_in_optouts
+# (bot/chat/check_ins.py).
 SCHEMA_VERSION = 10
 
 _USAGE = """
@@ -215,10 +216,26 @@ CREATE TABLE IF NOT EXISTS reminders (
     due REAL NOT NULL,
     created REAL NOT NULL,
     claimed_by TEXT,
-    claimed_until REAL
+    claimed_until REAL,
+    kind TEXT NOT NULL DEFAULT 'reminder'
 );
 CREATE INDEX IF NOT EXISTS reminders_due ON reminders (due);
 CREATE INDEX IF NOT EXISTS reminders_person ON reminders (platform, user_id);
+CREATE TABLE IF NOT EXISTS check_ins_sent (
+    id INTEGER PRIMARY KEY AUTOINCREMENT,
+    platform TEXT NOT NULL,
+    user_id TEXT NOT NULL,
+    session TEXT NOT NULL,
+    entry INTEGER NOT NULL,
+    ts REAL NOT NULL
+);
+CREATE INDEX IF NOT EXISTS check_ins_sent_person ON check_ins_sent (platform, user_id, ts);
+CREATE TABLE IF NOT EXISTS check_in_optouts (
+    platform TEXT NOT NULL,
+    user_id TEXT NOT NULL,
+    ts REAL NOT NULL,
+    PRIMARY KEY (platform, user_id)
+);
 CREATE TABLE IF NOT EXISTS person_zones (
     platform TEXT NOT NULL,
     user_id TEXT NOT NULL,

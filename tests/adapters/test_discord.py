@@ -173,7 +173,7 @@ async def test_the_slash_command_group_is_synced_and_answers_privately(tmp_path:
     async with discord_bot(tmp_path) as (dc, _, _):
         names = {c["name"] for c in dc.commands[None]}
         assert names == {"soul", "pair", "reset", "forget", "memory", "reminders", "timezone",
-                         "help"}  # fmt: skip
+                         "checkins", "help"}  # fmt: skip
         token = dc.push_interaction("soul status", [], user_id=ADMIN, channel_id=CHANNEL,
                                     guild_id=GUILD)  # fmt: skip
         await dc.wait_for(

@@ -118,6 +118,12 @@ async def fill(target: Path | str, words: tuple[str, str] = ("tea", "pears")) ->
                               dm("42").address(), text, "Europe/Lisbon", due, NOW)  # fmt: skip
             assert await reminders.add(new, max_pending=5) is not None
         await reminders.set_zone("telegram", "42", "Europe/Lisbon", clock)
+        await db.run(lambda c: c.execute(
+            "INSERT INTO check_ins_sent (platform, user_id, session, entry, ts) "
+            "VALUES ('telegram', '42', 'telegram:42', 3, ?)", (NOW,)))  # fmt: skip
+        await db.run(lambda c: c.execute(
+            "INSERT INTO check_in_optouts (platform, user_id, ts) VALUES ('discord', '7', ?)",
+            (NOW,)))  # fmt: skip
         ledger = Ledger(db, budget=config().budget, admins=config().admins, clock=clock)
         for who, source, tokens in [
             ("telegram:42", "turn", 300),
