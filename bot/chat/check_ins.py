@@ -197,7 +197,7 @@ class CheckIns:
         """At the heartbeat of `route`'s conversation (its `entries` since the
         last one): maybe plan one check-in (module docstring). Raises
         BudgetExceeded, ModelError (the heartbeat logs them)."""
-        if not route.is_dm:
+        if not route.is_dm or not any(b.check_ins for b in self._bindings):
             return
         asked = await self._address(route.session)
         binding = binding_for(self._bindings, asked) if asked is not None else None

@@ -214,3 +214,21 @@ async def test_one_due_in_the_quiet_hours_after_a_downtime_is_dropped(tmp_path: 
     [dropped] = [e for e in logs if e["event"] == "check_ins.dropped"]
     assert dropped["reason"] == "quiet hours"
     assert c.model.written == 0
+
+
+async def test_forget_erases_what_is_planned_and_the_choice(tmp_path: Path) -> None:
+    async with chat(tmp_path) as c:
+        c.model.plans.append({"follow_up": True, "about": "the move", "when": "2026-12-08T12:00"})
+        await c.talk()
+        await c.heartbeat()
+        before = await c.planned()
+        await c.command("/forget confirm")
+        after = await c.planned()
+        await c.command("/checkins off")
+        await c.command("/forget confirm")
+        status = await c.command("/checkins")
+        kept = await c.runtime.db.run(
+            lambda conn: conn.execute("SELECT COUNT(*) FROM check_in_optouts").fetchone()[0]
+        )
+    assert len(before) == 1 and after == []
+    assert status == prompts.CHECKINS_ON and kept == 0
