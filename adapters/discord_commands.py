@@ -2,12 +2,13 @@
 interactions they hold until answered.
 
 The slash commands (`/soul ...`, `/pair ...`, `/reset`, `/retry`, `/undo`,
-`/forget`, `/memory`, `/help`) are app commands synced at start. Each hands "/<words>" to the router
-as a message addressed to the bot, its `message_id` naming the interaction and
-the person (`Asked`). Their answers, and any later report (a compile's), reach
-only the person who asked: an ephemeral follow-up while the interaction lives
-(Discord allows 15 minutes), a DM after; never the channel. One that has no
-answer after 10 minutes gets a line saying so.
+`/forget`, `/memory`, `/reminders`, `/timezone`, `/checkins`, `/help`) are app
+commands synced at start. Each hands "/<words>" to the router as a message
+addressed to the bot, its `message_id` naming the interaction and the person
+(`Asked`). Their answers, and any later report (a compile's), reach only the
+person who asked: an ephemeral follow-up while the interaction lives (Discord
+allows 15 minutes), a DM after; never the channel. One that has no answer after
+10 minutes gets a line saying so.
 """
 
 from __future__ import annotations
@@ -149,6 +150,23 @@ class SlashCommands:
         ) -> None:
             words = "memory" if action == "list" else f"memory {action}"
             await self._run(interaction, words, page if action == "drop" else None)
+
+        @tree.command(name="reminders", description=described.get("reminders", "Reminders"))
+        @app_commands.describe(cancel="The number of the reminder to cancel (as listed)")
+        async def reminders(interaction: discord.Interaction, cancel: int | None = None) -> None:
+            words = "reminders" if cancel is None else "reminders cancel"
+            await self._run(interaction, words, None if cancel is None else str(cancel))
+
+        @tree.command(name="timezone", description=described.get("timezone", "Time zone"))
+        @app_commands.describe(zone="An IANA time zone, e.g. Europe/Lisbon")
+        async def timezone(interaction: discord.Interaction, zone: str | None = None) -> None:
+            await self._run(interaction, "timezone", zone)
+
+        @tree.command(name="checkins", description=described.get("checkins", "Check-ins"))
+        async def checkins(
+            interaction: discord.Interaction, turn: Literal["on", "off"] | None = None
+        ) -> None:
+            await self._run(interaction, "checkins", turn)
 
         @tree.command(name="help", description=described.get("help", "Help"))
         async def help_(interaction: discord.Interaction) -> None:

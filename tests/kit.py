@@ -5,6 +5,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import json
+import time
 from collections.abc import AsyncIterator, Callable, MutableMapping
 from contextlib import AbstractAsyncContextManager, AbstractContextManager, asynccontextmanager
 from pathlib import Path
@@ -177,18 +178,20 @@ def make_config(tmp_path: Path, url: str, extra: str = "") -> Config:
 
 @asynccontextmanager
 async def running(
-    config: Config, platform_name: str | RecordingPlatform = "test"
+    config: Config,
+    platform_name: str | RecordingPlatform = "test",
+    clock: Callable[[], float] = time.time,
 ) -> AsyncIterator[tuple[Runtime, RecordingPlatform]]:
     """A started runtime for `config` with one RecordingPlatform named `platform_name`
     (a platform soulbot does not know has an open DM policy and no admins), or
-    the one given."""
+    the one given; `clock`: the reminders' time."""
     registry = SoulRegistry(config.workspaces)
     registry.reload_all()
     platform = (
         platform_name if isinstance(platform_name, RecordingPlatform)
         else RecordingPlatform(platform_name)
     )  # fmt: skip
-    runtime = await Runtime.open(config, registry, [platform])
+    runtime = await Runtime.open(config, registry, [platform], clock)
     await runtime.start_adapters()
     try:
         yield runtime, platform
@@ -224,12 +227,14 @@ async def wait_until(condition: Callable[[], object], within: float = 10.0) -> N
 
 
 @asynccontextmanager
-async def serving(config: Config, adapters: list[Adapter]) -> AsyncIterator[Runtime]:
+async def serving(
+    config: Config, adapters: list[Adapter], clock: Callable[[], float] = time.time
+) -> AsyncIterator[Runtime]:
     """A runtime for `config` serving real `adapters` (against fakes); stopped
-    in the daemon's order at the end."""
+    in the daemon's order at the end; `clock`: the reminders' time."""
     registry = SoulRegistry(config.workspaces)
     registry.reload_all()
-    runtime = await Runtime.open(config, registry, adapters)
+    runtime = await Runtime.open(config, registry, adapters, clock)
     await runtime.start_adapters()
     try:
         yield runtime

@@ -59,6 +59,10 @@ class Daemon:
         )
         self._scheduler.add_nightly("compile", self._compile_all)
         self._scheduler.add_nightly("retention", self._retain)
+        if runtime.reminders is not None:  # the store is polled: see bot/chat/reminder_delivery.py
+            self._scheduler.add_every(
+                "reminders", runtime.config.reminders.poll_s, runtime.reminders.tick
+            )
         self._stop = asyncio.Event()
         self._force = asyncio.Event()
         self._served = False

@@ -19,6 +19,7 @@ from bot.app.preflight import pick_default_soul
 from bot.app.retention import Retention
 from bot.chat.access import Access
 from bot.chat.ambient import Ambient
+from bot.chat.check_ins import CheckIns
 from bot.chat.commands import Commands
 from bot.chat.context import ChannelContext
 from bot.chat.history import HistoryStore
@@ -26,6 +27,10 @@ from bot.chat.limits import RateLimit
 from bot.chat.manager import SessionManager
 from bot.chat.places import CONSOLE
 from bot.chat.reflect import Reflector
+from bot.chat.reminder_commands import ReminderCommands
+from bot.chat.reminder_delivery import ReminderDelivery
+from bot.chat.reminder_store import ReminderStore
+from bot.chat.reminders import Reminders
 from bot.chat.router import Router
 from bot.chat.sessions import SessionParts
 from bot.chat.turn import Agent
@@ -81,15 +86,22 @@ class Runtime:
     retention: Retention
     cluster: Cluster
     adapters: dict[str, Adapter] = field(default_factory=dict)
+    reminders: ReminderDelivery | None = None
+    """Delivers the reminders that came due (`tick`, every `reminders.poll_s`)."""
 
     _stack: AsyncExitStack = field(default_factory=AsyncExitStack, repr=False)
 
     @classmethod
     async def open(
-        cls, config: Config, registry: SoulRegistry, adapters: Sequence[Adapter]
+        cls,
+        config: Config,
+        registry: SoulRegistry,
+        adapters: Sequence[Adapter],
+        clock: Callable[[], float] = time.time,
     ) -> Runtime:
         """Open the database and wire the parts; what was opened before a
-        failure is closed again. Raises SoulbotError."""
+        failure is closed again. `clock`: the reminders' time (tests move it).
+        Raises SoulbotError."""
         default_soul = pick_default_soul(config, registry)
         async with AsyncExitStack() as stack:
             if any(adapter.name == CONSOLE for adapter in adapters):  # the chat owns the terminal
@@ -137,7 +149,11 @@ class Runtime:
 
             history = HistoryStore(db)
             souls = SoulLocks(db)
-            reflector = Reflector(config.heartbeat, registry, model, history, memory, db, souls)
+            reminder_store = ReminderStore(db)
+            reminders = Reminders(reminder_store, config.reminders, clock)
+            check_ins = CheckIns(db, reminders, model, config, clock)
+            reflector = Reflector(config.heartbeat, registry, model, history, memory, db, souls,
+                                  after=check_ins.plan)  # fmt: skip
             stack.push_async_callback(reflector.stop)
             agent = Agent(registry, model, memory, more_tools=reflector.tools)
             groups = config.groups
@@ -146,6 +162,7 @@ class Runtime:
             async def forget(sessions: list[str]) -> None:
                 ambient.drop(sessions)
                 await reflector.forget(sessions)
+                await reminder_store.forget_sessions(sessions)
 
             sessions = SessionManager(SessionParts(
                 history, agent, send, typing, config.memory.history_token_budget, memory,
@@ -154,12 +171,13 @@ class Runtime:
                 stream, ChannelContext(groups.context_messages, groups.context_tokens),
                 config.data_dir / MEDIA_FOLDER if config.media.keep else None, config.media,
                 cluster.leases, Voicing(config, registry, speech), ambient.replied,
-                replace, delete,
+                replace, delete, reminders,
             ))  # fmt: skip
             access = Access(db, config)
+            reminder_commands = ReminderCommands(reminders, check_ins, clock)
             commands = Commands(registry=registry, sessions=sessions, memory=memory,
-                                access=access, db=db, souls=souls, send=send,
-                                notes=notes)  # fmt: skip
+                                access=access, db=db, souls=souls, send=send, notes=notes,
+                                reminders=reminder_commands)  # fmt: skip
             heard = config.voice.transcription
             transcriber = None
             if heard.base_url is not None:
@@ -170,8 +188,13 @@ class Runtime:
             )
             # Kept images age out even after `media.keep` is turned off.
             retention = Retention(config.retention, db, config.data_dir / MEDIA_FOLDER)
+            delivery = ReminderDelivery(
+                reminder_store, sessions, agent, cluster, router.route, by_name,
+                grace_s=config.reminders.grace_s, lease_s=config.sessions.lease_s, clock=clock,
+                check_ins=check_ins,
+            )  # fmt: skip
             runtime = cls(config, registry, db, ledger, model, memory, sessions, router,
-                          reflector, history, retention, cluster, by_name)  # fmt: skip
+                          reflector, history, retention, cluster, by_name, delivery)  # fmt: skip
             stack.push_async_callback(runtime._each_adapter, lambda adapter: adapter.close())
             runtime._stack = stack.pop_all()
         return runtime

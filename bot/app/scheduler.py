@@ -6,6 +6,11 @@ fires (the memory compile, SOUL.md backups). A failing task is logged as
 A run missed by up to an hour (a busy loop, a suspended machine) still runs
 once (misfire grace, coalescing); a run missed while the process was down is
 not made up.
+
+Tasks registered with `add_every` run every so many seconds (the reminders'
+poll of the store, bot/chat/reminder_delivery.py): one run at a time, a run
+that falls behind coalesced, a failure logged (`scheduler.task_failed`) and the
+next run on time.
 """
 
 from __future__ import annotations
@@ -17,10 +22,12 @@ from typing import Any
 import structlog
 from apscheduler.schedulers.asyncio import AsyncIOScheduler
 from apscheduler.triggers.cron import CronTrigger
+from apscheduler.triggers.interval import IntervalTrigger
 
 log = structlog.get_logger(__name__)
 
 Task = Callable[[], Awaitable[None]]
+Every = Callable[[], Awaitable[object]]  # what it returns is not read
 
 
 def nightly_trigger(cron: str, timezone: str) -> Any:
@@ -34,11 +41,23 @@ class Scheduler:
     def __init__(self, trigger: Any) -> None:
         self._trigger = trigger
         self._tasks: list[tuple[str, Task]] = []
+        self._every: list[tuple[str, float, Every]] = []
         self._scheduler: AsyncIOScheduler | None = None
         self._running: asyncio.Task[None] | None = None
 
     def add_nightly(self, name: str, task: Task) -> None:
         self._tasks.append((name, task))
+
+    def add_every(self, name: str, seconds: float, task: Every) -> None:
+        """Run `task` every `seconds` once started (see the module docstring)."""
+        self._every.append((name, seconds, task))
+
+    @staticmethod
+    async def _run_every(name: str, task: Every) -> None:
+        try:
+            await task()
+        except Exception as exc:
+            log.exception("scheduler.task_failed", task=name, error_class=type(exc).__name__)
 
     async def run_nightly(self) -> None:
         """Run every task once, in order; a failure is logged and skipped."""
@@ -62,6 +81,11 @@ class Scheduler:
             coalesce=True,
             max_instances=1,
         )
+        for name, seconds, task in self._every:
+            self._scheduler.add_job(
+                self._run_every, IntervalTrigger(seconds=seconds), args=(name, task), id=name,
+                misfire_grace_time=max(1, int(seconds)), coalesce=True, max_instances=1,
+            )  # fmt: skip
         self._scheduler.start()
         log.info(
             "scheduler.started", next_run=str(self._scheduler.get_job("nightly").next_run_time)

@@ -1,5 +1,6 @@
-"""Chat commands (docs/commands.md): `/help`, `/reset`, `/forget`, `/memory ...` for
-everyone; `/soul ...` and `/pair ...` for admins.
+"""Chat commands (docs/commands.md): `/help`, `/reset`, `/forget`, `/memory ...`,
+`/reminders`, `/timezone`, `/checkins` (bot/chat/reminder_commands.py) for everyone; `/soul ...`
+and `/pair ...` for admins.
 
 Admins are the ids in `admins.<platform>`; the console (the operator's own
 terminal) is always an admin. A command from anyone else gets one refusal line
@@ -24,7 +25,10 @@ line saying what it holds. Below the list, one line per server or group where
 the person has member memory (`memory: per-member`); `/memory server ID` lists
 that one, and takes `drop PAGE`, `export` and `forget` as the DM's own do.
 `/forget` in a per-member place erases the caller's own member memory there
-(anyone may: it is theirs), not the channel's conversation.
+(anyone may: it is theirs), not the channel's conversation. `/forget` in a DM
+erases the person's reminders (wherever set) and time zone too; an admin's
+`/forget` of a group erases the reminders set there; a member's `/forget` in a
+per-member place, the reminders they set there.
 
 Replies never show a private scope (a person's or a chat's own wiki) outside the
 admin's own DM: there `/soul status` and the compile report count them. Every
@@ -49,6 +53,7 @@ from bot import prompts
 from bot.chat.access import Access
 from bot.chat.manager import SessionManager
 from bot.chat.markup import plain
+from bot.chat.reminder_commands import ReminderCommands
 from bot.chat.sessions import Send, internal_cause, reply_to, send_safely
 from bot.chat.takeback import Outcome
 from bot.errors import (
@@ -82,6 +87,9 @@ MENU: tuple[tuple[str, str], ...] = (
     ("retry", "Write my last answer again"),
     ("undo", "Take back your last message and my answer"),
     ("memory", "What I remember of you: list it, drop a page, export it"),
+    ("reminders", "Your reminders: list them, cancel one"),
+    ("timezone", "The time zone I read your times in: show it, set it"),
+    ("checkins", "Whether I may write first to ask how something went"),
     ("soul", "Admins: reload, status, compile, usage, rollback, epoch"),
     ("pair", "Admins: approve or deny pairing codes, revoke approvals, list them"),
 )
@@ -247,8 +255,10 @@ class Commands:
         send: Send,
         notes: Callable[[], list[str]] = list,
         clock: Callable[[], float] = time.time,
+        reminders: ReminderCommands | None = None,
     ) -> None:
         self._notes = notes
+        self._reminders = reminders
         self._registry = registry
         self._sessions = sessions
         self._memory = memory
@@ -269,6 +279,10 @@ class Commands:
             "soul": self._cmd_soul,
             "pair": self._cmd_pair,
         }
+        if reminders is not None:
+            self._handlers["reminders"] = self._cmd_reminders
+            self._handlers["timezone"] = self._cmd_timezone
+            self._handlers["checkins"] = self._cmd_checkins
 
     async def wait(self, seconds: float) -> int:
         """Wait up to `seconds` for the `/soul compile` runs and the take-backs'
@@ -324,6 +338,8 @@ class Commands:
                 await self._sessions.forget(mine)
             except WikiBusy:
                 return prompts.MEMORY_BUSY
+            if self._reminders is not None:  # their own set here
+                await self._reminders.forget(inbound, route)
             return prompts.FORGET_DONE_MEMBER
         # A group's memory is everyone's there: only an admin may erase it.
         group = not route.is_dm
@@ -336,6 +352,8 @@ class Commands:
             await self._sessions.forget(route)
         except WikiBusy:  # a compile in another process held the wiki all along
             return prompts.MEMORY_BUSY
+        if route.is_dm and self._reminders is not None:  # theirs, wherever they were set
+            await self._reminders.forget(inbound, route)
         return prompts.FORGET_DONE_GROUP if group else prompts.FORGET_DONE
 
     async def _cmd_retry(self, inbound: Inbound, route: Route, args: list[str]) -> str:
@@ -380,6 +398,19 @@ class Commands:
                     "undone": prompts.UNDO_DONE, "retried": prompts.RETRY_DONE,
                     "failed": prompts.RETRY_FAILED}[outcome]  # fmt: skip
         await send_safely(self._send, reply_to(inbound, text, cause))
+
+    async def _cmd_reminders(self, inbound: Inbound, route: Route, args: list[str]) -> str:
+        assert self._reminders is not None  # registered only with them
+        admin = self._access.is_admin(inbound.platform, inbound.user_id)
+        return await self._reminders.reminders(inbound, route, args, admin)
+
+    async def _cmd_timezone(self, inbound: Inbound, route: Route, args: list[str]) -> str:
+        assert self._reminders is not None  # registered only with them
+        return await self._reminders.timezone(inbound, args)
+
+    async def _cmd_checkins(self, inbound: Inbound, route: Route, args: list[str]) -> str:
+        assert self._reminders is not None  # registered only with them
+        return await self._reminders.checkins(inbound, args)
 
     async def _cmd_memory(self, inbound: Inbound, route: Route, args: list[str]) -> str:
         if not route.is_dm:

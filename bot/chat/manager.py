@@ -18,11 +18,12 @@ from dataclasses import dataclass
 
 import structlog
 
+from bot.chat.history import Entry
 from bot.chat.media import Pictured, kept_folder
 from bot.chat.places import member_route
 from bot.chat.sessions import Session, SessionParts
 from bot.chat.takeback import May, Outcome
-from bot.types import SHARED, Inbound, Route, Scope
+from bot.types import SHARED, Inbound, Outbound, Route, Scope
 
 log = structlog.get_logger(__name__)
 
@@ -184,6 +185,21 @@ class SessionManager:
                 if leases is not None:
                     await leases.release(key)
                 raise
+
+    async def recent(self, route: Route, count: int) -> list[Entry]:
+        """The newest `count` entries of the route's conversation."""
+        async with self._lock(route.session):
+            return (await self._get(route)).recent(count)
+
+    async def say_unprompted(self, route: Route, message: Outbound) -> list[str]:
+        """Send `message`, which the soul writes unasked into the route's
+        conversation (a reminder), and keep it in its history; returns the ids
+        of its messages. Raises what the adapter raised (nothing kept then)."""
+        async with self._lock(route.session):
+            session = await self._get(route)
+            ids = list(await self._parts.send(message) or [])
+            await session.keep_unprompted(message.text, ids)
+            return ids
 
     async def reset(self, route: Route) -> None:
         """Start a new history for the route's session, after what came before it."""

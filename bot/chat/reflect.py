@@ -25,7 +25,8 @@ page of that scope's wiki, never into SOUL.md, so they never reach another
 person's prompt; rules from a private scope are dropped. A per-member place
 (`memory: per-member`) has no heartbeat: its conversations are several
 people's, and no scope there is everyone's. `heartbeat.written` logs what
-changed.
+changed. Then, where a binding turns them on, the conversation's check-in is
+planned (`after`: bot/chat/check_ins.py).
 """
 
 from __future__ import annotations
@@ -34,7 +35,7 @@ import asyncio
 import contextlib
 import contextvars
 import time
-from collections.abc import Callable
+from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
 from datetime import UTC, datetime
 from typing import Any
@@ -91,7 +92,9 @@ class Reflector:
         db: Database,
         souls: SoulLocks,
         clock: Callable[[], float] = time.time,
+        after: Callable[[Route, list[Entry]], Awaitable[None]] | None = None,
     ) -> None:
+        self._after = after  # told of each conversation reflected on (check-ins plan then)
         self._config = config
         self._souls = souls
         self._registry = registry
@@ -263,6 +266,8 @@ class Reflector:
             else:
                 await self._write(soul, route, reflection)
             await self._set_mark(route.session, entries[-1].id)
+            if self._after is not None:
+                await self._after(route, entries)
         except (BudgetExceeded, ModelError, SoulWriteStopped) as exc:
             log.warning("heartbeat.failed", error=str(exc))
         except Exception as exc:  # the boundary of a background task

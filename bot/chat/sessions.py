@@ -99,6 +99,7 @@ from bot.chat.media import (
 )
 from bot.chat.moods import set_mood_tool
 from bot.chat.places import member_route
+from bot.chat.reminders import Reminders
 from bot.chat.takeback import Delete, Job, May, Outcome, Replace, last_exchange
 from bot.chat.turn import Agent, CachedSoul
 from bot.chat.voice import weight as voice_weight
@@ -243,6 +244,8 @@ class SessionParts:
     """Edits a reply sent into a new one (`/retry`); None: the new one is sent."""
     delete: Delete | None = None
     """Deletes the bot's messages (`/undo`); None: they stay in the chat."""
+    reminders: Reminders | None = None
+    """The reminder tools every turn is offered (bot/chat/reminders.py); None: none."""
 
 
 class Session:
@@ -378,6 +381,27 @@ class Session:
         else:
             self._start()
         return True
+
+    def recent(self, count: int) -> list[Entry]:
+        """The newest `count` entries of the history (stored ones only)."""
+        return [e for e in self._entries if e.id > 0][-count:]
+
+    async def keep_unprompted(self, text: str, ids: list[str]) -> None:
+        """Keep a message the soul sent unasked (a reminder; its platform ids
+        `ids`) in the history, so the next turn reads it, when the history
+        holds a message to follow; a failed write is logged, nothing raised."""
+        if not any(e.role == "user" for e in self._entries):
+            return  # a history must start with a person's message
+        try:
+            entry = await self._parts.store.append(
+                self.route.session, self._generation, "assistant", text
+            )
+            await self._parts.store.record_sent(self.route.session, ids, text)
+        except Exception as exc:
+            log.warning("history.write_failed", error_class=type(exc).__name__,
+                        error=str(exc), what="reminder")  # fmt: skip
+            return
+        self._entries.append(entry)
 
     def _remember(self, speaker: str | None, name: str, text: str) -> None:
         """Keep a person's message as a trace of the session's scope; in a
@@ -759,6 +783,8 @@ class Session:
                 if persona is not None:
                     await self._mood_allowed(persona, prompt.mood)
                 tools = self._mood_tools(persona)
+                if self._parts.reminders is not None:
+                    tools += self._parts.reminders.tools(route, target)
                 reply = await self._parts.agent.turn(
                     reader, prompt, turn.on_text(), tools, turn.source
                 )

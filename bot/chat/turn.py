@@ -235,6 +235,21 @@ class Agent:
         return await self._model.complete(ctx, prompt.system, prompt.messages, tools,
                                           on_text=on_text)  # fmt: skip
 
+    async def unprompted(
+        self, route: Route, history: Sequence[Entry], note: str, source: Source
+    ) -> Reply:
+        """One call for a message the soul writes unasked in `route`'s
+        conversation (a reminder come due): the soul's blocks, the
+        conversation's own recent `history` (nothing recalled, no other scope)
+        and `note` saying what to write; ledgered as `source`. Raises
+        SoulbotError when the soul is gone, BudgetExceeded, ModelError."""
+        version = self.soul(route, None, self._clock())
+        blocks = [b.text for b in system_blocks(version.soul)]
+        start = next((i for i, e in enumerate(history) if e.role == "user"), len(history))
+        prompt = layout(blocks, [], history[start:], [], None, [note])
+        ctx = CallContext(route.soul, route.scope, route.session, route.user, source)
+        return await self._model.complete(ctx, prompt.system, prompt.messages)
+
     async def summarize(self, route: Route, summary: str | None, entries: Sequence[Entry]) -> str:
         """Fold `entries` into the running summary (a `compact` model call).
 

@@ -435,6 +435,10 @@ class Binding(_Section):
     voice_replies: VoiceReplies | None = None
     """`off`, `when-spoken-to` or `always`: whether answers here are also spoken (as
     `voice.speech.replies`, which applies where this is not set)."""
+    check_ins: bool = False
+    """Whether the persona may write first in a DM here to follow up on something the person
+    said (an exam, a trip, a bad day): planned at the heartbeat, held to `check_ins:`
+    (docs/reminders.md#check-ins). DMs only; a soul without a heartbeat plans none."""
 
 
 class AmbientConfig(_Section):
@@ -621,6 +625,35 @@ class RetentionConfig(_Section):
     unanswered) outlives the session's newest history row."""
 
 
+class RemindersConfig(_Section):
+    """Reminders the persona sets when asked (`reminders:`; docs/reminders.md)."""
+
+    max_pending: int = Field(20, ge=1)
+    """Reminders one person may have waiting at once; the persona is told when one more would
+    pass it, and says so."""
+    max_days_ahead: int = Field(366, ge=1)
+    """How far ahead a reminder may be set, in days."""
+    grace_s: float = Field(21600.0, ge=0)
+    """A reminder that came due while no process could deliver it (the daemon was down) is
+    delivered late, saying how late, up to this many seconds past its time; later than that it
+    is dropped and logged (`reminders.dropped`). `0`: a late one is always dropped."""
+    poll_s: float = Field(30.0, gt=0, le=60)
+    """How often, in seconds, the store is read for reminders that came due: a reminder is
+    delivered within this of its minute."""
+
+
+class CheckInsConfig(_Section):
+    """Check-ins, where a binding turns them on (`check_ins:`; docs/reminders.md#check-ins)."""
+
+    quiet_start: int = Field(22, ge=0, le=23)
+    """The hour, in the person's time zone, from which no check-in is sent."""
+    quiet_end: int = Field(9, ge=0, le=23)
+    """The hour, in the person's time zone, until which no check-in is sent; a check-in planned
+    inside the quiet hours moves to this hour."""
+    per_week: int = Field(2, ge=1)
+    """Check-ins one person may get in seven days."""
+
+
 class SessionsConfig(_Section):
     """Conversations across restarts (`sessions:`)."""
 
@@ -760,6 +793,10 @@ class Config(_Section):
     """How long records no turn reads any more are kept."""
     sessions: SessionsConfig = SessionsConfig()
     """Conversations across restarts."""
+    reminders: RemindersConfig = RemindersConfig()
+    """Reminders the persona sets."""
+    check_ins: CheckInsConfig = CheckInsConfig()
+    """Follow-ups the persona plans, where a binding turns them on."""
     limits: LimitsConfig = LimitsConfig()
     """How fast people may write."""
     shutdown: ShutdownConfig = ShutdownConfig()

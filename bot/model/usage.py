@@ -41,7 +41,9 @@ from bot.storage.sql import Conn
 
 log = structlog.get_logger(__name__)
 
-Source = Literal["turn", "ambient", "ambient_reply", "compile", "heartbeat", "compact"]
+Source = Literal[
+    "turn", "ambient", "ambient_reply", "compile", "heartbeat", "compact", "reminder", "check_in"
+]
 Family = Literal["chat", "background"]
 VoiceKind = Literal["heard", "spoken"]
 BudgetKind = Literal["soul", "user", "admin", "background"]

@@ -185,6 +185,11 @@ HELP = (
     "/memory lists what I remember of you (in a private chat); /memory drop PAGE removes "
     "one page and what it was built from; /memory export sends it all as one file; "
     "/memory server ID does the same for what I keep of you in a server or group\n"
+    "/reminders lists the reminders you asked me for; /reminders cancel N cancels one\n"
+    "/timezone shows the time zone I read your times in; /timezone ZONE sets it "
+    "(e.g. /timezone Europe/Lisbon)\n"
+    "/checkins off stops the messages I may write first to ask how something went; "
+    "/checkins on allows them again\n"
     "/help shows this."
 )
 ADMIN_HELP = (
@@ -354,6 +359,69 @@ SET_MOOD = (
     "Change your mood in this conversation to one of your moods: {moods}. It stays until "
     "you change it again or the conversation is reset; then answer as usual."
 )
+# The reminder tools (bot/chat/reminders.py): the same bytes for every conversation.
+SET_REMINDER = (
+    "Set a reminder when the person asks you to remind them of something later. `when` is "
+    "either a local date and time in the person's time zone, ISO 8601 without an offset "
+    "(2026-05-02T09:00), or a time from now as an ISO 8601 duration (PT30M, PT2H, P1D). "
+    "`text` says what to remind them of, in their words. The reminder comes back in this "
+    "conversation at that time. The answer says the time it was read as, the time now and "
+    "the zone, both in that zone: tell the person the time and the zone, and if the zone is "
+    "UTC because theirs is not known, say so and ask where they are."
+)
+SET_TIMEZONE = (
+    "Set the person's time zone when they tell you where they are or which zone they are in, "
+    "as an IANA zone name (Europe/Lisbon, America/New_York, Asia/Tokyo). Their reminders' "
+    "times are read in it from then on."
+)
+# The one call that says a reminder when it comes due (bot/chat/reminder_delivery.py).
+REMINDER_DUE = (
+    "[A reminder you set for {name} is due now: {text!r} (asked for {when}).{late} Say it to "
+    "them now, in your own voice, in a line or two, as a message of yours in this "
+    "conversation. Do not mention this note.]"
+)
+REMINDER_LATE = " It is {delay} late because you were away: say so briefly."
+# Check-ins (bot/chat/check_ins.py): the heartbeat's planning call, and the delivery's note.
+PLAN_CHECK_IN_SYSTEM = (
+    "You decide whether a persona should follow up, later and unasked, on something a person "
+    "said in a private conversation that just ended."
+)
+PLAN_CHECK_IN = (
+    "Plan at most one follow-up message. Set follow_up true only for something the person "
+    "said that has a moment worth asking about afterwards (an exam, an interview, a trip, a "
+    "hard day, a doctor's visit); then `about` says what, in a few words, and `when` is a "
+    "local date and time in the person's zone, ISO 8601 without an offset "
+    "(2026-05-02T18:00), soon after that moment and within two weeks. Otherwise follow_up is "
+    "false."
+)
+PLAN_CHECK_IN_USER = "It is {now} for them now.\n\nThe conversation:\n{transcript}"
+CHECK_IN_DUE = (
+    "[You planned to check in with {name} about {about!r} now. Write to them first, in your "
+    "own voice, in a line or two: ask how it went, warmly, without pressing. Do not mention "
+    "this note.]"
+)
+CHECKINS_ON = "Check-ins are on: I may write to you first to ask how something went."
+CHECKINS_OFF = "Check-ins are off: I won't write to you first (reminders you ask for still come)."
+CHECKINS_PLANNED = "One is planned for {when}, about: {about}"
+CHECKINS_NOT_HERE = "Check-ins are not turned on for this conversation."
+CHECKINS_USAGE = "Use: /checkins | /checkins on | /checkins off"
+# Sent as it is when the model cannot say the reminder (down, over budget).
+REMINDER_FALLBACK = "Reminder: {text}"
+REMINDER_FALLBACK_LATE = "Reminder ({delay} late): {text}"
+REMINDERS_NONE = 'You have no reminders waiting. Ask me in plain words: "remind me ...".'
+REMINDERS_HEAD = "Your reminders (times in {zone}):"
+REMINDERS_FOOT = "/reminders cancel N cancels one."
+REMINDERS_ADMIN = "On this store: {total} reminders waiting, set by {people} people."
+REMINDERS_USAGE = "Use: /reminders | /reminders cancel N"
+REMINDER_CANCELLED = "Cancelled reminder {number}: {text}"
+REMINDER_NOT_FOUND = "There is no reminder {number}; /reminders lists yours."
+TIMEZONE_SHOWN = "I read your times in {zone}."
+TIMEZONE_UNKNOWN = (
+    "I don't know your time zone, so I read your times in UTC. Set it with /timezone ZONE "
+    "(e.g. /timezone Europe/Lisbon)."
+)
+TIMEZONE_SET = "From now on I read your times in {zone}."
+TIMEZONE_BAD = "{zone} is not a time zone I know; use an IANA name such as Europe/Lisbon."
 # The heartbeat's default `heartbeat.empty_phrases`: a reflection made of one is rejected.
 DEFAULT_EMPTY_PHRASES = (
     "I understand the user better now",

@@ -65,7 +65,9 @@ DB_NAME = "soulbot.db"
 # 10: the index history_recent (a person's messages by time), so the start's search for
 #     messages a crash left unanswered reads the recent rows only, not every session.
 # The table voice_usage (bot/model/usage.py: seconds of voice notes heard, characters
-# spoken) came without a version of its own, as memory_erasures did.
+# spoken) came without a version of its own, as memory_erasures did; so did reminders and
+# person_zones (bot/chat/reminder_store.py), check_ins_sent and check_in_optouts
+# (bot/chat/check_ins.py).
 SCHEMA_VERSION = 10
 
 _USAGE = """
@@ -200,6 +202,46 @@ CREATE TABLE IF NOT EXISTS session_leases (
     instance TEXT NOT NULL,
     run TEXT NOT NULL,
     expires REAL NOT NULL
+);
+CREATE TABLE IF NOT EXISTS reminders (
+    id INTEGER PRIMARY KEY AUTOINCREMENT,
+    soul TEXT NOT NULL,
+    scope TEXT NOT NULL,
+    session TEXT NOT NULL,
+    platform TEXT NOT NULL,
+    user_id TEXT NOT NULL,
+    address TEXT NOT NULL,
+    text TEXT NOT NULL,
+    zone TEXT NOT NULL,
+    due REAL NOT NULL,
+    created REAL NOT NULL,
+    claimed_by TEXT,
+    claimed_until REAL,
+    kind TEXT NOT NULL DEFAULT 'reminder'
+);
+CREATE INDEX IF NOT EXISTS reminders_due ON reminders (due);
+CREATE INDEX IF NOT EXISTS reminders_person ON reminders (platform, user_id);
+CREATE TABLE IF NOT EXISTS check_ins_sent (
+    id INTEGER PRIMARY KEY AUTOINCREMENT,
+    platform TEXT NOT NULL,
+    user_id TEXT NOT NULL,
+    session TEXT NOT NULL,
+    entry INTEGER NOT NULL,
+    ts REAL NOT NULL
+);
+CREATE INDEX IF NOT EXISTS check_ins_sent_person ON check_ins_sent (platform, user_id, ts);
+CREATE TABLE IF NOT EXISTS check_in_optouts (
+    platform TEXT NOT NULL,
+    user_id TEXT NOT NULL,
+    ts REAL NOT NULL,
+    PRIMARY KEY (platform, user_id)
+);
+CREATE TABLE IF NOT EXISTS person_zones (
+    platform TEXT NOT NULL,
+    user_id TEXT NOT NULL,
+    zone TEXT NOT NULL,
+    ts REAL NOT NULL,
+    PRIMARY KEY (platform, user_id)
 );
 CREATE TABLE IF NOT EXISTS session_moods (
     session TEXT PRIMARY KEY,

@@ -12,10 +12,11 @@ read again from their start and their rows already there are skipped. The
 What the target derives from the rows is rebuilt there, not copied: the text
 index of each batch of `memory` rows, in that batch's transaction (FTS5's
 `memory_fts`, or PostgreSQL's `memory_terms`); on PostgreSQL the identity
-sequences of `usage`, `voice_usage`, `history` and `memory_scopes`, set past the highest id
-copied, and today's `budget_totals`, from the usage rows. How a text is indexed
-and how a call is charged belong to other rooms (memory, model), which this
-one may not import: the caller hands them in as `Derived`.
+sequences of `usage`, `voice_usage`, `history`, `memory_scopes`, `reminders`
+and `check_ins_sent`, set past the highest id copied, and today's
+`budget_totals`, from the usage rows. How a text is indexed and how a call is
+charged belong to other rooms (memory, model), which this one may not import:
+the caller hands them in as `Derived`.
 
 Before a row is written, `migrate` refuses a target that is the source itself
 and one that holds another store: it compares the first and the last row of
@@ -144,6 +145,35 @@ TABLES: tuple[Table, ...] = (
         indexed=True,
     ),
     Table("memory_folds", ("trace", "page"), ("trace", "page")),
+    Table(
+        "reminders",
+        (
+            "id",
+            "soul",
+            "scope",
+            "session",
+            "platform",
+            "user_id",
+            "address",
+            "text",
+            "zone",
+            "due",
+            "created",
+            "claimed_by",
+            "claimed_until",
+            "kind",
+        ),
+        ("id",),
+        identity=True,
+    ),
+    Table("person_zones", ("platform", "user_id", "zone", "ts"), ("platform", "user_id")),
+    Table(
+        "check_ins_sent",
+        ("id", "platform", "user_id", "session", "entry", "ts"),
+        ("id",),
+        identity=True,
+    ),
+    Table("check_in_optouts", ("platform", "user_id", "ts"), ("platform", "user_id")),
 )
 """Every table of the schema, in the order they are copied; the text index
 and `budget_totals` are derived, not copied."""

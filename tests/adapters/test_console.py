@@ -367,3 +367,25 @@ async def test_the_adapter_renders_bold_only_where_it_shows(
     await console.send(Outbound("console", "me", f"**Souls:**\n{USAGE}"))
     souls = f"{BOLD}Souls:{NORMAL}" if bold else "Souls:"
     assert out.getvalue() == f"Wren> {souls}\n        SOUL  CALLS\n        wren  2\n"
+
+
+@pytest.mark.timeout(40)
+def test_a_reminder_comes_while_the_terminal_chat_runs(tmp_path: Path, fake: FakeProcess) -> None:
+    terminal = Terminal(tmp_path, fake.url, "reminders: {poll_s: 0.2}\n")
+    try:
+        terminal.read_until(b"you> ")
+        fake.script(
+            {"kind": "tool_use", "name": "set_reminder",
+             "input": {"when": "PT2S", "text": "the tea is ready"}},
+            {"kind": "text", "text": "I will tell you."},
+            {"kind": "text", "text": "Your tea is ready now."},
+        )  # fmt: skip
+        terminal.type(b"remind me in two seconds that the tea is ready\r")
+        terminal.read_until(b"I will tell you.")
+        terminal.read_until(b"Your tea is ready now.", within=15.0)  # unasked, from the poll
+        terminal.type(b"/quit\r")
+        assert terminal.wait() == 0
+    finally:
+        terminal.close()
+    sources = [r for r in fake.requests() if "A reminder you set" in json.dumps(r)]
+    assert len(sources) == 1

@@ -172,7 +172,8 @@ async def test_prefix_commands_for_admins_and_refusals_for_others(tmp_path: Path
 async def test_the_slash_command_group_is_synced_and_answers_privately(tmp_path: Path) -> None:
     async with discord_bot(tmp_path) as (dc, _, _):
         names = {c["name"] for c in dc.commands[None]}
-        assert names == {"soul", "pair", "reset", "retry", "undo", "forget", "memory", "help"}
+        assert names == {"soul", "pair", "reset", "retry", "undo", "forget", "memory",
+                         "reminders", "timezone", "checkins", "help"}  # fmt: skip
         token = dc.push_interaction("soul status", [], user_id=ADMIN, channel_id=CHANNEL,
                                     guild_id=GUILD)  # fmt: skip
         await dc.wait_for(

@@ -81,3 +81,30 @@ def test_the_nightly_trigger_keeps_its_time_zone() -> None:
     trigger = nightly_trigger("30 2 * * *", "Asia/Tokyo")
     assert str(trigger.timezone) == "Asia/Tokyo"
     assert "hour='2'" in str(trigger) and "minute='30'" in str(trigger)
+
+
+@pytest.mark.timeout(15)
+async def test_a_task_every_few_seconds_runs_again_after_a_failure() -> None:
+    runs: list[int] = []
+    third = asyncio.Event()
+
+    async def poll() -> int:
+        runs.append(len(runs))
+        if len(runs) == 1:
+            raise RuntimeError("the store is gone")
+        if len(runs) == 3:
+            third.set()
+        return 0
+
+    scheduler = Scheduler(nightly_trigger("0 3 * * *", "UTC"))
+    scheduler.add_every("reminders", 0.05, poll)
+    with capture_logs() as logs:
+        scheduler.start()
+        try:
+            async with asyncio.timeout(10):
+                await third.wait()
+        finally:
+            await scheduler.stop(1.0)
+    failed = [e for e in logs if e["event"] == "scheduler.task_failed"]
+    assert failed[0]["task"] == "reminders" and failed[0]["error_class"] == "RuntimeError"
+    assert len(runs) >= 3

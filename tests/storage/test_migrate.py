@@ -18,6 +18,7 @@ import pytest
 
 from bot.chat.access import Access
 from bot.chat.history import HistoryStore
+from bot.chat.reminder_store import NewReminder, ReminderStore
 from bot.cli.store import derived
 from bot.config.load import parse_config
 from bot.config.schema import Config
@@ -110,6 +111,19 @@ async def fill(target: Path | str, words: tuple[str, str] = ("tea", "pears")) ->
             await history.compact(session, generation, [first.id, reply.id], "likes tea")
             await history.append_message(session, generation, f"and {words[1]}", f"m{n}x")
             await history.set_mood(session, "lark", ("wry", "stormy")[n])
+        reminders = ReminderStore(db)
+        for n, text in enumerate(("call my sister", "the exam")):
+            due = NOW + 3600 * n
+            new = NewReminder("lark", "user:telegram:42", "telegram:42", "telegram", "42",
+                              dm("42").address(), text, "Europe/Lisbon", due, NOW)  # fmt: skip
+            assert await reminders.add(new, max_pending=5) is not None
+        await reminders.set_zone("telegram", "42", "Europe/Lisbon", clock)
+        await db.run(lambda c: c.execute(
+            "INSERT INTO check_ins_sent (platform, user_id, session, entry, ts) "
+            "VALUES ('telegram', '42', 'telegram:42', 3, ?)", (NOW,)))  # fmt: skip
+        await db.run(lambda c: c.execute(
+            "INSERT INTO check_in_optouts (platform, user_id, ts) VALUES ('discord', '7', ?)",
+            (NOW,)))  # fmt: skip
         ledger = Ledger(db, budget=config().budget, admins=config().admins, clock=clock)
         for who, source, tokens in [
             ("telegram:42", "turn", 300),
@@ -258,6 +272,8 @@ async def check_alike(source: Path | str, target: Path | str) -> None:
                     "pending": await gate.pending(),
                     "reports": reports,
                     "refusals": refusals,
+                    "reminders": await ReminderStore(db).pending("telegram", "42"),
+                    "zone": await ReminderStore(db).zone("telegram", "42"),
                     "marks": await db.run(
                         lambda c: c.execute("SELECT session, entry FROM heartbeat_marks").fetchall()
                     ),
