@@ -31,6 +31,7 @@ from bot.chat.sessions import SessionParts
 from bot.chat.turn import Agent
 from bot.chat.voice import Hearing
 from bot.chat.voicing import Voicing
+from bot.chat.weblogin import WebAuth
 from bot.cluster.cluster import Cluster
 from bot.config.schema import Config
 from bot.errors import AdapterStartError, SoulbotError
@@ -80,6 +81,9 @@ class Runtime:
     history: HistoryStore
     retention: Retention
     cluster: Cluster
+    access: Access
+    souls: SoulLocks
+    web_login: WebAuth
     adapters: dict[str, Adapter] = field(default_factory=dict)
 
     _stack: AsyncExitStack = field(default_factory=AsyncExitStack, repr=False)
@@ -146,9 +150,10 @@ class Runtime:
                 cluster.leases, Voicing(config, registry, speech), ambient.replied,
             ))  # fmt: skip
             access = Access(db, config)
+            web_login = WebAuth(db, config.web)
             commands = Commands(registry=registry, sessions=sessions, memory=memory,
                                 access=access, db=db, souls=souls, send=send,
-                                notes=notes)  # fmt: skip
+                                notes=notes, web_login=web_login)  # fmt: skip
             heard = config.voice.transcription
             transcriber = None
             if heard.base_url is not None:
@@ -160,7 +165,8 @@ class Runtime:
             # Kept images age out even after `media.keep` is turned off.
             retention = Retention(config.retention, db, config.data_dir / MEDIA_FOLDER)
             runtime = cls(config, registry, db, ledger, model, memory, sessions, router,
-                          reflector, history, retention, cluster, by_name)  # fmt: skip
+                          reflector, history, retention, cluster, access, souls, web_login,
+                          by_name)  # fmt: skip
             stack.push_async_callback(runtime._each_adapter, lambda adapter: adapter.close())
             runtime._stack = stack.pop_all()
         return runtime

@@ -529,6 +529,12 @@ class _Sums:
     def __add__(self, other: _Sums) -> _Sums:
         return _Sums(*(a + b for a, b in zip(astuple(self), astuple(other), strict=True)))
 
+    def hit_share(self) -> float | None:
+        """Cache reads over all input tokens of the calls with cache figures; None
+        when they have no input."""
+        prompt = self.known_input + self.write + self.read
+        return self.read / prompt if prompt else None
+
     def cells(self, key: str) -> list[str]:
         """The row: cache figures `UNKNOWN` when no call has them, marked
         `_PARTIAL` when some have not (the hit share is then theirs only)."""
@@ -536,10 +542,42 @@ class _Sums:
         if self.calls and not self.known:
             return [*head, UNKNOWN, UNKNOWN, UNKNOWN, f"{self.cost:,.4f}"]
         mark = _PARTIAL if self.known < self.calls else ""
-        prompt = self.known_input + self.write + self.read
-        hit = f"{100 * self.read / prompt:.1f}%{mark}" if prompt else "-"
+        share = self.hit_share()
+        hit = f"{100 * share:.1f}%{mark}" if share is not None else "-"
         cache = [f"{self.write:,}{mark}", f"{self.read:,}{mark}", hit]
         return [*head, *cache, f"{self.cost:,.4f}"]
+
+
+@dataclass(frozen=True)
+class UsageRow:
+    """One group's figures of the report (`usage_rows`): every kind of token
+    counted in `tokens`; `cache_share` as the report's cache hit column (None:
+    no cache figure)."""
+
+    key: str
+    calls: int
+    tokens: int
+    cost: float
+    cache_share: float | None
+
+
+def usage_rows(conn: Conn, *, days: int, by: str, now: float) -> list[UsageRow]:
+    """The model calls' figures `usage_table` shows, per `by` (by day in order,
+    else the costliest first), as numbers: the web console draws them."""
+    first, last = _span(days, now)
+    rows = []
+    for key, *ns in _grouped(conn, by, _SUMS, "usage", first, last):
+        sums = _Sums.of(ns)
+        share = sums.hit_share() if sums.known else None
+        rows.append(UsageRow(str(key), sums.calls, sums.inp + sums.out + sums.write + sums.read,
+                             sums.cost, share))  # fmt: skip
+    return rows
+
+
+def _span(days: int, now: float) -> tuple[str, str]:
+    """The first and last UTC day of the last `days` days to `now`."""
+    today = datetime.fromtimestamp(now, UTC).date()
+    return (today - timedelta(days=days - 1)).isoformat(), today.isoformat()
 
 
 def usage_table(conn: Conn, *, days: int, by: str, now: float) -> str:
@@ -560,8 +598,7 @@ def usage_table(conn: Conn, *, days: int, by: str, now: float) -> str:
         raise ValueError(f"cannot group usage by {by!r}: expected one of {', '.join(_GROUPS)}")
     if days < 1:
         raise ValueError(f"days must be 1 or more, not {days}")
-    today = datetime.fromtimestamp(now, UTC).date()
-    first, last = (today - timedelta(days=days - 1)).isoformat(), today.isoformat()
+    first, last = _span(days, now)
     span = f"{first} to {last} UTC" if days > 1 else f"{last} UTC"
     tokens = _token_lines(conn, by, first, last)
     voice = _voice_lines(conn, by, first, last)

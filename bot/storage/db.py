@@ -65,7 +65,8 @@ DB_NAME = "soulbot.db"
 # 10: the index history_recent (a person's messages by time), so the start's search for
 #     messages a crash left unanswered reads the recent rows only, not every session.
 # The table voice_usage (bot/model/usage.py: seconds of voice notes heard, characters
-# spoken) came without a version of its own, as memory_erasures did.
+# spoken) came without a version of its own, as memory_erasures did; so did web_tokens
+# (bot/chat/weblogin.py: the web console's sign-in links and sessions, hashed).
 SCHEMA_VERSION = 10
 
 _USAGE = """
@@ -199,6 +200,13 @@ CREATE TABLE IF NOT EXISTS session_leases (
     session TEXT PRIMARY KEY,
     instance TEXT NOT NULL,
     run TEXT NOT NULL,
+    expires REAL NOT NULL
+);
+CREATE TABLE IF NOT EXISTS web_tokens (
+    hash TEXT PRIMARY KEY,
+    kind TEXT NOT NULL,
+    admin TEXT NOT NULL,
+    csrf TEXT NOT NULL,
     expires REAL NOT NULL
 );
 CREATE TABLE IF NOT EXISTS session_moods (

@@ -1,0 +1,119 @@
+"""The web console's doors, over plain HTTP against a running bot: no page
+without a session, a link works once and not late, no change without the
+session's CSRF token, and neither a private scope's words nor a secret in any
+page."""
+
+from __future__ import annotations
+
+import re
+from pathlib import Path
+
+import aiohttp
+import pytest
+
+from bot.chat.weblogin import COOKIE
+from tests.kit import capture_logs
+from tests.web.console import CANARY, SECRETS, console
+
+PAGES = ("/souls", "/memory", "/usage", "/people", "/health", "/usage?days=30")
+ACTIONS = ("/souls/reload", "/souls/rollback", "/memory/compile", "/people/approve",
+           "/people/deny", "/people/revoke")  # fmt: skip
+
+
+def _client() -> aiohttp.ClientSession:
+    """A client that keeps cookies of an IP address (the console's 127.0.0.1)."""
+    return aiohttp.ClientSession(cookie_jar=aiohttp.CookieJar(unsafe=True))
+
+
+async def _signed_in(http: aiohttp.ClientSession, base: str, link: str) -> str:
+    """Sign in with `link`; returns the CSRF token of the first page."""
+    token = link.rsplit("/", 1)[1]
+    async with http.get(f"{base}/login/{token}") as answer:
+        assert answer.status == 200
+        assert COOKIE not in answer.cookies  # showing the button spends nothing
+    async with http.post(f"{base}/login", data={"token": token}) as answer:
+        assert answer.status == 200 and answer.url.path == "/souls"
+        match = re.search(r'name="csrf" value="([^"]+)"', await answer.text())
+    assert match is not None
+    return match.group(1)
+
+
+async def test_nothing_without_a_session(tmp_path: Path) -> None:
+    async with console(tmp_path) as c, _client() as http:
+        for path in PAGES:
+            async with http.get(c.url + path) as answer:
+                assert answer.status == 401, path
+                assert "lark" not in await answer.text()
+        for path in ACTIONS:
+            async with http.post(c.url + path, data={"soul": "lark"}) as answer:
+                assert answer.status == 401, path
+        http.cookie_jar.update_cookies({COOKIE: "made-up"})
+        async with http.get(c.url + "/souls") as answer:
+            assert answer.status == 401
+
+
+async def test_a_link_works_once_and_sets_a_strict_cookie(tmp_path: Path) -> None:
+    async with console(tmp_path) as c, _client() as http:
+        link = await c.runtime.web_login.issue_link("cli")
+        with capture_logs() as logs:
+            token = link.rsplit("/", 1)[1]
+            async with http.post(f"{c.url}/login", data={"token": token},
+                                 allow_redirects=False) as answer:  # fmt: skip
+                assert answer.status == 303
+                cookie = answer.headers["Set-Cookie"]
+                assert "HttpOnly" in cookie and "SameSite=Strict" in cookie
+                assert "Secure" not in cookie  # http on loopback
+            async with _client() as other:
+                async with other.post(f"{c.url}/login", data={"token": token}) as again:
+                    assert again.status == 403
+                async with other.get(f"{c.url}/souls") as page:
+                    assert page.status == 401
+        events = [line["event"] for line in logs]
+        assert events.count("web.login") == 1 and events.count("web.login_refused") == 1
+        assert token not in repr(logs)
+
+
+async def test_an_expired_link_is_refused(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    async with console(tmp_path) as c, _client() as http:
+        link = await c.runtime.web_login.issue_link("cli")
+        clock = c.runtime.web_login._clock
+        monkeypatch.setattr(c.runtime.web_login, "_clock", lambda: clock() + 11 * 60)
+        async with http.post(f"{c.url}/login", data={"token": link.rsplit("/", 1)[1]}) as answer:
+            assert answer.status == 403
+
+
+async def test_a_change_needs_the_sessions_csrf_token(tmp_path: Path) -> None:
+    async with console(tmp_path) as c, _client() as http:
+        csrf = await _signed_in(http, c.url, await c.runtime.web_login.issue_link("cli"))
+        with capture_logs() as logs:
+            for data in ({"soul": "lark"}, {"soul": "lark", "csrf": csrf[:-2] + "xx"}):
+                for path in ACTIONS:
+                    async with http.post(c.url + path, data=data) as answer:
+                        assert answer.status == 403, (path, data)
+        assert not [line for line in logs if line["event"] == "web.change"]
+        with capture_logs() as logs:
+            async with http.post(
+                c.url + "/souls/reload", data={"soul": "lark", "csrf": csrf}
+            ) as ok:
+                assert ok.status == 200 and "lark: loaded" in await ok.text()
+        assert [(line["what"], line["by"]) for line in logs if line["event"] == "web.change"] == [
+            ("soul.reload", "cli")
+        ]
+
+
+async def test_no_private_words_and_no_secret_in_any_page(tmp_path: Path) -> None:
+    async with console(tmp_path) as c, _client() as http:
+        csrf = await _signed_in(http, c.url, await c.runtime.web_login.issue_link("cli"))
+        async with http.post(c.url + "/memory/compile", data={"csrf": csrf}) as answer:
+            assert answer.status == 200
+        for path in PAGES:
+            async with http.get(c.url + path) as answer:
+                html = await answer.text()
+                assert answer.status == 200, path
+                assert answer.headers["Cache-Control"] == "no-store"
+                assert CANARY not in html, path
+                for secret in SECRETS:
+                    assert secret not in html, (path, secret)
+        async with http.get(c.url + "/memory") as answer:
+            html = await answer.text()
+        assert "private-memory" in html or "Private memory" in html
