@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import time
 from dataclasses import dataclass
+from datetime import UTC, datetime, timedelta
 from typing import Any
 
 from aiohttp import web
@@ -34,16 +35,19 @@ class Bar:
     row: UsageRow
 
 
-def day_bars(rows: list[UsageRow]) -> list[Bar]:
-    """A bar a day, as tall as its tokens against the largest day."""
-    if not rows:
-        return []
-    top = max(row.tokens for row in rows) or 1
-    step = CHART_W / len(rows)
+def day_bars(rows: list[UsageRow], days: int, now: float) -> list[Bar]:
+    """A bar for each of the last `days` UTC days, as tall as its tokens against
+    the largest day's (a day without calls: an empty bar)."""
+    by_day = {row.key: row for row in rows}
+    today = datetime.fromtimestamp(now, UTC).date()
+    span = [(today - timedelta(days=back)).isoformat() for back in range(days - 1, -1, -1)]
+    top = max((row.tokens for row in rows), default=0) or 1
+    step = CHART_W / len(span)
     bars = []
-    for i, row in enumerate(rows):
+    for i, day in enumerate(span):
+        row = by_day.get(day) or UsageRow(day, 0, 0, 0.0, None)
         height = (CHART_H - 20) * row.tokens / top
-        bars.append(Bar(i * step + 2, CHART_H - 20 - height, max(step - 4, 1), height, row))
+        bars.append(Bar(i * step + 1, CHART_H - 20 - height, max(step - 2, 1), height, row))
     return bars
 
 
@@ -83,8 +87,9 @@ async def usage_page(request: web.Request) -> web.StreamResponse:
         }
 
     values = await console.runtime.db.run(figures)
-    return console.render(request, "usage.html", days=days, bars=day_bars(values["by_day"]),
-                          chart_w=CHART_W, chart_h=CHART_H, **values)  # fmt: skip
+    bars = day_bars(values["by_day"], days, now)
+    return console.render(request, "usage.html", days=days, bars=bars, chart_w=CHART_W,
+                          chart_h=CHART_H, **values)  # fmt: skip
 
 
 async def health_page(request: web.Request) -> web.StreamResponse:
