@@ -33,6 +33,7 @@ from typing import Any, Literal
 
 import structlog
 
+from bot import prompts
 from bot.config.schema import AdminsConfig, BudgetConfig, Price
 from bot.errors import BudgetExceeded
 from bot.storage.db import Database
@@ -494,7 +495,7 @@ _FAMILY = (
     " THEN 'background' ELSE 'chat' END"
 )
 _FAMILIES: tuple[Family, ...] = ("chat", "background")
-_SUMS = (
+SUMS = (
     "COUNT(*), SUM(input_tokens), SUM(output_tokens), SUM(cache_creation_input_tokens),"
     " SUM(cache_read_input_tokens), SUM(cost_usd), COUNT(cache_read_input_tokens),"
     " SUM(CASE WHEN cache_read_input_tokens IS NULL THEN 0 ELSE input_tokens END)"
@@ -502,12 +503,13 @@ _SUMS = (
 _HEADER = ("calls", "input", "output", "cache write", "cache read", "cache hit", "cost USD")
 UNKNOWN = "unknown"
 """A cache cell of calls whose server reported no cache figures."""
-_PARTIAL = "*"
+PARTIAL = "*"
+"""The mark of a cache figure of some calls only (the others' server reported none)."""
 
 
 @dataclass(frozen=True)
-class _Sums:
-    """One report row's sums (`_SUMS`); `known`: the calls with cache figures,
+class Sums:
+    """One report row's sums (`SUMS`); `known`: the calls with cache figures,
     `known_input`: their input tokens."""
 
     calls: int = 0
@@ -520,64 +522,51 @@ class _Sums:
     known_input: int = 0
 
     @classmethod
-    def of(cls, row: Sequence[Any]) -> _Sums:
-        """From the values of `_SUMS` (a SUM of no row, or of NULLs only, is NULL)."""
+    def of(cls, row: Sequence[Any]) -> Sums:
+        """From the values of `SUMS` (a SUM of no row, or of NULLs only, is NULL)."""
         calls, inp, out, write, read, cost, known, known_input = row
         return cls(int(calls), int(inp or 0), int(out or 0), int(write or 0), int(read or 0),
                    float(cost or 0.0), int(known), int(known_input or 0))  # fmt: skip
 
-    def __add__(self, other: _Sums) -> _Sums:
-        return _Sums(*(a + b for a, b in zip(astuple(self), astuple(other), strict=True)))
+    @property
+    def tokens(self) -> int:
+        """Every token the calls processed: input, output, cache writes and reads."""
+        return self.inp + self.out + self.write + self.read
 
     def hit_share(self) -> float | None:
-        """Cache reads over all input tokens of the calls with cache figures; None
-        when they have no input."""
+        """Cache reads over all input tokens of the calls with cache figures
+        (`known`); None when they have none."""
         prompt = self.known_input + self.write + self.read
         return self.read / prompt if prompt else None
 
+    def __add__(self, other: Sums) -> Sums:
+        return Sums(*(a + b for a, b in zip(astuple(self), astuple(other), strict=True)))
+
     def cells(self, key: str) -> list[str]:
         """The row: cache figures `UNKNOWN` when no call has them, marked
-        `_PARTIAL` when some have not (the hit share is then theirs only)."""
+        `PARTIAL` when some have not (the hit share is then theirs only)."""
         head = [key, *(f"{n:,}" for n in (self.calls, self.inp, self.out))]
         if self.calls and not self.known:
             return [*head, UNKNOWN, UNKNOWN, UNKNOWN, f"{self.cost:,.4f}"]
-        mark = _PARTIAL if self.known < self.calls else ""
+        mark = PARTIAL if self.known < self.calls else ""
         share = self.hit_share()
         hit = f"{100 * share:.1f}%{mark}" if share is not None else "-"
         cache = [f"{self.write:,}{mark}", f"{self.read:,}{mark}", hit]
         return [*head, *cache, f"{self.cost:,.4f}"]
 
 
-@dataclass(frozen=True)
-class UsageRow:
-    """One group's figures of the report (`usage_rows`): every kind of token
-    counted in `tokens`; `cache_share` as the report's cache hit column (None:
-    no cache figure)."""
-
-    key: str
-    calls: int
-    tokens: int
-    cost: float
-    cache_share: float | None
-
-
-def usage_rows(conn: Conn, *, days: int, by: str, now: float) -> list[UsageRow]:
-    """The model calls' figures `usage_table` shows, per `by` (by day in order,
-    else the costliest first), as numbers: the web console draws them."""
-    first, last = _span(days, now)
-    rows = []
-    for key, *ns in _grouped(conn, by, _SUMS, "usage", first, last):
-        sums = _Sums.of(ns)
-        share = sums.hit_share() if sums.known else None
-        rows.append(UsageRow(str(key), sums.calls, sums.inp + sums.out + sums.write + sums.read,
-                             sums.cost, share))  # fmt: skip
-    return rows
-
-
-def _span(days: int, now: float) -> tuple[str, str]:
-    """The first and last UTC day of the last `days` days to `now`."""
+def report_days(days: int, now: float) -> tuple[str, str]:
+    """The first and last UTC day (`2026-12-04`) of the last `days` days of
+    `now`, today included. Raises ValueError for a `days` below 1."""
+    if days < 1:
+        raise ValueError(f"days must be 1 or more, not {days}")
     today = datetime.fromtimestamp(now, UTC).date()
     return (today - timedelta(days=days - 1)).isoformat(), today.isoformat()
+
+
+def span_text(first: str, last: str) -> str:
+    """`2026-12-01 to 2026-12-07 UTC`, or `2026-12-07 UTC` for one day."""
+    return f"{first} to {last} UTC" if first != last else f"{last} UTC"
 
 
 def usage_table(conn: Conn, *, days: int, by: str, now: float) -> str:
@@ -594,52 +583,55 @@ def usage_table(conn: Conn, *, days: int, by: str, now: float) -> str:
 
     Raises ValueError for an unknown `by` or a `days` below 1.
     """
-    if by not in _GROUPS:
-        raise ValueError(f"cannot group usage by {by!r}: expected one of {', '.join(_GROUPS)}")
-    if days < 1:
-        raise ValueError(f"days must be 1 or more, not {days}")
-    first, last = _span(days, now)
-    span = f"{first} to {last} UTC" if days > 1 else f"{last} UTC"
+    first, last = report_days(days, now)
+    span = span_text(first, last)
     tokens = _token_lines(conn, by, first, last)
     voice = _voice_lines(conn, by, first, last)
     if not tokens and not voice:
-        return f"No usage recorded in the last {days} day(s) ({span})."
+        return prompts.USAGE_NONE.format(days=days, span=span)
     lines = tokens or ["No model calls."]
     if voice:
         lines += ["", *voice]
     return f"Usage by {by}, {span}\n" + "\n".join(lines)
 
 
-def _grouped(conn: Conn, by: str, sums: str, table: str, first: str, last: str) -> list[Any]:
-    """`sums` of `table`'s rows from day `first` to `last`, per `by`: by day in
-    order, else the costliest first."""
-    order = "grp" if by == "day" else "SUM(cost_usd) DESC, grp"
+def grouped(
+    conn: Conn, by: str | Sequence[str], sums: str, table: str, first: str, last: str
+) -> list[Any]:
+    """`sums` of `table`'s rows from day `first` to `last`, per `by` (a column of
+    `_GROUPS`, or several: a row per combination, their values first): by day in
+    order when `by` starts with `day`, else the costliest first."""
+    columns = [by] if isinstance(by, str) else list(by)
+    if not columns or any(column not in _GROUPS for column in columns):
+        raise ValueError(f"cannot group usage by {by!r}: expected one of {', '.join(_GROUPS)}")
+    keys = ", ".join(columns)
+    order = keys if columns[0] == "day" else f"SUM(cost_usd) DESC, {keys}"
     return conn.execute(
-        f"SELECT {by} AS grp, {sums} FROM {table} WHERE day BETWEEN ? AND ?"
-        f" GROUP BY grp ORDER BY {order}",
+        f"SELECT {keys}, {sums} FROM {table} WHERE day BETWEEN ? AND ?"
+        f" GROUP BY {keys} ORDER BY {order}",
         (first, last),
     ).fetchall()
 
 
 def _token_lines(conn: Conn, by: str, first: str, last: str) -> list[str]:
     """The model calls' table of `usage_table`; empty when the days hold none."""
-    rows = _grouped(conn, by, _SUMS, "usage", first, last)
+    rows = grouped(conn, by, SUMS, "usage", first, last)
     if not rows:
         return []
-    sums = [(str(key), _Sums.of(ns)) for key, *ns in rows]
+    sums = [(str(key), Sums.of(ns)) for key, *ns in rows]
     body = [row.cells(key) for key, row in sums]
-    whole = sum((row for _, row in sums), _Sums())
+    whole = sum((row for _, row in sums), Sums())
     total = whole.cells("TOTAL")
     families = {
-        fam: _Sums.of(ns)
+        fam: Sums.of(ns)
         for fam, *ns in conn.execute(
-            f"SELECT {_FAMILY} AS fam, {_SUMS} FROM usage WHERE day BETWEEN ? AND ? GROUP BY fam",
+            f"SELECT {_FAMILY} AS fam, {SUMS} FROM usage WHERE day BETWEEN ? AND ? GROUP BY fam",
             (first, last),
         )
     }
-    split = [families.get(fam, _Sums()).cells(f"  {fam}") for fam in _FAMILIES]
-    ambient = _Sums.of(conn.execute(
-        f"SELECT {_SUMS} FROM usage WHERE day BETWEEN ? AND ? AND source IN"
+    split = [families.get(fam, Sums()).cells(f"  {fam}") for fam in _FAMILIES]
+    ambient = Sums.of(conn.execute(
+        f"SELECT {SUMS} FROM usage WHERE day BETWEEN ? AND ? AND source IN"
         f" ({', '.join(repr(s) for s in AMBIENT)})",
         (first, last),
     ).fetchone())  # fmt: skip
@@ -652,7 +644,7 @@ def _token_lines(conn: Conn, by: str, first: str, last: str) -> list[str]:
 
 
 _VOICE_HEADER = ("seconds heard", "heard USD", "characters spoken", "spoken USD")
-_VOICE_SUMS = (
+VOICE_SUMS = (
     "SUM(CASE WHEN kind = 'heard' THEN amount ELSE 0 END),"
     " SUM(CASE WHEN kind = 'heard' THEN cost_usd ELSE 0 END),"
     " SUM(CASE WHEN kind = 'spoken' THEN amount ELSE 0 END),"
@@ -664,7 +656,7 @@ def _voice_lines(conn: Conn, by: str, first: str, last: str) -> list[str]:
     """The voice table of `usage_table`: seconds of voice notes heard and
     characters spoken, each with its cost, per `by` and in TOTAL; empty when
     the days hold no voice row."""
-    rows = _grouped(conn, by, _VOICE_SUMS, "voice_usage", first, last)
+    rows = grouped(conn, by, VOICE_SUMS, "voice_usage", first, last)
     if not rows:
         return []
     sums = [(str(key), tuple(float(n or 0) for n in ns)) for key, *ns in rows]
@@ -695,10 +687,10 @@ def _render(header: list[str], body: list[list[str]], totals: list[list[str]]) -
             *(render(line) for line in totals)]  # fmt: skip
 
 
-def _unknown_note(whole: _Sums) -> str:
+def _unknown_note(whole: Sums) -> str:
     """The line under a report with calls whose server reported no cache figures."""
     unknown = whole.calls - whole.known
-    marked = f" ({_PARTIAL}: of the other calls only)" if whole.known else ""
+    marked = f" ({PARTIAL}: of the other calls only)" if whole.known else ""
     return (
         f"Cache figures of {unknown:,} call(s) are {UNKNOWN}: their model server reported "
         f"none{marked}."

@@ -377,3 +377,18 @@ AMBIENT_USER = "The chat, oldest first; the last line is the newest message:\n{l
 # How the persona's own lines show in the gate's transcript.
 AMBIENT_OWN = "{name} (you)"
 AMBIENT_TOOL_DESCRIPTION = "Say whether to speak now (true) or stay silent (false), and why."
+
+# The usage report (`soulbot usage`, `/soul usage`) of days without a model call or voice row.
+USAGE_NONE = "No usage recorded in the last {days} day(s) ({span})."
+
+# The usage chart (bot/model/usage_chart.py): its title, its panels' labels, and what a
+# span without usage shows instead.
+CHART_TITLE = "Usage by {by}, {span}"
+CHART_TOKENS = "tokens"
+CHART_COST = "cost (USD)"
+CHART_EMPTY = "No usage yet\n({span})"
+
+# `/soul usage` in a phone's width (bot/model/usage_compact.py): its first line, and the
+# line under it when some calls' model server reported no cache figures.
+USAGE_COMPACT_HEAD = "Usage {span}"
+USAGE_COMPACT_UNKNOWN = "hit {unknown}: no cache figures; {mark}: some"
