@@ -118,7 +118,6 @@ TABLES: tuple[Table, ...] = (
     Table("session_bindings", ("session", "soul", "scope"), ("session",)),
     Table("session_moods", ("session", "soul", "mood", "ts"), ("session",)),
     Table("reply_addresses", ("session", "inbound"), ("session",)),
-    Table("web_tokens", ("hash", "kind", "admin", "csrf", "expires"), ("hash",)),
     Table("seen_messages", ("session", "message_id", "ts"), ("session", "message_id")),
     Table("sent_messages", ("session", "message_id", "text", "ts"), ("session", "message_id")),
     Table(
@@ -145,6 +144,7 @@ TABLES: tuple[Table, ...] = (
         indexed=True,
     ),
     Table("memory_folds", ("trace", "page"), ("trace", "page")),
+    Table("web_tokens", ("hash", "kind", "admin", "csrf", "expires"), ("hash",)),
 )
 """Every table of the schema, in the order they are copied; the text index
 and `budget_totals` are derived, not copied."""
