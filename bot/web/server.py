@@ -19,6 +19,7 @@ import structlog
 from aiohttp import web
 
 from bot.chat.weblogin import COOKIE, Session, WebAuth
+from bot.web.events import ModelEvents
 
 if TYPE_CHECKING:
     from bot.app.daemon import Daemon
@@ -44,6 +45,7 @@ class Console:
 
     def __init__(self, daemon: Daemon, auth: WebAuth) -> None:
         self.daemon = daemon
+        self.model_events = ModelEvents()
         self.runtime = daemon.runtime
         self.auth = auth
         self._templates = jinja2.Environment(

@@ -130,5 +130,6 @@ async def health_page(request: web.Request) -> web.StreamResponse:
     return console.render(
         request, "health.html", adapters=adapters, now=now, latency_ms=latency_ms,
         waiting_s=runtime.db.waiting_s(), fallback=fallback, fallback_calls=calls,
+        model_events=list(console.model_events.last), fallbacks=console.model_events.fallbacks,
         next_nightly=console.daemon.next_nightly(), daemon_status=console.daemon.status(),
     )  # fmt: skip

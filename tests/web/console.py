@@ -16,7 +16,7 @@ from aiohttp import web
 from bot.app.daemon import Daemon
 from bot.app.runtime import Runtime
 from bot.memory.page import Page
-from bot.web.service import console_app
+from bot.web.service import serving_console
 from tests.fakes.anthropic_fake import FakeAnthropic
 from tests.kit import RecordingPlatform, fake_model, make_config, running
 
@@ -65,8 +65,6 @@ async def console(tmp_path: Path) -> AsyncIterator[Console]:
         assert wiki is not None
         wiki.write_page(Page.new("people/ann", body=f"Ann said {CANARY}."))
         daemon = Daemon(runtime)
-        runner = web.AppRunner(console_app(daemon), access_log=None)
-        await runner.setup()
-        stack.push_async_callback(runner.cleanup)
+        runner = await stack.enter_async_context(serving_console(daemon))
         await web.TCPSite(runner, "127.0.0.1", port).start()
         yield Console(runtime, platform, fake, f"http://127.0.0.1:{port}", daemon)

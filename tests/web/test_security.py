@@ -13,7 +13,7 @@ import pytest
 
 from bot.chat.weblogin import COOKIE
 from tests.kit import capture_logs
-from tests.web.console import CANARY, SECRETS, console
+from tests.web.console import ADMIN, CANARY, SECRETS, console
 
 PAGES = ("/souls", "/memory", "/usage", "/people", "/health", "/usage?days=30")
 ACTIONS = ("/souls/reload", "/souls/rollback", "/memory/compile", "/people/approve",
@@ -117,3 +117,19 @@ async def test_no_private_words_and_no_secret_in_any_page(tmp_path: Path) -> Non
         async with http.get(c.url + "/memory") as answer:
             html = await answer.text()
         assert "private-memory" in html or "Private memory" in html
+
+
+async def test_health_shows_the_models_last_errors_by_class_only(tmp_path: Path) -> None:
+    async with console(tmp_path) as c, _client() as http:
+        csrf = await _signed_in(http, c.url, await c.runtime.web_login.issue_link("cli"))
+        assert csrf
+        async with http.get(c.url + "/health") as answer:
+            assert "None since the console started" in await answer.text()
+        c.fake.down = True
+        await c.platform.say("are you there?", user=ADMIN)
+        await c.platform.replies(2)
+        async with http.get(c.url + "/health") as answer:
+            html = await answer.text()
+        row = re.search(r'<table id="model-errors">(.*?)</table>', html, re.S)
+        assert row is not None and "turn.failed" in row.group(1)
+        assert "<td>OverloadedError</td>" in row.group(1)  # the class, not the message
