@@ -58,3 +58,10 @@ async def test_csrf_is_compared_whole(db: Database) -> None:
     assert not session.csrf_ok(None)
     assert not session.csrf_ok("")
     assert not session.csrf_ok(session.csrf[:-1])
+
+
+def test_links_use_the_public_url_and_https_makes_the_cookie_secure() -> None:
+    plain = WebConfig(enabled=True, listen="[::1]:9000")
+    assert plain.base_url() == "http://[::1]:9000" and not plain.secure()
+    behind = WebConfig(enabled=True, listen="0.0.0.0:8080", public_url="https://bot.example.org/")
+    assert behind.base_url() == "https://bot.example.org" and behind.secure()

@@ -42,14 +42,14 @@ class Console:
 
 
 @asynccontextmanager
-async def console(tmp_path: Path) -> AsyncIterator[Console]:
+async def console(tmp_path: Path, public_url: str = "") -> AsyncIterator[Console]:
     async with AsyncExitStack() as stack:
         fake = await fake_model()
         stack.push_async_callback(fake.stop)
         port = free_port()
         extra = (
             f"admins: {{telegram: [{ADMIN}]}}\n"
-            f"web: {{enabled: true, listen: '127.0.0.1:{port}'}}\n"
+            f"web: {{enabled: true, listen: '127.0.0.1:{port}', public_url: '{public_url}'}}\n"
             f"adapters: {{telegram: {{token: '{SECRETS[1]}'}},"
             f" discord: {{token: '{SECRETS[2]}'}}}}\n"
         )

@@ -73,6 +73,15 @@ async def test_a_link_works_once_and_sets_a_strict_cookie(tmp_path: Path) -> Non
         assert token not in repr(logs)
 
 
+async def test_behind_https_the_cookie_is_secure(tmp_path: Path) -> None:
+    async with console(tmp_path, public_url="https://bot.example.org") as c, _client() as http:
+        link = await c.runtime.web_login.issue_link("cli")
+        assert link.startswith("https://bot.example.org/login/")
+        async with http.post(f"{c.url}/login", data={"token": link.rsplit("/", 1)[1]},
+                             allow_redirects=False) as answer:  # fmt: skip
+            assert answer.status == 303 and "Secure" in answer.headers["Set-Cookie"]
+
+
 async def test_an_expired_link_is_refused(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     async with console(tmp_path) as c, _client() as http:
         link = await c.runtime.web_login.issue_link("cli")
