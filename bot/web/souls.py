@@ -10,6 +10,7 @@ from __future__ import annotations
 import asyncio
 import difflib
 from dataclasses import dataclass
+from pathlib import Path
 
 from aiohttp import web
 
@@ -60,7 +61,19 @@ async def souls_page(request: web.Request) -> web.StreamResponse:
         except (OSError, UnicodeDecodeError) as exc:
             changes = [Change("?", f"the backups cannot be read: {exc}")]
         souls.append((soul, _prompt_tokens(soul), changes))
-    return console.render(request, "souls.html", souls=souls, result=request.query.get("done"))
+    loaded = {soul.folder.name for soul in console.runtime.registry.all()}
+    unloaded = await asyncio.to_thread(_folders, console.runtime.registry.workspaces)
+    return console.render(request, "souls.html", souls=souls,
+                          unloaded=[name for name in unloaded if name not in loaded])  # fmt: skip
+
+
+def _folders(workspaces: Path) -> list[str]:
+    """The soul folders' names under `workspaces` (as the registry looks for them)."""
+    try:
+        return sorted(p.name for p in workspaces.iterdir()
+                      if not p.name.startswith(".") and (p.is_dir() or p.is_symlink()))  # fmt: skip
+    except OSError:
+        return []
 
 
 async def reload_action(request: web.Request) -> web.StreamResponse:

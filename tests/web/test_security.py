@@ -142,3 +142,28 @@ async def test_health_shows_the_models_last_errors_by_class_only(tmp_path: Path)
         row = re.search(r'<table id="model-errors">(.*?)</table>', html, re.S)
         assert row is not None and "turn.failed" in row.group(1)
         assert "<td>OverloadedError</td>" in row.group(1)  # the class, not the message
+
+
+async def test_what_strangers_write_is_shown_as_text(tmp_path: Path) -> None:
+    async with console(tmp_path) as c, _client() as http:
+        await c.platform.say("hi", user="666", name="<script>alert(1)</script>")
+        await c.platform.replies(2)  # the pairing code
+        await _signed_in(http, c.url, await c.runtime.web_login.issue_link("cli"))
+        async with http.get(c.url + "/people") as answer:
+            html = await answer.text()
+        assert "&lt;script&gt;alert(1)&lt;/script&gt;" in html and "<script>" not in html
+
+
+async def test_a_soul_that_does_not_load_is_listed_and_a_reload_says_why(tmp_path: Path) -> None:
+    async with console(tmp_path) as c, _client() as http:
+        broken = tmp_path / "workspaces" / "broken"
+        broken.mkdir()
+        (broken / "SOUL.md").write_text("---\nname: [unclosed\n---\nhi\n")
+        csrf = await _signed_in(http, c.url, await c.runtime.web_login.issue_link("cli"))
+        async with http.get(c.url + "/souls") as answer:
+            html = await answer.text()
+        listed = re.search(r'<section id="unloaded">(.*?)</section>', html, re.S)
+        assert listed is not None and "<code>broken</code>" in listed.group(1)
+        async with http.post(c.url + "/souls/reload", data={"csrf": csrf}) as answer:
+            text = await answer.text()
+        assert "broken: failed:" in text and "lark: loaded" in text
