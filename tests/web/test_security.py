@@ -12,6 +12,7 @@ import aiohttp
 import pytest
 
 from bot.chat.weblogin import COOKIE
+from bot.web.service import serving_web
 from tests.kit import capture_logs
 from tests.web.console import ADMIN, CANARY, SECRETS, console
 
@@ -167,3 +168,12 @@ async def test_a_soul_that_does_not_load_is_listed_and_a_reload_says_why(tmp_pat
         async with http.post(c.url + "/souls/reload", data={"csrf": csrf}) as answer:
             text = await answer.text()
         assert "broken: failed:" in text and "lark: loaded" in text
+
+
+async def test_a_port_taken_is_one_line_and_the_daemon_serves_on(tmp_path: Path) -> None:
+    async with console(tmp_path) as c:  # its console holds web.listen's port already
+        with capture_logs() as logs:
+            async with serving_web(c.daemon) as runner:
+                assert runner is None
+        [line] = [line for line in logs if line["event"] == "web.error"]
+        assert line["listen"] == c.runtime.config.web.listen
