@@ -57,7 +57,12 @@ lint: $(VENV)/.installed-dev
 # sockets and the database, so a third worker keeps both cores busy.
 TEST_WORKERS ?= 3
 
+# The web console's browser test (tests/web/test_browser.py) drives Debian's chromium
+# headless through Playwright (its wheel brings the driver, no browser download):
+# installed here when it is missing (as root, or with sudo).
 test: lint
+	@command -v chromium >/dev/null || { echo "installing chromium for the browser test"; \
+	  $$( [ "$$(id -u)" = 0 ] || echo sudo ) apt-get install -y chromium; }
 	$(BIN)/python -m pytest -n $(TEST_WORKERS)
 
 # Figures, not tests: each benchmark prints one JSON line (and exits 1 on a missed target).

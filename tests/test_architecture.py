@@ -57,9 +57,11 @@ TYPES_ONLY = "from typing import TYPE_CHECKING\nif TYPE_CHECKING:\n    import bo
         # bot.model imports nothing of bot.cluster: no cycle, but a room taking one above it.
         ("bot/cluster/leases.py", "import bot.model.usage",
          "bot.cluster is not allowed to import bot.model"),
+        # The web console sits above the daemon that runs it: the daemon is given it.
+        ("bot/app/daemon.py", "import bot.web.service", "bot.app is not allowed to import bot.web"),
     ],
     ids=["module-cycle", "package-cycle-for-types", "adapter-import", "config-import",
-         "upward-import"],
+         "upward-import", "app-above-web"],
 )  # fmt: skip
 def test_an_added_import_breaks_them(tree: Path, module: str, line: str, says: str) -> None:
     _add_line(tree / module, line)

@@ -19,7 +19,9 @@ signal: a stop it began takes two to force, so a SIGTERM that races a closing st
 still stops gracefully.)
 
 With `metrics.listen` set, the Prometheus endpoint (bot/app/metrics.py) serves
-from before the adapters start until the shutdown is done. The health file holds
+from before the adapters start until the shutdown is done; so do the `services`
+the daemon is given (the web console, which `soulbot run` gives it with
+`web.enabled`). The health file holds
 each adapter's `connected` and `last_event` (`Adapter.last_seen`), for
 `soulbot health`'s deaf check, and `store_wait_s` (`Database.waiting_s`), for
 its stalled-store check.
@@ -33,7 +35,9 @@ from __future__ import annotations
 
 import asyncio
 import signal
-from collections.abc import Awaitable, Callable
+from collections.abc import Awaitable, Callable, Sequence
+from contextlib import AbstractAsyncContextManager, AsyncExitStack
+from datetime import datetime
 
 import structlog
 
@@ -46,13 +50,19 @@ from bot.types import ShutdownStep, ShutdownWatcher
 log = structlog.get_logger(__name__)
 
 ShutdownTask = Callable[[], Awaitable[None]]
+# A server the daemon runs beside the adapters (the web console: bot/web/server.py), given
+# the daemon; it serves while its context is open.
+Service = Callable[["Daemon"], AbstractAsyncContextManager[object]]
 
 
 class Daemon:
     """Owns the serving loop of a Runtime. Use `serve()` once."""
 
-    def __init__(self, runtime: Runtime, scheduler: Scheduler | None = None) -> None:
+    def __init__(
+        self, runtime: Runtime, scheduler: Scheduler | None = None, services: Sequence[Service] = ()
+    ) -> None:
         self._runtime = runtime
+        self._services = services
         compile_config = runtime.config.memory.compile
         self._scheduler = scheduler or Scheduler(
             nightly_trigger(compile_config.cron, compile_config.timezone)
@@ -72,6 +82,14 @@ class Daemon:
             ("heartbeat", self._reflect_all),
             ("compile", self._save_memory),
         ]
+
+    @property
+    def runtime(self) -> Runtime:
+        return self._runtime
+
+    def next_nightly(self) -> datetime | None:
+        """When the nightly tasks (compile, retention) run next; None when not scheduled."""
+        return self._scheduler.next_run()
 
     async def _compile_all(self) -> None:
         await self._runtime.memory.compile_all()
@@ -142,9 +160,14 @@ class Daemon:
         listen = runtime.config.metrics.listen
         try:
             await runtime.cluster.join()  # before anything serves: the processes must agree
-            async with serving_metrics(
-                listen, runtime.adapters, runtime.sessions, runtime.db.waiting_s
-            ) as self.metrics:
+            async with (
+                serving_metrics(
+                    listen, runtime.adapters, runtime.sessions, runtime.db.waiting_s
+                ) as self.metrics,
+                AsyncExitStack() as services,
+            ):
+                for service in self._services:
+                    await services.enter_async_context(service(self))
                 await runtime.start_adapters()
                 await runtime.recover(own_instance=True)
                 runtime.reflector.start()

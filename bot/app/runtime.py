@@ -36,6 +36,7 @@ from bot.chat.sessions import SessionParts
 from bot.chat.turn import Agent
 from bot.chat.voice import Hearing
 from bot.chat.voicing import Voicing
+from bot.chat.weblogin import WebAuth
 from bot.cluster.cluster import Cluster
 from bot.config.schema import Config
 from bot.errors import AdapterStartError, SoulbotError
@@ -85,6 +86,9 @@ class Runtime:
     history: HistoryStore
     retention: Retention
     cluster: Cluster
+    access: Access
+    souls: SoulLocks
+    web_login: WebAuth
     adapters: dict[str, Adapter] = field(default_factory=dict)
     reminders: ReminderDelivery | None = None
     """Delivers the reminders that came due (`tick`, every `reminders.poll_s`)."""
@@ -175,9 +179,10 @@ class Runtime:
             ))  # fmt: skip
             access = Access(db, config)
             reminder_commands = ReminderCommands(reminders, check_ins, clock)
+            web_login = WebAuth(db, config.web)
             commands = Commands(registry=registry, sessions=sessions, memory=memory,
                                 access=access, db=db, souls=souls, send=send, notes=notes,
-                                reminders=reminder_commands)  # fmt: skip
+                                reminders=reminder_commands, web_login=web_login)  # fmt: skip
             heard = config.voice.transcription
             transcriber = None
             if heard.base_url is not None:
@@ -194,7 +199,8 @@ class Runtime:
                 check_ins=check_ins,
             )  # fmt: skip
             runtime = cls(config, registry, db, ledger, model, memory, sessions, router,
-                          reflector, history, retention, cluster, by_name, delivery)  # fmt: skip
+                          reflector, history, retention, cluster, access, souls, web_login,
+                          by_name, delivery)  # fmt: skip
             stack.push_async_callback(runtime._each_adapter, lambda adapter: adapter.close())
             runtime._stack = stack.pop_all()
         return runtime

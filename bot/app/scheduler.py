@@ -17,6 +17,7 @@ from __future__ import annotations
 
 import asyncio
 from collections.abc import Awaitable, Callable
+from datetime import datetime
 from typing import Any
 
 import structlog
@@ -90,6 +91,14 @@ class Scheduler:
         log.info(
             "scheduler.started", next_run=str(self._scheduler.get_job("nightly").next_run_time)
         )
+
+    def next_run(self) -> datetime | None:
+        """When the nightly run fires next; None when the scheduler is not running."""
+        if self._scheduler is None or not self._scheduler.running:
+            return None
+        job = self._scheduler.get_job("nightly")
+        when: datetime | None = job.next_run_time if job is not None else None
+        return when
 
     async def _fire(self) -> None:
         """The job: the nightly run as a task of our own, which `stop` awaits."""

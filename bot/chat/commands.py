@@ -56,6 +56,7 @@ from bot.chat.markup import plain
 from bot.chat.reminder_commands import ReminderCommands
 from bot.chat.sessions import Send, internal_cause, reply_to, send_safely
 from bot.chat.takeback import Outcome
+from bot.chat.weblogin import WebAuth
 from bot.errors import (
     BudgetExceeded,
     InvalidWikiPageIdError,
@@ -90,7 +91,7 @@ MENU: tuple[tuple[str, str], ...] = (
     ("reminders", "Your reminders: list them, cancel one"),
     ("timezone", "The time zone I read your times in: show it, set it"),
     ("checkins", "Whether I may write first to ask how something went"),
-    ("soul", "Admins: reload, status, compile, usage, rollback, epoch"),
+    ("soul", "Admins: reload, status, compile, usage, rollback, epoch, web"),
     ("pair", "Admins: approve or deny pairing codes, revoke approvals, list them"),
 )
 ADMIN_ONLY = frozenset({"soul", "pair"})
@@ -256,9 +257,11 @@ class Commands:
         notes: Callable[[], list[str]] = list,
         clock: Callable[[], float] = time.time,
         reminders: ReminderCommands | None = None,
+        web_login: WebAuth | None = None,
     ) -> None:
         self._notes = notes
         self._reminders = reminders
+        self._web_login = web_login
         self._registry = registry
         self._sessions = sessions
         self._memory = memory
@@ -530,7 +533,19 @@ class Commands:
             return await self._file_op(rest[0], rollback_soul, self._registry, rest[0], rest[1])
         if sub == "epoch" and len(rest) == 1:
             return await self._file_op(rest[0], new_epoch, self._registry, rest[0])
+        if sub == "web" and not rest:
+            return await self._web_link(inbound)
         return prompts.SOUL_USAGE
+
+    async def _web_link(self, inbound: Inbound) -> str:
+        """A one-time sign-in link to the web console, in the admin's own DM only."""
+        if self._web_login is None or not self._web_login.enabled:
+            return prompts.WEB_OFF
+        if not inbound.is_dm:
+            return prompts.WEB_DM_ONLY
+        link = await self._web_login.issue_link(f"{inbound.platform}:{inbound.user_id}")
+        log.info("web.link_given", admin=f"{inbound.platform}:{inbound.user_id}")
+        return prompts.WEB_LINK.format(link=link, minutes=self._web_login.link_minutes)
 
     async def _file_op(self, soul: str, op: Callable[..., str], *args: object) -> str:
         """`op(*args, check)`: a write of `soul`'s SOUL.md, under its lock."""

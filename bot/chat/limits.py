@@ -45,6 +45,16 @@ class RateLimit:
         """How many people have a window now."""
         return len(self._seen)
 
+    def limited(self) -> list[tuple[str, float]]:
+        """The people held back now, with the seconds until their window has room."""
+        now = self._clock()
+        held = []
+        for person, window in self._seen.items():
+            inside = [t for t in window if now - t < WINDOW_S]
+            if len(inside) > self._limit:
+                held.append((person, WINDOW_S - (now - inside[-self._limit - 1])))
+        return sorted(held)
+
     def sweep(self) -> None:
         """Drop the windows of people quiet for a whole window."""
         now = self._clock()

@@ -53,6 +53,11 @@ class SessionManager:
         self._held: dict[str, list[_Held]] = {}
         self._last_sweep = time.monotonic()
 
+    def limited(self) -> list[tuple[str, float]]:
+        """The people the rate limit holds back now (`platform:id`, seconds left); none
+        without `limits.messages_per_minute`."""
+        return self._parts.rate.limited() if self._parts.rate is not None else []
+
     def __len__(self) -> int:
         return len(self._sessions)
 

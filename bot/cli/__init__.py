@@ -13,6 +13,7 @@ from bot.cli.serve import chat, run
 from bot.cli.souls import check, init, prompt, soul
 from bot.cli.store import store
 from bot.cli.usage import usage
+from bot.cli.web import web_login
 
 
 @click.group(context_settings={"help_option_names": ["-h", "--help"]})
@@ -36,5 +37,6 @@ for command in (
     restore,
     store,
     config_reference,
+    web_login,
 ):
     main.add_command(command)

@@ -74,7 +74,12 @@ async def _serve(config: Config, registry: SoulRegistry) -> int:
     with own_data_dir(config.data_dir, config.instance):
         runtime = await Runtime.open(config, registry, adapters)
         settle_gc()
-        daemon = Daemon(runtime)
+        services = []
+        if config.web.enabled:
+            from bot.web.service import serving_web
+
+            services.append(serving_web)
+        daemon = Daemon(runtime, services=services)
         # The end of console input stops the daemon when the console is its only adapter.
         stop.append(daemon.request_stop if len(adapters) == 1 else lambda: None)
         return await daemon.serve()

@@ -39,6 +39,7 @@ from bot.cli.common import (
     setup,
 )
 from bot.cli.model_part import model_part
+from bot.cli.web import exposed_line
 from bot.config.notes import scope_notes
 from bot.config.schema import Config
 from bot.errors import SoulbotError, StorageError
@@ -88,7 +89,8 @@ def check(online: bool, config_path: Path | None, log_format: str | None) -> Non
     warnings = [w for soul in registry.all() for w in [*soul.warnings, *_links_out(soul)]]
     served = serving(config.data_dir, config.instance)  # refused by `run`, but not by a restart
     served_by = [f"{served} (`soulbot run` stops at once while it serves)"] if served else []
-    _part("warnings", warnings + _open_data_dir(config) + served_by + model.warnings)
+    warnings += _open_data_dir(config) + served_by + model.warnings + exposed_line(config)
+    _part("warnings", warnings)
     shapes = _token_problems(config)
     asked = _ask(config, shapes) if online else _not_asked(config, shapes)
     _part("notes", scope_notes(config) + _heartbeat_notes(config, registry) + asked.notes)

@@ -699,6 +699,45 @@ class MetricsConfig(_Section):
     _listen = field_validator("listen")(_check_listen)
 
 
+class WebConfig(_Section):
+    """The web console (`web:`, docs/web.md): souls, memory, usage, people and health pages
+    for admins, served by `soulbot run`; off unless `enabled`."""
+
+    enabled: bool = False
+    """Serve the console; `soulbot web-login` and `/soul web` give an admin a sign-in link."""
+    listen: str = "127.0.0.1:8080"
+    """Where it listens: `host:port`. Off loopback, put HTTPS in front (a reverse proxy) and set
+    `public_url` to its `https://` address: `soulbot check` warns otherwise."""
+    public_url: str | None = None
+    """The address people open (`https://bot.example.org`), used in sign-in links; an `https://`
+    one makes the session cookie `Secure`. `null`: `http://` and `listen`."""
+    session_hours: float = Field(12.0, gt=0)
+    """How long a sign-in lasts (hours)."""
+    link_minutes: float = Field(10.0, gt=0)
+    """How long a sign-in link may wait before it is used (minutes); it works once."""
+
+    _listen = field_validator("listen")(_check_listen)
+    _blank_url = field_validator("public_url", mode="before")(_empty_is_none)
+
+    @field_validator("public_url")
+    @classmethod
+    def _url(cls, value: str | None) -> str | None:
+        if value is not None and not value.startswith(("http://", "https://")):
+            raise ValueError("expected an http:// or https:// address")
+        return value.rstrip("/") if value is not None else None
+
+    def base_url(self) -> str:
+        """Where the console is reached: `public_url`, else `listen` over http."""
+        if self.public_url:
+            return self.public_url
+        host, port = split_listen(self.listen)
+        return f"http://{'[' + host + ']' if ':' in host else host}:{port}"
+
+    def secure(self) -> bool:
+        """True when people reach it over HTTPS (the cookie is then `Secure`)."""
+        return self.base_url().startswith("https://")
+
+
 class HealthConfig(_Section):
     """What `soulbot health` counts as healthy (`health:`)."""
 
@@ -805,6 +844,8 @@ class Config(_Section):
     """Prometheus metrics."""
     health: HealthConfig = HealthConfig()
     """What `soulbot health` checks."""
+    web: WebConfig = WebConfig()
+    """The web console for admins."""
     bindings: tuple[Binding, ...] = ()
     """Which soul answers where, and with which memory scope; the first match wins, `default_soul`
     otherwise."""

@@ -200,6 +200,7 @@ ADMIN_HELP = (
     "/soul usage [days] shows tokens and cost\n"
     "/soul rollback NAME YYYY-MM-DD restores a dated backup of SOUL.md\n"
     "/soul epoch NAME starts a new autobiography (core and memory kept)\n"
+    "/soul web gives you a sign-in link to the web console (in a DM)\n"
     "/pair approve CODE lets a person talk to me; /pair deny CODE drops a waiting code\n"
     "/pair revoke PLATFORM:ID takes an approval back (e.g. telegram:123)\n"
     "/pair list shows the waiting codes and the approved people"
@@ -225,7 +226,13 @@ ADMIN_ONLY = "Sorry, only an admin can use /{command}."
 UNKNOWN_COMMAND = "I don't know the command /{command}."
 SOUL_USAGE = (
     "Use: /soul reload [name] | /soul status | /soul compile [name] | /soul usage [days] | "
-    "/soul rollback NAME YYYY-MM-DD | /soul epoch NAME"
+    "/soul rollback NAME YYYY-MM-DD | /soul epoch NAME | /soul web"
+)
+WEB_OFF = "The web console is off: set web.enabled in the config and restart."
+WEB_DM_ONLY = "/soul web gives a sign-in link only in a private chat with me, never in a group."
+WEB_LINK = (
+    "Your sign-in link to the web console (it works once, for {minutes:g} minutes; "
+    "share it with nobody):\n{link}"
 )
 RELOAD_ID_ONLY = (
     "/soul reload NAME takes a soul id (letters, digits, '.', '_' or '-', as its folder "

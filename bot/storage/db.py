@@ -67,7 +67,8 @@ DB_NAME = "soulbot.db"
 # The table voice_usage (bot/model/usage.py: seconds of voice notes heard, characters
 # spoken) came without a version of its own, as memory_erasures did; so did reminders and
 # person_zones (bot/chat/reminder_store.py), check_ins_sent and check_in_optouts
-# (bot/chat/check_ins.py).
+# (bot/chat/check_ins.py); so did web_tokens
+# (bot/chat/weblogin.py: the web console's sign-in links and sessions, hashed).
 SCHEMA_VERSION = 10
 
 _USAGE = """
@@ -242,6 +243,13 @@ CREATE TABLE IF NOT EXISTS person_zones (
     zone TEXT NOT NULL,
     ts REAL NOT NULL,
     PRIMARY KEY (platform, user_id)
+);
+CREATE TABLE IF NOT EXISTS web_tokens (
+    hash TEXT PRIMARY KEY,
+    kind TEXT NOT NULL,
+    admin TEXT NOT NULL,
+    csrf TEXT NOT NULL,
+    expires REAL NOT NULL
 );
 CREATE TABLE IF NOT EXISTS session_moods (
     session TEXT PRIMARY KEY,

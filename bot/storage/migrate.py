@@ -174,6 +174,7 @@ TABLES: tuple[Table, ...] = (
         identity=True,
     ),
     Table("check_in_optouts", ("platform", "user_id", "ts"), ("platform", "user_id")),
+    Table("web_tokens", ("hash", "kind", "admin", "csrf", "expires"), ("hash",)),
 )
 """Every table of the schema, in the order they are copied; the text index
 and `budget_totals` are derived, not copied."""

@@ -226,6 +226,13 @@ CREATE TABLE IF NOT EXISTS person_zones (
     ts DOUBLE PRECISION NOT NULL,
     PRIMARY KEY (platform, user_id)
 );
+CREATE TABLE IF NOT EXISTS web_tokens (
+    hash TEXT PRIMARY KEY,
+    kind TEXT NOT NULL,
+    admin TEXT NOT NULL,
+    csrf TEXT NOT NULL,
+    expires DOUBLE PRECISION NOT NULL
+);
 CREATE TABLE IF NOT EXISTS session_moods (
     session TEXT PRIMARY KEY,
     soul TEXT NOT NULL,

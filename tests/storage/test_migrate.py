@@ -19,9 +19,10 @@ import pytest
 from bot.chat.access import Access
 from bot.chat.history import HistoryStore
 from bot.chat.reminder_store import NewReminder, ReminderStore
+from bot.chat.weblogin import WebAuth
 from bot.cli.store import derived
 from bot.config.load import parse_config
-from bot.config.schema import Config
+from bot.config.schema import Config, WebConfig
 from bot.errors import BudgetExceeded, SoulbotError
 from bot.memory.store import SCOPE_BITS, NewTrace, Postings, TraceStore
 from bot.model.usage import CallContext, Ledger, Source, Usage, usage_table
@@ -142,6 +143,7 @@ async def fill(target: Path | str, words: tuple[str, str] = ("tea", "pears")) ->
         approved = code_of((await gate.admit(dm("5"))).reply)
         assert await gate.approve(approved, "telegram:1") is not None
         await gate.admit(dm("6"))  # left waiting
+        await WebAuth(db, WebConfig(enabled=True), clock).issue_link("cli")  # a sign-in link
         traces = TraceStore(db)
         ids = await traces.add(
             [
@@ -354,7 +356,7 @@ class StopAfter:
 
 
 # Two rows a batch: usage's 5 rows are 3 batches, voice_usage's 3 the 4th and 5th, memory's
-# 5 are the 22nd to 24th, and the 25th is the last (the folds), before the budget totals.
+# 5 are the 22nd to 24th, the 25th the folds (then the web sign-in link), before the budget totals.
 @pytest.mark.parametrize(
     ("batches", "table"),
     [(3, "usage"), (5, "voice_usage"), (23, "memory"), (25, "memory_folds")],

@@ -1,0 +1,169 @@
+"""The Souls and Memory pages: each soul's files, prompt size, load warnings,
+reload; SOUL.md's backups (the heartbeat's writes) as dated diffs, with
+rollback; the shared wikis' pages and catalog, their last compile and its
+conflicts, and a compile button. A private scope (a person's, a chat's, a
+member's) is only counted, with its last compile's date: its words never reach
+a page (people read their own with `/memory`)."""
+
+from __future__ import annotations
+
+import asyncio
+import difflib
+from dataclasses import dataclass
+from pathlib import Path
+
+from aiohttp import web
+
+from bot.chat.commands import reload_lines
+from bot.errors import SoulbotError
+from bot.soul.loader import Soul
+from bot.soul.prompt import estimate_tokens, system_blocks
+from bot.soul.soulfile import SoulFile, rollback_soul
+from bot.types import SHARED
+from bot.web.server import changed, console_of
+
+DIFF_LINES = 400  # of one backup's diff, shown
+
+
+@dataclass(frozen=True)
+class Change:
+    """What SOUL.md's backup of `day` was, against the version after it."""
+
+    day: str
+    diff: str
+
+
+def _changes(soul: Soul) -> list[Change]:
+    """Each backup, newest first, as the diff to the next version (the next
+    backup, or SOUL.md now)."""
+    file = SoulFile(soul.folder)
+    days = file.dates()
+    texts = [(file.backups / f"SOUL.md.{day}").read_text("utf-8") for day in days]
+    texts.append(file.read())
+    changes = []
+    for i, day in enumerate(days):
+        lines = difflib.unified_diff(texts[i].splitlines(), texts[i + 1].splitlines(),
+                                     f"SOUL.md {day}", "after", lineterm="")  # fmt: skip
+        changes.append(Change(day, "\n".join(list(lines)[:DIFF_LINES])))
+    return changes[::-1]
+
+
+def _prompt_tokens(soul: Soul) -> int:
+    return sum(estimate_tokens(block.text) for block in system_blocks(soul))
+
+
+async def souls_page(request: web.Request) -> web.StreamResponse:
+    console = console_of(request)
+    souls = []
+    for soul in console.runtime.registry.all():
+        try:
+            changes = await asyncio.to_thread(_changes, soul)
+        except (OSError, UnicodeDecodeError) as exc:
+            changes = [Change("?", f"the backups cannot be read: {exc}")]
+        souls.append((soul, _prompt_tokens(soul), changes))
+    loaded = {soul.folder.name for soul in console.runtime.registry.all()}
+    unloaded = await asyncio.to_thread(_folders, console.runtime.registry.workspaces)
+    return console.render(request, "souls.html", souls=souls,
+                          unloaded=[name for name in unloaded if name not in loaded])  # fmt: skip
+
+
+def _folders(workspaces: Path) -> list[str]:
+    """The soul folders' names under `workspaces` (as the registry looks for them)."""
+    try:
+        return sorted(p.name for p in workspaces.iterdir()
+                      if not p.name.startswith(".") and (p.is_dir() or p.is_symlink()))  # fmt: skip
+    except OSError:
+        return []
+
+
+async def reload_action(request: web.Request) -> web.StreamResponse:
+    console = console_of(request)
+    form = await request.post()
+    name = str(form.get("soul", ""))
+    registry = console.runtime.registry
+    try:
+        report = await asyncio.to_thread(registry.reload, name) if name else None
+    except SoulbotError as exc:
+        return console.render(request, "result.html", code=400, lines=[str(exc)])
+    if report is None:
+        report = await asyncio.to_thread(registry.reload_all)
+    changed(request, "soul.reload", soul=name or "every soul")
+    return console.render(request, "result.html", lines=reload_lines(report))
+
+
+async def rollback_action(request: web.Request) -> web.StreamResponse:
+    console = console_of(request)
+    form = await request.post()
+    soul, day = str(form.get("soul", "")), str(form.get("day", ""))
+    runtime = console.runtime
+    try:
+        async with runtime.souls.hold(soul) as check:
+            line = await asyncio.to_thread(rollback_soul, runtime.registry, soul, day, check)
+    except SoulbotError as exc:
+        return console.render(request, "result.html", code=400, lines=[str(exc)])
+    changed(request, "soul.rollback", soul=soul, day=day)
+    return console.render(request, "result.html", lines=[line])
+
+
+@dataclass(frozen=True)
+class SharedWiki:
+    soul: str
+    compiled: str | None
+    waiting: bool
+    catalog: str
+    pages: list[tuple[str, str, str]]  # id, summary, body
+    conflicts: list[str]  # the pages a compile left waiting
+
+
+@dataclass(frozen=True)
+class PrivateCount:
+    soul: str
+    wikis: int
+    waiting: int
+    last: str | None  # the newest compile among them
+
+
+async def memory_page(request: web.Request) -> web.StreamResponse:
+    console = console_of(request)
+    memory = console.runtime.memory
+    shared, private = [], []
+    for soul in console.runtime.registry.all():
+        status = await memory.compile_status(soul.id)
+        for scope, compiled, waiting in status:
+            if scope != SHARED:
+                continue
+            wiki = memory.wiki(soul.id, SHARED)
+            pages: list[tuple[str, str, str]] = []
+            catalog: str | None = None
+            conflicts: list[str] = []
+            if wiki is not None:
+                found = await asyncio.to_thread(wiki.list_pages)
+                pages = [(p.id, p.summary, p.body) for p in found]
+                catalog = await asyncio.to_thread(wiki.catalog_text)
+                meta = await asyncio.to_thread(wiki.read_meta)
+                conflicts = sorted(meta.get("pending") or {})
+            shared.append(SharedWiki(soul.id, compiled, waiting, catalog or "", pages, conflicts))
+        others = [s for s in status if s[0] != SHARED]
+        dates = [c for _, c, _ in others if c]
+        private.append(PrivateCount(soul.id, len(others), sum(1 for s in others if s[2]),
+                                    max(dates) if dates else None))  # fmt: skip
+    return console.render(request, "memory.html", shared=shared, private=private)
+
+
+async def compile_action(request: web.Request) -> web.StreamResponse:
+    console = console_of(request)
+    memory = console.runtime.memory
+    wikis = await memory.pending_wikis()
+    compiled = failed = 0
+    for soul, scope in wikis:
+        try:
+            await memory.compile_one(soul, scope)
+        except Exception:  # logged by the compiler (wiki.compile_failed); the next one goes on
+            failed += 1
+        else:
+            compiled += 1
+    changed(request, "memory.compile", wikis=str(compiled), failed=str(failed))
+    lines = [f"{compiled} wiki(s) compiled."]
+    if failed:
+        lines.append(f"{failed} wiki(s) failed: the log says why (wiki.compile_failed).")
+    return console.render(request, "result.html", lines=lines)
