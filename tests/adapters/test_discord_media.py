@@ -50,11 +50,14 @@ def reply_to(message_id: int) -> Outbound:
 # -- what arrives ------------------------------------------------------------------------
 
 
-async def test_an_unaddressed_guild_message_arrives_and_a_bots_does_not() -> None:
+async def test_an_unaddressed_guild_message_arrives_and_a_bots_comes_marked() -> None:
+    # Another bot's message reaches the core marked `from_bot` (the router gates it:
+    # bot/chat/bots.py); a person's is not.
     async with started() as (dc, _, inbox):
         dc.push_message(CHANNEL, "beep", author_id=99, guild_id=GUILD, author_bot=True)
         mid = say(dc, "talking among us")
-        [got] = await inbox.wait(1)
+        [bot, got] = await inbox.wait(2)
+    assert bot.text == "beep" and bot.from_bot and not got.from_bot
     assert got.text == "talking among us" and got.message_id == str(mid)
     assert not got.mentions_bot and not got.reply_to_bot and not got.is_dm
     assert got.guild_id == str(GUILD) and got.user_name == "bob"
