@@ -7,7 +7,7 @@ from __future__ import annotations
 import importlib
 import re
 from pathlib import Path
-from typing import Any
+from typing import Any, get_args
 
 import click
 import yaml
@@ -16,6 +16,7 @@ from pydantic import BaseModel
 from bot.cli import main
 from bot.config.reference import render_reference
 from bot.config.schema import Config
+from bot.model.usage import Source
 
 REPO = Path(__file__).resolve().parents[1]
 # The README and the pages of docs/; configuration.md is the schema's own words.
@@ -74,6 +75,20 @@ def test_every_config_key_and_log_event_the_docs_name_exists() -> None:
     others = {"applications.commands"}  # Discord's invite scope
     unknown = (n for n in named - keys - events - others if not n.endswith(files))
     assert sorted(n for n in unknown if not python_name(n)) == []
+
+
+def test_every_log_event_the_code_logs_is_in_the_docs() -> None:
+    named = set(re.findall(r"`([a-z_]+(?:\.[a-z_]+)+)`", TEXT))
+    assert sorted(log_events() - named) == []
+
+
+def test_the_metrics_table_names_every_ledger_source() -> None:
+    [row] = [
+        line
+        for line in (REPO / "docs" / "operations.md").read_text().splitlines()
+        if line.startswith("| `soulbot_model_calls_total` |")
+    ]
+    assert [s for s in get_args(Source) if f"`{s}`" not in row] == []
 
 
 def python_name(name: str) -> bool:

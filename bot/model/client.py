@@ -191,7 +191,7 @@ class ModelClient:
         Raises BudgetExceeded; ModelRejected; ModelUnavailable (the primary's,
         when the fallback fails too, or there is none)."""
         if self._ledger.enforces_limits:
-            estimate = estimate_request_tokens(request) + self._config.max_tokens
+            estimate = estimate_request_tokens(request) + request["max_tokens"]
             await self._ledger.check(ctx, estimate)
         model = request["model"]
         try:

@@ -23,8 +23,10 @@ panel has the id `tokens-<day>-<key>`, in the cost panel `cost-<day>-<key>`.
 from __future__ import annotations
 
 import io
+import itertools
 import math
 import threading
+from collections.abc import Iterable
 from dataclasses import dataclass
 from datetime import date, timedelta
 from typing import TYPE_CHECKING, Literal
@@ -122,6 +124,14 @@ def abbreviated(value: float) -> str:
     return f"{value:.0f}" if value == int(value) else f"{value:.1f}"
 
 
+def dollars(value: float, ticks: Iterable[float]) -> str:
+    """A cost axis's tick: cents, or as many more decimals as the ticks' step
+    needs to tell them apart ($0.002 beside $0.004, not $0.00 twice)."""
+    step = min((b - a for a, b in itertools.pairwise(ticks) if b > a), default=0.01)
+    decimals = next((d for d in range(2, 6) if math.isclose(round(step, d), step)), 6)
+    return f"${value:,.{decimals}f}"
+
+
 def render(usage: UsageDays, fmt: ChartFormat = "png", *, size: tuple[int, int] = SIZE_PX) -> bytes:
     """The chart of `usage` as PNG bytes or SVG text (UTF-8), `size` pixels
     (width, height). Raises ValueError for another `fmt`."""
@@ -195,7 +205,8 @@ def _style(axes: Axes, panel: str) -> None:
         axes.yaxis.set_major_formatter(FuncFormatter(lambda v, _: abbreviated(v)))
     else:
         axes.set_ylabel(prompts.CHART_COST)
-        axes.yaxis.set_major_formatter(FuncFormatter(lambda v, _: f"${v:,.2f}"))
+        ticks = axes.yaxis.get_majorticklocs  # read when drawn, after the limits are set
+        axes.yaxis.set_major_formatter(FuncFormatter(lambda v, _: dollars(v, ticks())))
     axes.grid(axis="y", alpha=0.3)
     axes.set_axisbelow(True)
     axes.margins(y=0.05)

@@ -235,6 +235,21 @@ async def test_a_refused_call_is_not_made(fake: FakeAnthropic, db: Database) -> 
     assert [e["event"] for e in logs] == ["budget.refused"]
 
 
+async def test_a_small_call_is_checked_against_the_budget_by_its_own_max_tokens(
+    fake: FakeAnthropic, db: Database
+) -> None:
+    # Room for a 64-token gate call, not for one of model.max_tokens (1,024 here).
+    budget = BudgetConfig(daily_tokens_per_soul=None, daily_tokens_per_user=400)
+    model = client(db, fake.url, budget, max_tokens=1_024)
+    fake.script_tool_use("decide", {"speak": False})
+    tool = {"name": "decide", "input_schema": {}}
+    assert await model.use_tool(CTX, SYSTEM, HELLO, tool, max_tokens=64) == {"speak": False}
+    with pytest.raises(BudgetExceeded):
+        await model.use_tool(CTX, SYSTEM, HELLO, tool)
+    await model.close()
+    assert len(fake.requests) == 1
+
+
 async def test_max_concurrency_bounds_calls(fake: FakeAnthropic, db: Database) -> None:
     import asyncio
 

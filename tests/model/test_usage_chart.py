@@ -18,6 +18,7 @@ from bot.model.usage_chart import (
     DayPart,
     UsageDays,
     abbreviated,
+    dollars,
     render,
     usage_days,
 )
@@ -158,3 +159,22 @@ def test_render_refuses_another_format() -> None:
 )  # fmt: skip
 def test_abbreviated(value: float, shown: str) -> None:
     assert abbreviated(value) == shown
+
+
+@pytest.mark.parametrize(
+    ("value", "ticks", "shown"),
+    [(1.5, [0, 0.5, 1.0, 1.5], "$1.50"), (1234.5, [0, 500, 1000], "$1,234.50"),
+     (0.004, [0, 0.002, 0.004], "$0.004"), (0.0025, [0, 0.0025, 0.005], "$0.0025"),
+     (0.0, [], "$0.00")],
+)  # fmt: skip
+def test_dollars_tells_small_ticks_apart(value: float, ticks: list[float], shown: str) -> None:
+    assert dollars(value, ticks) == shown
+
+
+def test_a_cheap_days_cost_axis_has_distinct_ticks() -> None:
+    usage = UsageDays(("2026-12-06", "2026-12-07"), "source",
+                      (DayPart("2026-12-06", "turn", 900, 0.0031),
+                       DayPart("2026-12-07", "turn", 400, 0.0012)))  # fmt: skip
+    text = render(usage, "svg").decode()
+    ticks = re.findall(r">(\$[0-9.,]+)<", text)
+    assert len(ticks) >= 3 and len(set(ticks)) == len(ticks), ticks
