@@ -32,6 +32,18 @@ def free_port() -> int:
         return port
 
 
+def daemon_config(tmp_path: Path, telegram: str, listen: str, more: str = "") -> Path:
+    """soulbot.yaml in `tmp_path` for `soulbot run` with the console on `listen`,
+    Telegram at `telegram` (its token from $TELEGRAM_TOKEN), admin telegram:1."""
+    path = tmp_path / "soulbot.yaml"
+    path.write_text(
+        "default_soul: wren\nmodel: {max_retries: 0}\nadmins: {telegram: [1]}\n"
+        f"adapters: {{telegram: {{token: '${{TELEGRAM_TOKEN}}', base_url: '{telegram}'}}}}\n"
+        f"web: {{enabled: true, listen: '{listen}'{more}}}\n"
+    )
+    return path
+
+
 @dataclass
 class Console:
     runtime: Runtime

@@ -16,19 +16,9 @@ from tests.fakes.anthropic_fake import FakeAnthropic
 from tests.fakes.telegram_fake import FakeTelegram
 from tests.kit import example_souls
 from tests.run_cli import soulbot
-from tests.web.console import free_port
+from tests.web.console import daemon_config, free_port
 
 LINK = re.compile(r"http://127\.0\.0\.1:\d+/login/[A-Za-z0-9_-]+")
-
-
-def _config(tmp_path: Path, telegram: str, listen: str, more: str = "") -> Path:
-    path = tmp_path / "soulbot.yaml"
-    path.write_text(
-        "default_soul: wren\nmodel: {max_retries: 0}\nadmins: {telegram: [1]}\n"
-        f"adapters: {{telegram: {{token: '${{TELEGRAM_TOKEN}}', base_url: '{telegram}'}}}}\n"
-        f"web: {{enabled: true, listen: '{listen}'{more}}}\n"
-    )
-    return path
 
 
 async def _signs_in(link: str) -> bool:
@@ -45,7 +35,7 @@ async def _signs_in(link: str) -> bool:
 async def test_the_daemon_serves_the_console_and_takes_the_links(tmp_path: Path) -> None:
     example_souls(tmp_path)
     async with FakeTelegram() as tg, FakeAnthropic() as model:
-        config = _config(tmp_path, tg.base_url, f"127.0.0.1:{free_port()}")
+        config = daemon_config(tmp_path, tg.base_url, f"127.0.0.1:{free_port()}")
         env = daemon_env(model.url, TELEGRAM_TOKEN=tg.token)
         daemon = RunningDaemon(tmp_path, config, env)
         await daemon.start()
@@ -74,11 +64,11 @@ async def test_the_daemon_serves_the_console_and_takes_the_links(tmp_path: Path)
 def test_check_warns_off_loopback_without_https(tmp_path: Path) -> None:
     example_souls(tmp_path)
     tg = "http://127.0.0.1:9/bot"  # nothing is asked offline
-    open_config = _config(tmp_path, tg, "0.0.0.0:8080")
+    open_config = daemon_config(tmp_path, tg, "0.0.0.0:8080")
     out = soulbot("check", "--config", str(open_config), cwd=tmp_path,
                   env={"TELEGRAM_TOKEN": "123:abc"}).stdout  # fmt: skip
     assert "web.listen 0.0.0.0:8080 is not loopback" in out
-    behind = _config(tmp_path, tg, "0.0.0.0:8080", ", public_url: 'https://bot.example.org'")
+    behind = daemon_config(tmp_path, tg, "0.0.0.0:8080", ", public_url: 'https://bot.example.org'")
     out = soulbot("check", "--config", str(behind), cwd=tmp_path,
                   env={"TELEGRAM_TOKEN": "123:abc"}).stdout  # fmt: skip
     assert "is not loopback" not in out
