@@ -437,19 +437,14 @@ class TelegramAdapter:
 
         chunks = split_message(message.text, LIMIT, utf16_len)
         await send_chunks(chunks, send_one)
-        if message.attachment is not None:
+        for file, by in ((message.attachment, bot.send_document), (message.image, bot.send_photo)):
+            if file is None:
+                continue
             try:
-                document = await self._send_document(chat, thread, reply_to, message.attachment)
+                posted = await self._send_file(by, chat, thread, reply_to, file)
             except Exception as exc:
                 raise SendFailed(1, len(chunks) + 1, exc) from exc
-            ids.append(str(document.message_id))
-            reply_to = None
-        if message.image is not None:
-            try:
-                photo = await self._send_photo(chat, thread, reply_to, message.image)
-            except Exception as exc:
-                raise SendFailed(1, len(chunks) + 1, exc) from exc
-            ids.append(str(photo.message_id))
+            ids.append(str(posted.message_id))
             reply_to = None
         if message.voice is not None:
             try:
@@ -459,35 +454,25 @@ class TelegramAdapter:
             ids.append(str(voice.message_id))
         return ids
 
-    async def _send_document(
-        self, chat: int, thread: int | None, reply_to: str | None, file: Attachment
+    async def _send_file(
+        self,
+        send: Callable[..., Awaitable[Message]],
+        chat: int,
+        thread: int | None,
+        reply_to: str | None,
+        file: Attachment,
     ) -> Message:
-        bot = self._bot()
+        """`file` by `send`: the bot's send_document, or its send_photo (Telegram
+        shows a photo in the chat)."""
         replying = _replying(reply_to)
 
-        def document() -> InputFile:
-            upload = InputFile(file.data, filename=file.filename)
-            upload.mimetype = file.mime
-            return upload
+        def upload() -> InputFile:
+            made = InputFile(file.data, filename=file.filename)
+            made.mimetype = file.mime
+            return made
 
-        return await self._retried(lambda: bot.send_document(
-            chat, document(), message_thread_id=thread, reply_parameters=replying
-        ))  # fmt: skip
-
-    async def _send_photo(
-        self, chat: int, thread: int | None, reply_to: str | None, image: Attachment
-    ) -> Message:
-        """`image` as a photo (sendPhoto: Telegram shows it in the chat)."""
-        bot = self._bot()
-        replying = _replying(reply_to)
-
-        def photo() -> InputFile:
-            upload = InputFile(image.data, filename=image.filename)
-            upload.mimetype = image.mime
-            return upload
-
-        return await self._retried(lambda: bot.send_photo(
-            chat, photo(), message_thread_id=thread, reply_parameters=replying
+        return await self._retried(lambda: send(
+            chat, upload(), message_thread_id=thread, reply_parameters=replying
         ))  # fmt: skip
 
     async def _send_voice(

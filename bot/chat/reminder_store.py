@@ -19,7 +19,7 @@ that expires, and the owner of the conversation then takes the row again.
 from __future__ import annotations
 
 from collections.abc import Callable, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any
 
 from bot.storage.db import Database
@@ -30,10 +30,9 @@ REMINDER, CHECK_IN = "reminder", "check_in"  # the kinds of row
 
 
 @dataclass(frozen=True)
-class Reminder:
-    """One pending reminder (see the module docstring)."""
+class NewReminder:
+    """A reminder to store (see the module docstring)."""
 
-    id: int
     soul: str
     scope: str
     session: str
@@ -49,26 +48,16 @@ class Reminder:
 
 
 @dataclass(frozen=True)
-class NewReminder:
-    """A reminder to store: `Reminder` without its id."""
+class Reminder(NewReminder):
+    """One pending reminder: a stored `NewReminder` and its id."""
 
-    soul: str
-    scope: str
-    session: str
-    platform: str
-    user_id: str
-    address: str
-    text: str
-    zone: str
-    due: float
-    created: float
-    kind: str = REMINDER
+    id: int = field(kw_only=True)
 
 
 def _reminder(row: Sequence[Any]) -> Reminder:
     soul, scope, session, platform, user_id, address, text, zone = (str(v) for v in row[1:9])
-    return Reminder(int(row[0]), soul, scope, session, platform, user_id, address, text, zone,
-                    float(row[9]), float(row[10]), str(row[11]))  # fmt: skip
+    return Reminder(soul, scope, session, platform, user_id, address, text, zone,
+                    float(row[9]), float(row[10]), str(row[11]), id=int(row[0]))  # fmt: skip
 
 
 class ReminderStore:
@@ -144,36 +133,23 @@ class ReminderStore:
 
     async def done(self, reminder_id: int, holder: str) -> None:
         """Delete a row `holder` delivered or dropped (its claim still on it)."""
-
-        def delete(conn: Conn) -> None:
-            conn.execute(
-                "DELETE FROM reminders WHERE id = ? AND claimed_by = ?", (reminder_id, holder)
-            )
-
-        await self._db.run(delete)
+        await self._delete("DELETE FROM reminders WHERE id = ? AND claimed_by = ?",
+                           (reminder_id, holder))  # fmt: skip
 
     async def cancel(self, reminder_id: int, platform: str, user_id: str) -> bool:
         """Delete one of a person's own reminders; False when it is not theirs
         or not pending any more."""
-
-        def delete(conn: Conn) -> int:
-            return conn.execute(
-                "DELETE FROM reminders WHERE id = ? AND platform = ? AND user_id = ?",
-                (reminder_id, platform, user_id),
-            ).rowcount
-
-        return bool(await self._db.run(delete))
+        return bool(await self._delete(
+            "DELETE FROM reminders WHERE id = ? AND platform = ? AND user_id = ?",
+            (reminder_id, platform, user_id),
+        ))  # fmt: skip
 
     async def cancel_kind(self, platform: str, user_id: str, kind: str) -> int:
         """Delete a person's pending rows of `kind` (`/checkins off`); how many."""
-
-        def delete(conn: Conn) -> int:
-            return conn.execute(
-                "DELETE FROM reminders WHERE platform = ? AND user_id = ? AND kind = ?",
-                (platform, user_id, kind),
-            ).rowcount
-
-        return int(await self._db.run(delete))
+        return await self._delete(
+            "DELETE FROM reminders WHERE platform = ? AND user_id = ? AND kind = ?",
+            (platform, user_id, kind),
+        )
 
     async def forget_person(self, platform: str, user_id: str) -> int:
         """Delete a person's reminders, check-ins (planned and sent), opt-out
@@ -195,14 +171,10 @@ class ReminderStore:
 
     async def forget_person_in(self, platform: str, user_id: str, session: str) -> int:
         """Delete a person's reminders set in one conversation; how many."""
-
-        def delete(conn: Conn) -> int:
-            return conn.execute(
-                "DELETE FROM reminders WHERE platform = ? AND user_id = ? AND session = ?",
-                (platform, user_id, session),
-            ).rowcount
-
-        return int(await self._db.run(delete))
+        return await self._delete(
+            "DELETE FROM reminders WHERE platform = ? AND user_id = ? AND session = ?",
+            (platform, user_id, session),
+        )
 
     async def forget_sessions(self, sessions: Sequence[str]) -> None:
         """Delete the reminders and check-ins of conversations whose history is erased."""
@@ -258,3 +230,7 @@ class ReminderStore:
             )
 
         await self._db.run(upsert)
+
+    async def _delete(self, sql: str, params: tuple[object, ...]) -> int:
+        """One DELETE statement; how many rows it deleted."""
+        return int(await self._db.run(lambda conn: conn.execute(sql, params).rowcount))
