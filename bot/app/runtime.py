@@ -19,6 +19,7 @@ from bot.app.preflight import pick_default_soul
 from bot.app.retention import Retention
 from bot.chat.access import Access
 from bot.chat.ambient import Ambient
+from bot.chat.chat_places import ChatPlaces
 from bot.chat.check_ins import CheckIns
 from bot.chat.commands import Commands
 from bot.chat.context import ChannelContext
@@ -188,9 +189,8 @@ class Runtime:
             if heard.base_url is not None:
                 transcriber = await stack.enter_async_context(Transcriber(heard))
             hearing = Hearing(heard, transcriber, ledger)
-            router = Router(
-                config, default_soul, sessions, send, access, commands, hearing, ambient
-            )
+            router = Router(config, default_soul, sessions, send, access, commands, hearing,
+                            ambient, places=ChatPlaces(db))  # fmt: skip
             # Kept images age out even after `media.keep` is turned off.
             retention = Retention(config.retention, db, config.data_dir / MEDIA_FOLDER)
             delivery = ReminderDelivery(

@@ -65,6 +65,7 @@ from bot import prompts
 from bot.chat.access import Access
 from bot.chat.ambient import Ambient
 from bot.chat.bots import Bots
+from bot.chat.chat_places import ChatPlaces
 from bot.chat.commands import Commands
 from bot.chat.manager import SessionManager
 from bot.chat.media import Pictured, placeholder, refusal, screen
@@ -145,7 +146,9 @@ class Router:
         hearing: Hearing | None = None,
         ambient: Ambient | None = None,
         bots: Bots | None = None,
+        places: ChatPlaces | None = None,
     ) -> None:
+        self.places = places  # which `chat:` scopes are groups' (the web console reads it)
         self._ambient = ambient
         self._bots = bots or Bots(config.groups.bots)
         self._queues: dict[str, deque[Inbound]] = {}
@@ -233,6 +236,17 @@ class Router:
             await asyncio.wait(list(self._workers.values()), timeout=seconds)
         return len(self._workers)
 
+    async def _note_place(self, inbound: Inbound) -> None:
+        """Note whether a group message's `chat:` scope is a group's or a private
+        thread's (bot/chat/chat_places.py)."""
+        if self.places is None:
+            return
+        try:
+            scope = self.route(inbound).scope
+        except InvalidKeyError:
+            return  # refused by `route`, with one line, in turn
+        await self.places.note(scope, inbound.private_thread)
+
     async def _handle_one(self, inbound: Inbound) -> None:
         """Gate and route one message; never raises (a failure is logged, and a
         message addressed to the bot is answered with one honest line)."""
@@ -261,6 +275,7 @@ class Router:
                     await send_safely(self._send, reply_to(inbound, admission.reply))
                     return
             else:
+                await self._note_place(inbound)
                 rule = self.group_rule(inbound)
                 if not inbound.from_bot:
                     self._bots.human(session_key(inbound))

@@ -68,7 +68,8 @@ DB_NAME = "soulbot.db"
 # spoken) came without a version of its own, as memory_erasures did; so did reminders and
 # person_zones (bot/chat/reminder_store.py), check_ins_sent and check_in_optouts
 # (bot/chat/check_ins.py); so did web_tokens
-# (bot/chat/weblogin.py: the web console's sign-in links and sessions, hashed).
+# (bot/chat/weblogin.py: the web console's sign-in links and sessions, hashed), and
+# chat_places (bot/chat/chat_places.py: whether a `chat:` scope is a group or private).
 SCHEMA_VERSION = 10
 
 _USAGE = """
@@ -243,6 +244,10 @@ CREATE TABLE IF NOT EXISTS person_zones (
     zone TEXT NOT NULL,
     ts REAL NOT NULL,
     PRIMARY KEY (platform, user_id)
+);
+CREATE TABLE IF NOT EXISTS chat_places (
+    scope TEXT PRIMARY KEY,
+    private INTEGER NOT NULL
 );
 CREATE TABLE IF NOT EXISTS web_tokens (
     hash TEXT PRIMARY KEY,

@@ -175,6 +175,7 @@ TABLES: tuple[Table, ...] = (
     ),
     Table("check_in_optouts", ("platform", "user_id", "ts"), ("platform", "user_id")),
     Table("web_tokens", ("hash", "kind", "admin", "csrf", "expires"), ("hash",)),
+    Table("chat_places", ("scope", "private"), ("scope",)),
 )
 """Every table of the schema, in the order they are copied; the text index
 and `budget_totals` are derived, not copied."""

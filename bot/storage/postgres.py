@@ -226,6 +226,10 @@ CREATE TABLE IF NOT EXISTS person_zones (
     ts DOUBLE PRECISION NOT NULL,
     PRIMARY KEY (platform, user_id)
 );
+CREATE TABLE IF NOT EXISTS chat_places (
+    scope TEXT PRIMARY KEY,
+    private INTEGER NOT NULL
+);
 CREATE TABLE IF NOT EXISTS web_tokens (
     hash TEXT PRIMARY KEY,
     kind TEXT NOT NULL,

@@ -1,9 +1,10 @@
 """The Souls and Memory pages: each soul's files, prompt size, load warnings,
 reload; SOUL.md's backups (the heartbeat's writes) as dated diffs, with
-rollback; the shared wikis' pages and catalog, their last compile and its
-conflicts, and a compile button. A private scope (a person's, a chat's, a
-member's) is only counted, with its last compile's date: its words never reach
-a page (people read their own with `/memory`)."""
+rollback; the shared and group wikis' pages and catalog, their last compile
+and its conflicts, and a compile button. A private scope (a person's, a
+private thread's, a member's, and a `chat:` scope not known to be a group's:
+bot/chat/chat_places.py) is only counted, with its last compile's date: its
+words never reach a page (people read their own with `/memory`)."""
 
 from __future__ import annotations
 
@@ -16,6 +17,7 @@ from aiohttp import web
 
 from bot.chat.commands import reload_lines
 from bot.errors import SoulbotError
+from bot.memory.service import Memory
 from bot.soul.loader import Soul
 from bot.soul.prompt import estimate_tokens, system_blocks
 from bot.soul.soulfile import SoulFile, rollback_soul
@@ -107,7 +109,10 @@ async def rollback_action(request: web.Request) -> web.StreamResponse:
 
 @dataclass(frozen=True)
 class SharedWiki:
+    """A wiki the console shows: a soul's shared wiki, or a group's (`chat:`)."""
+
     soul: str
+    scope: str
     compiled: str | None
     waiting: bool
     catalog: str
@@ -123,27 +128,33 @@ class PrivateCount:
     last: str | None  # the newest compile among them
 
 
+async def _shown(memory: Memory, soul: str, scope: str, compiled: str | None,
+                 waiting: bool) -> SharedWiki:  # fmt: skip
+    wiki = memory.wiki(soul, scope)
+    pages: list[tuple[str, str, str]] = []
+    catalog: str | None = None
+    conflicts: list[str] = []
+    if wiki is not None:
+        found = await asyncio.to_thread(wiki.list_pages)
+        pages = [(p.id, p.summary, p.body) for p in found]
+        catalog = await asyncio.to_thread(wiki.catalog_text)
+        meta = await asyncio.to_thread(wiki.read_meta)
+        conflicts = sorted(meta.get("pending") or {})
+    return SharedWiki(soul, scope, compiled, waiting, catalog or "", pages, conflicts)
+
+
 async def memory_page(request: web.Request) -> web.StreamResponse:
     console = console_of(request)
     memory = console.runtime.memory
+    places = console.runtime.router.places
+    groups = await places.groups() if places is not None else set()
     shared, private = [], []
     for soul in console.runtime.registry.all():
         status = await memory.compile_status(soul.id)
         for scope, compiled, waiting in status:
-            if scope != SHARED:
-                continue
-            wiki = memory.wiki(soul.id, SHARED)
-            pages: list[tuple[str, str, str]] = []
-            catalog: str | None = None
-            conflicts: list[str] = []
-            if wiki is not None:
-                found = await asyncio.to_thread(wiki.list_pages)
-                pages = [(p.id, p.summary, p.body) for p in found]
-                catalog = await asyncio.to_thread(wiki.catalog_text)
-                meta = await asyncio.to_thread(wiki.read_meta)
-                conflicts = sorted(meta.get("pending") or {})
-            shared.append(SharedWiki(soul.id, compiled, waiting, catalog or "", pages, conflicts))
-        others = [s for s in status if s[0] != SHARED]
+            if scope == SHARED or scope in groups:
+                shared.append(await _shown(memory, soul.id, scope, compiled, waiting))
+        others = [s for s in status if s[0] != SHARED and s[0] not in groups]
         dates = [c for _, c, _ in others if c]
         private.append(PrivateCount(soul.id, len(others), sum(1 for s in others if s[2]),
                                     max(dates) if dates else None))  # fmt: skip

@@ -17,6 +17,7 @@ from typing import Any
 import pytest
 
 from bot.chat.access import Access
+from bot.chat.chat_places import ChatPlaces
 from bot.chat.history import HistoryStore
 from bot.chat.reminder_store import NewReminder, ReminderStore
 from bot.chat.weblogin import WebAuth
@@ -144,6 +145,7 @@ async def fill(target: Path | str, words: tuple[str, str] = ("tea", "pears")) ->
         assert await gate.approve(approved, "telegram:1") is not None
         await gate.admit(dm("6"))  # left waiting
         await WebAuth(db, WebConfig(enabled=True), clock).issue_link("cli")  # a sign-in link
+        await ChatPlaces(db).note("chat:discord:10", private=False)
         traces = TraceStore(db)
         ids = await traces.add(
             [

@@ -6,12 +6,14 @@ page."""
 from __future__ import annotations
 
 import re
+from dataclasses import replace
 from pathlib import Path
 
 import aiohttp
 import pytest
 
 from bot.chat.weblogin import COOKIE
+from bot.types import Inbound
 from bot.web.service import serving_web
 from tests.kit import capture_logs
 from tests.web.console import ADMIN, CANARY, SECRETS, console
@@ -177,3 +179,30 @@ async def test_a_port_taken_is_one_line_and_the_daemon_serves_on(tmp_path: Path)
                 assert runner is None
         [line] = [line for line in logs if line["event"] == "web.error"]
         assert line["listen"] == c.runtime.config.web.listen
+
+
+GROUP_WORD, THREAD_WORD = "GROUP-heron-41", "THREAD-private-93"
+
+
+async def test_a_groups_wiki_is_shown_and_a_private_threads_is_not(tmp_path: Path) -> None:
+    """The two are `chat:` scopes alike; the router noted which is which."""
+    async with console(tmp_path) as c, _client() as http:
+        group = Inbound("telegram", "-100", "7", "Bo", f"lark, {GROUP_WORD}?", is_dm=False,
+                        mentions_bot=True, message_id="g1")  # fmt: skip
+        thread = replace(group, user_id="8", text=f"lark, {THREAD_WORD}?", message_id="t1",
+                         thread_id="55", private_thread=True)  # fmt: skip
+        sent = len(c.platform.sent)
+        for inbound in (group, thread):
+            await c.platform.hear(inbound)
+        await c.platform.replies(sent + 2)
+        await c.runtime.memory.drain(10)
+        places = c.runtime.router.places
+        assert places is not None and await places.groups() == {"chat:telegram:-100"}
+        csrf = await _signed_in(http, c.url, await c.runtime.web_login.issue_link("cli"))
+        async with http.post(c.url + "/memory/compile", data={"csrf": csrf}) as answer:
+            assert answer.status == 200
+        async with http.get(c.url + "/memory") as answer:
+            html = await answer.text()
+    assert "the group wiki chat:telegram:-100" in html and GROUP_WORD in html
+    assert THREAD_WORD not in html and "chat:telegram:55" not in html
+    assert CANARY not in html
