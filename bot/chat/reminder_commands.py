@@ -8,7 +8,8 @@ read. An admin also sees how many reminders the store holds and for how many
 people (counts only). `/timezone` shows the zone the caller's times are read
 in; `/timezone ZONE` sets it (an IANA name). `/checkins off` stops the
 check-ins the persona may plan for the caller (what is planned goes),
-`/checkins on` allows them again, `/checkins` says which, and what is planned.
+`/checkins on` allows them again, `/checkins` says which, and in a DM what is
+planned (elsewhere never: it was said in private).
 """
 
 from __future__ import annotations
@@ -98,8 +99,9 @@ class ReminderCommands:
         await self._store.set_zone(inbound.platform, inbound.user_id, zone.key, self._clock)
         return prompts.TIMEZONE_SET.format(zone=zone.key)
 
-    async def checkins(self, inbound: Inbound, args: list[str]) -> str:
-        """`/checkins [on | off]`: whether the persona may write first to the caller."""
+    async def checkins(self, inbound: Inbound, route: Route, args: list[str]) -> str:
+        """`/checkins [on | off]`: whether the persona may write first to the
+        caller, and (in a DM only: it is said in private) the one planned."""
         sub = args[0].lower() if len(args) == 1 else "" if not args else "?"
         if self._check_ins is None or sub not in ("", "on", "off"):
             return prompts.CHECKINS_USAGE
@@ -108,6 +110,8 @@ class ReminderCommands:
             log.info("check_ins.opted", to=sub)
         if await self._check_ins.opted_out(inbound.platform, inbound.user_id):
             return prompts.CHECKINS_OFF
+        if not route.is_dm:  # what is planned was said in private: never shown here
+            return "\n".join([prompts.CHECKINS_ON, prompts.CHECKINS_NOT_HERE])
         lines = [prompts.CHECKINS_ON]
         zone = await self._reminders.zone(inbound.platform, inbound.user_id)
         for planned in await self._store.pending(inbound.platform, inbound.user_id, CHECK_IN):

@@ -194,6 +194,20 @@ async def test_checkins_off_stops_them_and_drops_what_is_planned(tmp_path: Path)
     assert c.model.planned == 1 and fired == 0
 
 
+async def test_checkins_in_a_group_shows_nothing_planned(tmp_path: Path) -> None:
+    async with chat(tmp_path) as c:
+        c.model.plans.append({"follow_up": True, "about": "the biopsy results",
+                              "when": "2026-12-08T12:00"})  # fmt: skip
+        await c.talk("I get my biopsy results tomorrow. " + LONG)
+        await c.heartbeat()
+        sent = len(c.platform.sent)
+        await c.platform.say("/checkins", user="1", chat="-1001", dm=False, mention=True)
+        [in_group] = (await c.platform.replies(sent + 1))[sent:]
+        in_dm = await c.command("/checkins")
+    assert in_group.text == "\n".join([prompts.CHECKINS_ON, prompts.CHECKINS_NOT_HERE])
+    assert "biopsy" in in_dm
+
+
 async def test_without_the_binding_none_is_planned(tmp_path: Path) -> None:
     async with chat(tmp_path, extra="") as c:
         await c.talk()
