@@ -6,7 +6,9 @@ every soul: they open the cached prefix, so neither the person's zone nor the
 time is ever in them. What differs per conversation is the handler's closure:
 the conversation a reminder is set in is always the one the turn answers (the
 model names no conversation), and its person is the one whose message the turn
-answers.
+answers. A turn that answers several people at once (a group's batched
+messages) cannot tell which of them asked: both tools refuse it then
+(WHO_UNKNOWN), and the persona asks for it again on its own.
 
 Times are read in the person's IANA zone (`person_zones`, set by the model with
 `set_timezone` or by the person with `/timezone`), UTC until it is known. The
@@ -77,6 +79,11 @@ def _error(message: str, code: str) -> str:
     return json.dumps({"error": message, "details": {"code": code}}, ensure_ascii=False)
 
 
+def _who_unknown() -> str:
+    return _error("this turn answers several people at once, so it is not known who asked; "
+                  "ask them to say it again on its own", "WHO_UNKNOWN")  # fmt: skip
+
+
 class Reminders:
     """The reminder tools of each turn, over one store."""
 
@@ -95,13 +102,19 @@ class Reminders:
         name = await self.store.zone(platform, user_id)
         return (zone_named(name) if name else None) or ZoneInfo(UTC_NAME)
 
-    def tools(self, route: Route, asked: Inbound) -> list[Tool]:
-        """`set_reminder` and `set_timezone` for a turn of `route` answering `asked`."""
+    def tools(self, route: Route, asked: Inbound | None) -> list[Tool]:
+        """`set_reminder` and `set_timezone` for a turn of `route` answering
+        `asked`; None: a turn that answers several people (or one not known),
+        whose tools refuse with WHO_UNKNOWN, as it cannot tell who asked."""
 
         async def set_reminder(args: dict[str, Any]) -> str:
+            if asked is None:
+                return _who_unknown()
             return await self._set_reminder(route, asked, args)
 
         async def set_timezone(args: dict[str, Any]) -> str:
+            if asked is None:
+                return _who_unknown()
             name = str(args.get("zone", ""))
             zone = zone_named(name)
             if zone is None:

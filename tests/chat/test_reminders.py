@@ -260,6 +260,34 @@ async def test_forget_erases_a_persons_reminders(tmp_path: Path) -> None:
     assert fired == 1 and c.platform.sent[-1].chat_id == "2"
 
 
+async def test_a_group_turn_answering_several_people_sets_no_reminder(tmp_path: Path) -> None:
+    """Ann and Bob batched into one turn: the tool cannot tell who asked."""
+    clock = Clock()
+    async with FakeAnthropic() as fake, chat(config_for(tmp_path, fake.url), fake, clock) as c:
+        gate = fake.script_gate()
+        await c.platform.say("hello there", user="3", chat=GROUP, dm=False, mention=True)
+        await gate.reached.wait()
+        await c.platform.say("remind me in an hour to call my mum", user="1", chat=GROUP,
+                             dm=False, mention=True)  # fmt: skip
+        await c.platform.say("lol", user="2", name="Bob", chat=GROUP, dm=False, mention=True)
+        await c.runtime.router.wait(5)
+        before = len(fake.requests)
+        fake.script_tool_use("set_reminder", {"when": "PT1H", "text": "call your mum"})
+        fake.script_tool_use("set_timezone", {"zone": "Europe/Lisbon"})
+        fake.script_text("Who wants it? Say it again on its own.")
+        gate.open()
+        await c.platform.replies(2)
+        assert await c.runtime.sessions.wait(5) == 0
+        requests = fake.requests[before:]
+        rows = await c.runtime.db.run(
+            lambda conn: conn.execute("SELECT COUNT(*) FROM reminders").fetchone()[0]
+        )
+        zone = await c.command("/timezone", user="2")
+    assert tool_result(requests, "set_reminder")["details"]["code"] == "WHO_UNKNOWN"
+    assert tool_result(requests, "set_timezone")["details"]["code"] == "WHO_UNKNOWN"
+    assert rows == 0 and zone == prompts.TIMEZONE_UNKNOWN
+
+
 def shared(tmp_path: Path, url: str, store: str, instance: str, adapter: str) -> Config:
     """A process of a shared store: its instance, and the platform it serves (a token)."""
     serves = "dm_policy: open" + (f", token: T.{instance}" if adapter == "telegram" else "")
