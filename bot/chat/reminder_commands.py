@@ -76,12 +76,13 @@ class ReminderCommands:
 
     async def forget(self, inbound: Inbound, route: Route) -> None:
         """Erase the person's reminders: in a DM all of them and their zone,
-        elsewhere those they set there (their `/forget` of their member memory)."""
+        elsewhere those they set anywhere in that place's scope, every channel
+        of a `per-member` server (their `/forget` of their member memory)."""
         if route.is_dm:
             count = await self._store.forget_person(inbound.platform, inbound.user_id)
         else:
             count = await self._store.forget_person_in(
-                inbound.platform, inbound.user_id, route.session
+                inbound.platform, inbound.user_id, route.scope
             )
         log.info("reminders.forgotten", platform=inbound.platform, reminders=count)
 

@@ -20,6 +20,7 @@ from typing import Any
 from bot import prompts
 from bot.app.runtime import Runtime
 from bot.config.schema import Config
+from tests.chat.test_member_memory import ANN, BINDINGS, BOB, ask, at
 from tests.engines import postgres_schema
 from tests.fakes.anthropic_fake import FakeAnthropic
 from tests.kit import RecordingPlatform, capture_logs, make_config, running
@@ -384,3 +385,22 @@ async def test_a_members_forget_in_a_per_member_group_erases_their_reminders_the
         hers = await c.command("/reminders", user="2")
     assert "mine, in private" in listed and "mine, in the group" not in listed
     assert "hers, in the group" in hers
+
+
+async def test_a_members_forget_in_one_channel_erases_their_reminders_in_the_whole_server(
+    tmp_path: Path,
+) -> None:
+    clock = Clock()
+    async with FakeAnthropic() as model:
+        config = make_config(tmp_path, model.url, BINDINGS)
+        async with running(config, RecordingPlatform("discord"), clock) as (runtime, platform):
+            for who, text in ((ANN, "standup"), (BOB, "lunch")):
+                model.script_tool_use("set_reminder", {"when": "PT1H", "text": text})
+                model.script_text("ok")
+                await ask(runtime, platform, at("700", who, f"remind me in an hour: {text}"))
+                assert await runtime.sessions.wait(5) == 0
+            await ask(runtime, platform, at("701", ANN, "/forget confirm"))  # another channel
+            rows = await runtime.db.run(
+                lambda conn: conn.execute("SELECT user_id, text FROM reminders").fetchall()
+            )
+    assert [tuple(r) for r in rows] == [(BOB, "lunch")]
