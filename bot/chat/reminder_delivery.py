@@ -16,9 +16,10 @@ rest (one statement: one process wins) and delivers it:
   never from a DM's; the stored text as it is when the model cannot be asked
   (down, over budget, the soul gone);
 - later than LATE_AFTER_S past its time (the daemon was down), saying how late;
-  later than `reminders.grace_s`, not at all: dropped, `reminders.dropped`, by
-  whichever process reads it first (its owner may be gone for good), so the due
-  rows no live process owns stay few.
+  later than `reminders.grace_s` (and LATE_AFTER_S: within it a reminder is on
+  time, as a poll lands up to `poll_s` after its minute), not at all: dropped,
+  `reminders.dropped`, by whichever process reads it first (its owner may be
+  gone for good), so the due rows no live process owns stay few.
 
 The message is kept in the conversation's history (the next turn reads it),
 then the row is deleted. A process that dies between the send and the delete
@@ -99,6 +100,7 @@ class ReminderDelivery:
             return 0
         owners = await self._cluster.owners()
         delivered = 0
+        dropped_after = max(self._grace_s, LATE_AFTER_S)  # within LATE_AFTER_S, on time
         for reminder in due:
             late_s = now - reminder.due
             try:
@@ -109,7 +111,7 @@ class ReminderDelivery:
                     await self._store.done(reminder.id, self._holder)
                     log.error("reminders.broken", reminder=reminder.id, error=str(exc))
                 continue
-            if late_s > self._grace_s:  # any process drops it: its owner may be gone for good
+            if late_s > dropped_after:  # any process drops it: its owner may be gone for good
                 if await self._store.claim(reminder.id, self._holder, now, self._lease_s):
                     await self._store.done(reminder.id, self._holder)
                     log.warning("reminders.dropped", reminder=reminder.id,

@@ -199,6 +199,27 @@ async def test_one_due_while_down_comes_late_with_a_note_or_is_dropped_past_grac
     assert left.startswith(prompts.REMINDERS_NONE)
 
 
+async def test_with_no_grace_one_on_time_comes_and_a_late_one_is_dropped(
+    tmp_path: Path,
+) -> None:
+    clock = Clock()
+    async with FakeAnthropic() as fake:
+        config = config_for(tmp_path, fake.url, "reminders: {grace_s: 0}\n")
+        async with chat(config, fake, clock) as c:
+            await c.remind("PT1M", "the kettle")
+            await c.remind("PT2M", "the oven")
+            clock.now += 60 + 25  # the poll after the kettle's minute
+            fake.script_text("Kettle!")
+            on_time = await c.tick()
+            clock.now += 60 + 181  # the oven is more than 3 minutes late
+            with capture_logs() as logs:
+                late = await c.tick()
+    assert (on_time, late) == (1, 0)
+    assert [e["event"] for e in logs if e["event"].startswith("reminders.")] == [
+        "reminders.dropped"
+    ]
+
+
 async def test_cancel_and_limits(tmp_path: Path) -> None:
     clock = Clock()
     extra = "reminders: {max_pending: 2, max_days_ahead: 30}\n"
