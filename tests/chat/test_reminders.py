@@ -19,7 +19,9 @@ from typing import Any
 
 from bot import prompts
 from bot.app.runtime import Runtime
+from bot.chat.reminder_delivery import MAX_TRIES
 from bot.config.schema import Config
+from bot.types import Outbound
 from tests.chat.test_member_memory import ANN, BINDINGS, BOB, ask, at
 from tests.engines import postgres_schema
 from tests.fakes.anthropic_fake import FakeAnthropic
@@ -218,6 +220,67 @@ async def test_with_no_grace_one_on_time_comes_and_a_late_one_is_dropped(
     assert [e["event"] for e in logs if e["event"].startswith("reminders.")] == [
         "reminders.dropped"
     ]
+
+
+async def test_a_store_error_after_the_send_finishes_it_later_without_sending_again(
+    tmp_path: Path,
+) -> None:
+    clock = Clock()
+    async with FakeAnthropic() as fake, chat(config_for(tmp_path, fake.url), fake, clock) as c:
+        await c.remind("PT1M", "the kettle")
+        clock.now += 60
+        assert c.runtime.reminders is not None
+        store = c.runtime.reminders._store
+        real, failures = store.done, [RuntimeError("database is locked")]
+
+        async def flaky(reminder_id: int, holder: str) -> None:
+            if failures:
+                raise failures.pop()
+            await real(reminder_id, holder)
+
+        store.done = flaky  # type: ignore[method-assign]
+        sent = len(c.platform.sent)
+        fake.script_text("Kettle!")
+        with capture_logs() as logs:
+            first = await c.tick()
+            clock.now += 301  # sessions.lease_s: the claim expired
+            second = await c.tick()
+        delivered = [m.text for m in c.platform.sent[sent:]]
+        left = await c.command("/reminders")
+        sources = await c.sources()
+    assert (first, second, delivered) == (0, 0, ["Kettle!"])
+    assert [e["event"] for e in logs if e["event"].startswith("reminders.")] == [
+        "reminders.failed",
+        "reminders.finished",
+    ]
+    assert left.startswith(prompts.REMINDERS_NONE) and sources.count("reminder") == 1
+
+
+async def test_a_send_that_keeps_failing_is_written_once_and_given_up(tmp_path: Path) -> None:
+    clock = Clock()
+    async with FakeAnthropic() as fake, chat(config_for(tmp_path, fake.url), fake, clock) as c:
+        await c.remind("PT1M", "the kettle")
+        clock.now += 60
+        texts: list[str] = []
+
+        async def refuse(message: Outbound) -> list[str]:  # Telegram's 403: the bot was blocked
+            texts.append(message.text)
+            raise RuntimeError("Forbidden: bot was blocked by the user")
+
+        c.platform.send = refuse  # type: ignore[method-assign]
+        fake.script_text("Kettle!")
+        with capture_logs() as logs:
+            for _ in range(MAX_TRIES + 2):
+                await c.tick()
+                clock.now += 301  # sessions.lease_s: the claim expired
+        sources = await c.sources()
+        left = await c.runtime.db.run(
+            lambda conn: conn.execute("SELECT COUNT(*) FROM reminders").fetchone()[0]
+        )
+    events = [e["event"] for e in logs if e["event"].startswith("reminders.")]
+    assert sources.count("reminder") == 1 and texts == ["Kettle!"] * MAX_TRIES
+    assert events == ["reminders.failed"] * MAX_TRIES + ["reminders.undeliverable"]
+    assert left == 0
 
 
 async def test_cancel_and_limits(tmp_path: Path) -> None:
