@@ -31,6 +31,11 @@ log = structlog.get_logger(__name__)
 SHOWN_CHARS = 80  # a reminder's text is cut to this in the list
 
 
+def _number(text: str) -> bool:
+    """Whether `text` is a number in ASCII digits (`"¹".isdigit()` too, but not `int`'s)."""
+    return text.isascii() and text.isdigit()
+
+
 class ReminderCommands:
     """The reminder commands over one `Reminders`."""
 
@@ -51,7 +56,7 @@ class ReminderCommands:
 
     async def reminders(self, inbound: Inbound, route: Route, args: list[str], admin: bool) -> str:
         """`/reminders [cancel N]`."""
-        if args and (args[0].lower() != "cancel" or len(args) != 2 or not args[1].isdigit()):
+        if args and (args[0].lower() != "cancel" or len(args) != 2 or not _number(args[1])):
             return prompts.REMINDERS_USAGE
         listed = await self._listed(inbound, route)
         if args:

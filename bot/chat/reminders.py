@@ -21,9 +21,11 @@ with an error code the model can explain.
 
 from __future__ import annotations
 
+import functools
 import json
 import re
 import time
+import zoneinfo
 from collections.abc import Callable
 from datetime import UTC, datetime, timedelta
 from typing import Any
@@ -40,13 +42,26 @@ log = structlog.get_logger(__name__)
 
 UTC_NAME = "UTC"
 MAX_TEXT = 500  # characters of a reminder's text kept
-_DURATION = re.compile(r"^P(?:(\d+)W)?(?:(\d+)D)?(?:T(?:(\d+)H)?(?:(\d+)M)?(?:(\d+)S)?)?$")
+_DURATION = re.compile(
+    r"^P(?:(\d+)W)?(?:(\d+)D)?(?:T(?:(\d+)H)?(?:(\d+)M)?(?:(\d+)S)?)?$", re.ASCII
+)
+
+
+NOT_ZONES = frozenset({"localtime", "Factory"})  # files of the tz folder, no place's zone
+
+
+@functools.cache
+def _zone_names() -> frozenset[str]:
+    """The IANA zone names this machine's tz database holds (read once)."""
+    return frozenset(zoneinfo.available_timezones()) - NOT_ZONES
 
 
 def zone_named(name: str) -> ZoneInfo | None:
-    """The IANA zone `name` (as the tz database spells it), or None."""
+    """The IANA zone `name` (as the tz database spells it), or None: never a
+    file of the tz folder that names no place (`localtime`, `posixrules`,
+    `right/...`, `posix/...`, `Factory`)."""
     name = name.strip()
-    if not name or name.startswith(("/", ".")) or ".." in name:
+    if name not in _zone_names():
         return None
     try:
         return ZoneInfo(name)

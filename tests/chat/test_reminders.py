@@ -20,6 +20,7 @@ from typing import Any
 from bot import prompts
 from bot.app.runtime import Runtime
 from bot.chat.reminder_delivery import MAX_TRIES
+from bot.chat.reminders import zone_named
 from bot.config.schema import Config
 from bot.types import Outbound
 from tests.chat.test_member_memory import ANN, BINDINGS, BOB, ask, at
@@ -136,6 +137,14 @@ async def test_a_reminder_fires_once_at_its_minute_in_the_persons_zone(tmp_path:
     assert "'call my sister'" in note and "2026-12-08 09:00 (America/New_York)" in note
     assert sources[-1] == "reminder"
     assert listed.startswith(prompts.REMINDERS_NONE)
+
+
+def test_a_zone_is_an_iana_name_of_a_place() -> None:
+    good = ["Europe/Lisbon", "US/Pacific", "Etc/GMT+5", "UTC", " Asia/Tokyo "]
+    bad = ["localtime", "posixrules", "Factory", "right/UTC", "posix/Europe/Lisbon",
+           "europe/lisbon", "../etc/passwd", "/usr/share/zoneinfo/UTC", ""]  # fmt: skip
+    assert [(z := zone_named(n)) and z.key for n in good] == [n.strip() for n in good]
+    assert [zone_named(n) for n in bad] == [None] * len(bad)
 
 
 async def test_utc_is_assumed_until_the_zone_is_known(tmp_path: Path) -> None:
@@ -294,6 +303,7 @@ async def test_cancel_and_limits(tmp_path: Path) -> None:
         far = await c.remind("P31D", "far")
         past = await c.remind("2026-12-01T10:00", "past")
         unreadable = await c.remind("next blue moon", "moon")
+        superscript = await c.command("/reminders cancel ¹")
         cancelled = await c.command("/reminders cancel 1")
         missing = await c.command("/reminders cancel 5")
         listed = await c.command("/reminders")
@@ -302,6 +312,7 @@ async def test_cancel_and_limits(tmp_path: Path) -> None:
         fired = await c.tick()
     codes = [r["details"]["code"] for r in (third, far, past, unreadable)]
     assert codes == ["TOO_MANY", "TOO_FAR", "WHEN_PAST", "WHEN_UNREADABLE"]
+    assert superscript == prompts.REMINDERS_USAGE
     assert cancelled == prompts.REMINDER_CANCELLED.format(number=1, text="one")
     assert missing == prompts.REMINDER_NOT_FOUND.format(number=5)
     assert "1. 2026-12-07 22:00 (UTC): two" in listed.splitlines()
