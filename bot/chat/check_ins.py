@@ -146,6 +146,17 @@ class CheckIns:
 
         await self._db.run(insert)
 
+    async def why_not_now(self, asked: Inbound) -> str | None:
+        """Why a planned check-in to `asked` (its address) may no longer go,
+        or None: its binding no longer turns check-ins on, or the person turned
+        them off (perhaps while it was being planned)."""
+        binding = binding_for(self._bindings, asked)
+        if binding is None or not binding.check_ins:
+            return "the binding no longer allows them"
+        if await self.opted_out(asked.platform, asked.user_id):
+            return "turned off"
+        return None
+
     async def _may_plan(self, asked: Inbound, session: str) -> str | None:
         """Why no check-in may be planned for the person now, or None."""
         platform, user_id, now = asked.platform, asked.user_id, self._clock()

@@ -413,7 +413,7 @@ class Commands:
 
     async def _cmd_checkins(self, inbound: Inbound, route: Route, args: list[str]) -> str:
         assert self._reminders is not None  # registered only with them
-        return await self._reminders.checkins(inbound, args)
+        return await self._reminders.checkins(inbound, route, args)
 
     async def _cmd_memory(self, inbound: Inbound, route: Route, args: list[str]) -> str:
         if not route.is_dm:

@@ -8,7 +8,8 @@ read. An admin also sees how many reminders the store holds and for how many
 people (counts only). `/timezone` shows the zone the caller's times are read
 in; `/timezone ZONE` sets it (an IANA name). `/checkins off` stops the
 check-ins the persona may plan for the caller (what is planned goes),
-`/checkins on` allows them again, `/checkins` says which, and what is planned.
+`/checkins on` allows them again, `/checkins` says which, and in a DM what is
+planned (elsewhere never: it was said in private).
 """
 
 from __future__ import annotations
@@ -28,6 +29,11 @@ from bot.types import Inbound, Route
 log = structlog.get_logger(__name__)
 
 SHOWN_CHARS = 80  # a reminder's text is cut to this in the list
+
+
+def _number(text: str) -> bool:
+    """Whether `text` is a number in ASCII digits (`"¹".isdigit()` too, but not `int`'s)."""
+    return text.isascii() and text.isdigit()
 
 
 class ReminderCommands:
@@ -50,7 +56,7 @@ class ReminderCommands:
 
     async def reminders(self, inbound: Inbound, route: Route, args: list[str], admin: bool) -> str:
         """`/reminders [cancel N]`."""
-        if args and (args[0].lower() != "cancel" or len(args) != 2 or not args[1].isdigit()):
+        if args and (args[0].lower() != "cancel" or len(args) != 2 or not _number(args[1])):
             return prompts.REMINDERS_USAGE
         listed = await self._listed(inbound, route)
         if args:
@@ -75,12 +81,13 @@ class ReminderCommands:
 
     async def forget(self, inbound: Inbound, route: Route) -> None:
         """Erase the person's reminders: in a DM all of them and their zone,
-        elsewhere those they set there (their `/forget` of their member memory)."""
+        elsewhere those they set anywhere in that place's scope, every channel
+        of a `per-member` server (their `/forget` of their member memory)."""
         if route.is_dm:
             count = await self._store.forget_person(inbound.platform, inbound.user_id)
         else:
             count = await self._store.forget_person_in(
-                inbound.platform, inbound.user_id, route.session
+                inbound.platform, inbound.user_id, route.scope
             )
         log.info("reminders.forgotten", platform=inbound.platform, reminders=count)
 
@@ -98,8 +105,9 @@ class ReminderCommands:
         await self._store.set_zone(inbound.platform, inbound.user_id, zone.key, self._clock)
         return prompts.TIMEZONE_SET.format(zone=zone.key)
 
-    async def checkins(self, inbound: Inbound, args: list[str]) -> str:
-        """`/checkins [on | off]`: whether the persona may write first to the caller."""
+    async def checkins(self, inbound: Inbound, route: Route, args: list[str]) -> str:
+        """`/checkins [on | off]`: whether the persona may write first to the
+        caller, and (in a DM only: it is said in private) the one planned."""
         sub = args[0].lower() if len(args) == 1 else "" if not args else "?"
         if self._check_ins is None or sub not in ("", "on", "off"):
             return prompts.CHECKINS_USAGE
@@ -108,6 +116,8 @@ class ReminderCommands:
             log.info("check_ins.opted", to=sub)
         if await self._check_ins.opted_out(inbound.platform, inbound.user_id):
             return prompts.CHECKINS_OFF
+        if not route.is_dm:  # what is planned was said in private: never shown here
+            return "\n".join([prompts.CHECKINS_ON, prompts.CHECKINS_NOT_HERE])
         lines = [prompts.CHECKINS_ON]
         zone = await self._reminders.zone(inbound.platform, inbound.user_id)
         for planned in await self._store.pending(inbound.platform, inbound.user_id, CHECK_IN):

@@ -16,14 +16,23 @@ rest (one statement: one process wins) and delivers it:
   never from a DM's; the stored text as it is when the model cannot be asked
   (down, over budget, the soul gone);
 - later than LATE_AFTER_S past its time (the daemon was down), saying how late;
-  later than `reminders.grace_s`, not at all: dropped, `reminders.dropped`, by
-  whichever process reads it first (its owner may be gone for good), so the due
-  rows no live process owns stay few.
+  later than `reminders.grace_s` (and LATE_AFTER_S: within it a reminder is on
+  time, as a poll lands up to `poll_s` after its minute), not at all: dropped,
+  `reminders.dropped`, by whichever process reads it first (its owner may be
+  gone for good), so the due rows no live process owns stay few.
 
 The message is kept in the conversation's history (the next turn reads it),
-then the row is deleted. A process that dies between the send and the delete
-leaves a claim that expires (`sessions.lease_s`), and the reminder is sent
+then the row is deleted. The delivery remembers, in memory, what this process
+sent: when the delete (or, for a check-in, keeping that it was sent) fails,
+the next tick that claims the row again finishes it without sending it again
+(`reminders.finished`). Only a process that dies between the send and the
+delete leaves a claim that expires (`sessions.lease_s`) and the reminder sent
 again then: at least once, exactly once unless a process dies in that instant.
+
+A send that fails (the bot blocked, the chat gone) is tried again each time
+the claim expires, with the text composed the first time (one model call per
+reminder per process, however many tries), and given up after MAX_TRIES
+failed sends (`reminders.undeliverable`).
 """
 
 from __future__ import annotations
@@ -47,6 +56,7 @@ from bot.types import Inbound, Outbound, Route
 log = structlog.get_logger(__name__)
 
 LATE_AFTER_S = 180.0  # later than this past its minute, a reminder says how late it is
+MAX_TRIES = 12  # failed sends of one reminder before it is given up (an hour at the default lease)
 RECENT = 12  # history entries the delivery call is given
 
 
@@ -88,6 +98,10 @@ class ReminderDelivery:
         self._clock = clock
         self._holder = secrets.token_hex(8)
         self._check_ins = check_ins
+        self._composed: dict[int, str] = {}  # the text of each reminder id, to send again
+        self._tries: dict[int, int] = {}  # failed sends of each reminder id
+        self._sent: set[int] = set()  # ids sent, their row not finished (a store error)
+        self._counted: set[int] = set()  # check-in ids whose sending is kept (the weekly cap)
 
     async def tick(self) -> int:
         """Deliver (or drop) what came due and this process owns; returns how
@@ -99,6 +113,7 @@ class ReminderDelivery:
             return 0
         owners = await self._cluster.owners()
         delivered = 0
+        dropped_after = max(self._grace_s, LATE_AFTER_S)  # within LATE_AFTER_S, on time
         for reminder in due:
             late_s = now - reminder.due
             try:
@@ -109,9 +124,11 @@ class ReminderDelivery:
                     await self._store.done(reminder.id, self._holder)
                     log.error("reminders.broken", reminder=reminder.id, error=str(exc))
                 continue
-            if late_s > self._grace_s:  # any process drops it: its owner may be gone for good
+            if late_s > dropped_after and reminder.id not in self._sent:  # any process drops
+                # it (its owner may be gone for good), but one this process sent is finished
                 if await self._store.claim(reminder.id, self._holder, now, self._lease_s):
                     await self._store.done(reminder.id, self._holder)
+                    self._forget(reminder.id)
                     log.warning("reminders.dropped", reminder=reminder.id,
                                 session=reminder.session, late_s=round(late_s),
                                 grace_s=self._grace_s)  # fmt: skip
@@ -121,40 +138,81 @@ class ReminderDelivery:
             if not await self._store.claim(reminder.id, self._holder, now, self._lease_s):
                 continue  # another process took it
             try:
+                if reminder.id in self._sent:  # sent before: its row is finished, not sent again
+                    await self._finish(reminder)
+                    log.info("reminders.finished", reminder=reminder.id,
+                             session=reminder.session)  # fmt: skip
+                    continue
+                if self._tries.get(reminder.id, 0) >= MAX_TRIES:
+                    await self._store.done(reminder.id, self._holder)
+                    self._forget(reminder.id)
+                    log.warning("reminders.undeliverable", reminder=reminder.id,
+                                session=reminder.session, tries=MAX_TRIES)  # fmt: skip
+                    continue
                 if reminder.kind == CHECK_IN:
                     if not await self._check_in(reminder, asked):
                         continue
                 else:
                     await self._deliver(reminder, asked, late_s)
             except Exception as exc:  # the claim expires, and it is tried again
+                if reminder.id not in self._sent:
+                    self._tries[reminder.id] = self._tries.get(reminder.id, 0) + 1
                 log.error("reminders.failed", reminder=reminder.id,
                           error_class=type(exc).__name__, error=str(exc))  # fmt: skip
             else:
                 delivered += 1
         return delivered
 
+    def _forget(self, reminder_id: int) -> None:
+        """Let go of what this process kept of a reminder whose row is gone."""
+        self._composed.pop(reminder_id, None)
+        self._tries.pop(reminder_id, None)
+        self._sent.discard(reminder_id)
+        self._counted.discard(reminder_id)
+
+    async def _send(self, reminder: Reminder, route: Route, message: Outbound) -> None:
+        """Send a reminder's message, then finish its row (`_finish`). Raises
+        what the adapter raised (nothing sent: tried again, with the same text)
+        or the store (sent: the next tick that claims it finishes it)."""
+        self._composed[reminder.id] = message.text
+        await self._sessions.say_unprompted(route, message)
+        self._sent.add(reminder.id)
+        await self._finish(reminder)
+
+    async def _finish(self, reminder: Reminder) -> None:
+        """After the send: keep that a check-in was sent (the weekly cap; once),
+        then delete the row. Raises what the store raised."""
+        if reminder.kind == CHECK_IN and reminder.id not in self._counted:
+            assert self._check_ins is not None  # a check-in is sent only with them
+            await self._check_ins.sent(reminder.platform, reminder.user_id, reminder.session)
+            self._counted.add(reminder.id)
+        await self._store.done(reminder.id, self._holder)
+        self._forget(reminder.id)
+
     async def _deliver(self, reminder: Reminder, asked: Inbound, late_s: float) -> None:
         route = self._route_of(asked)  # the binding now: its history is the one to go on
         late = delay_text(late_s) if late_s > LATE_AFTER_S else None
-        text = await self._compose(route, reminder, asked, late)
+        text = self._composed.get(reminder.id) or await self._compose(route, reminder, asked, late)
         message = Outbound(asked.platform, asked.chat_id, text, asked.thread_id)
-        await self._sessions.say_unprompted(route, message)
-        await self._store.done(reminder.id, self._holder)
+        await self._send(reminder, route, message)
         log.info("reminders.delivered", reminder=reminder.id, session=reminder.session,
                  late_s=round(max(late_s, 0)))  # fmt: skip
 
     async def _check_in(self, reminder: Reminder, asked: Inbound) -> bool:
         """Deliver a check-in (bot/chat/check_ins.py) in the persona's words,
-        or drop it: in the quiet hours, or when the model cannot write it."""
+        or drop it: in the quiet hours, when its binding no longer allows
+        check-ins or the person turned them off, or when the model cannot write it."""
         zone = zone_named(reminder.zone)
         reason = None
         if self._check_ins is None or zone is None:
             reason = "check-ins are not served here"
         elif quiet(self._check_ins.config, self._clock(), zone):
             reason = "quiet hours"
+        else:
+            reason = await self._check_ins.why_not_now(asked)
         route = self._route_of(asked)
-        text = ""
-        if reason is None:
+        text = self._composed.get(reminder.id, "")
+        if reason is None and not text:
             note = prompts.CHECK_IN_DUE.format(name=asked.user_name or "them",
                                                about=reminder.text)  # fmt: skip
             try:
@@ -167,13 +225,12 @@ class ReminderDelivery:
                 reason = "the model wrote nothing"
         if reason is not None or self._check_ins is None:
             await self._store.done(reminder.id, self._holder)
+            self._forget(reminder.id)
             log.info("check_ins.dropped", reminder=reminder.id, session=reminder.session,
                      reason=reason)  # fmt: skip
             return False
         message = Outbound(asked.platform, asked.chat_id, text, asked.thread_id)
-        await self._sessions.say_unprompted(route, message)
-        await self._store.done(reminder.id, self._holder)
-        await self._check_ins.sent(asked.platform, asked.user_id, reminder.session)
+        await self._send(reminder, route, message)
         log.info("check_ins.delivered", reminder=reminder.id, session=reminder.session)
         return True
 

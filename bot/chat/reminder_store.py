@@ -169,11 +169,12 @@ class ReminderStore:
 
         return int(await self._db.run(delete))
 
-    async def forget_person_in(self, platform: str, user_id: str, session: str) -> int:
-        """Delete a person's reminders set in one conversation; how many."""
+    async def forget_person_in(self, platform: str, user_id: str, scope: str) -> int:
+        """Delete a person's reminders set anywhere in one memory scope (every
+        channel of a `per-member` server); how many."""
         return await self._delete(
-            "DELETE FROM reminders WHERE platform = ? AND user_id = ? AND session = ?",
-            (platform, user_id, session),
+            "DELETE FROM reminders WHERE platform = ? AND user_id = ? AND scope = ?",
+            (platform, user_id, scope),
         )
 
     async def forget_sessions(self, sessions: Sequence[str]) -> None:

@@ -6,7 +6,9 @@ every soul: they open the cached prefix, so neither the person's zone nor the
 time is ever in them. What differs per conversation is the handler's closure:
 the conversation a reminder is set in is always the one the turn answers (the
 model names no conversation), and its person is the one whose message the turn
-answers.
+answers. A turn that answers several people at once (a group's batched
+messages) cannot tell which of them asked: both tools refuse it then
+(WHO_UNKNOWN), and the persona asks for it again on its own.
 
 Times are read in the person's IANA zone (`person_zones`, set by the model with
 `set_timezone` or by the person with `/timezone`), UTC until it is known. The
@@ -19,9 +21,11 @@ with an error code the model can explain.
 
 from __future__ import annotations
 
+import functools
 import json
 import re
 import time
+import zoneinfo
 from collections.abc import Callable
 from datetime import UTC, datetime, timedelta
 from typing import Any
@@ -38,13 +42,26 @@ log = structlog.get_logger(__name__)
 
 UTC_NAME = "UTC"
 MAX_TEXT = 500  # characters of a reminder's text kept
-_DURATION = re.compile(r"^P(?:(\d+)W)?(?:(\d+)D)?(?:T(?:(\d+)H)?(?:(\d+)M)?(?:(\d+)S)?)?$")
+_DURATION = re.compile(
+    r"^P(?:(\d+)W)?(?:(\d+)D)?(?:T(?:(\d+)H)?(?:(\d+)M)?(?:(\d+)S)?)?$", re.ASCII
+)
+
+
+NOT_ZONES = frozenset({"localtime", "Factory"})  # files of the tz folder, no place's zone
+
+
+@functools.cache
+def _zone_names() -> frozenset[str]:
+    """The IANA zone names this machine's tz database holds (read once)."""
+    return frozenset(zoneinfo.available_timezones()) - NOT_ZONES
 
 
 def zone_named(name: str) -> ZoneInfo | None:
-    """The IANA zone `name` (as the tz database spells it), or None."""
+    """The IANA zone `name` (as the tz database spells it), or None: never a
+    file of the tz folder that names no place (`localtime`, `posixrules`,
+    `right/...`, `posix/...`, `Factory`)."""
     name = name.strip()
-    if not name or name.startswith(("/", ".")) or ".." in name:
+    if name not in _zone_names():
         return None
     try:
         return ZoneInfo(name)
@@ -77,6 +94,11 @@ def _error(message: str, code: str) -> str:
     return json.dumps({"error": message, "details": {"code": code}}, ensure_ascii=False)
 
 
+def _who_unknown() -> str:
+    return _error("this turn answers several people at once, so it is not known who asked; "
+                  "ask them to say it again on its own", "WHO_UNKNOWN")  # fmt: skip
+
+
 class Reminders:
     """The reminder tools of each turn, over one store."""
 
@@ -95,13 +117,19 @@ class Reminders:
         name = await self.store.zone(platform, user_id)
         return (zone_named(name) if name else None) or ZoneInfo(UTC_NAME)
 
-    def tools(self, route: Route, asked: Inbound) -> list[Tool]:
-        """`set_reminder` and `set_timezone` for a turn of `route` answering `asked`."""
+    def tools(self, route: Route, asked: Inbound | None) -> list[Tool]:
+        """`set_reminder` and `set_timezone` for a turn of `route` answering
+        `asked`; None: a turn that answers several people (or one not known),
+        whose tools refuse with WHO_UNKNOWN, as it cannot tell who asked."""
 
         async def set_reminder(args: dict[str, Any]) -> str:
+            if asked is None:
+                return _who_unknown()
             return await self._set_reminder(route, asked, args)
 
         async def set_timezone(args: dict[str, Any]) -> str:
+            if asked is None:
+                return _who_unknown()
             name = str(args.get("zone", ""))
             zone = zone_named(name)
             if zone is None:

@@ -421,6 +421,16 @@ class Session:
         route = member_route(self.route, speakers.pop()) if len(speakers) == 1 else None
         return route or self.route
 
+    def _asker(self, new: Sequence[Entry], target: Inbound) -> Inbound | None:
+        """Whom a turn's reminder tools act for: the person of `target` (the
+        newest message) in a DM, or when every message the turn answers is
+        theirs; None when it answers several people, or someone not known (a
+        message stored before a restart): the tools refuse then (WHO_UNKNOWN)."""
+        if self.route.is_dm:
+            return target
+        speakers = {self._speakers.get(e.id) for e in new}
+        return target if speakers == {target.user_id} else None
+
     def recover(self, inbound: Inbound) -> bool:
         """Answer what a crash left unanswered, replying to `inbound` (the
         newest message's address, as stored): the replies stored after the last
@@ -784,7 +794,7 @@ class Session:
                     await self._mood_allowed(persona, prompt.mood)
                 tools = self._mood_tools(persona)
                 if self._parts.reminders is not None:
-                    tools += self._parts.reminders.tools(route, target)
+                    tools += self._parts.reminders.tools(route, self._asker(new, target))
                 reply = await self._parts.agent.turn(
                     reader, prompt, turn.on_text(), tools, turn.source
                 )

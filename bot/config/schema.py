@@ -636,7 +636,9 @@ class RemindersConfig(_Section):
     grace_s: float = Field(21600.0, ge=0)
     """A reminder that came due while no process could deliver it (the daemon was down) is
     delivered late, saying how late, up to this many seconds past its time; later than that it
-    is dropped and logged (`reminders.dropped`). `0`: a late one is always dropped."""
+    is dropped and logged (`reminders.dropped`). Late is more than 3 minutes past its minute
+    (one within them, as a poll delivers it, is on time however small this is): `0`, a late one
+    is always dropped."""
     poll_s: float = Field(30.0, gt=0, le=60)
     """How often, in seconds, the store is read for reminders that came due: a reminder is
     delivered within this of its minute."""

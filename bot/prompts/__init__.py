@@ -410,7 +410,7 @@ CHECK_IN_DUE = (
 CHECKINS_ON = "Check-ins are on: I may write to you first to ask how something went."
 CHECKINS_OFF = "Check-ins are off: I won't write to you first (reminders you ask for still come)."
 CHECKINS_PLANNED = "One is planned for {when}, about: {about}"
-CHECKINS_NOT_HERE = "Check-ins are not turned on for this conversation."
+CHECKINS_NOT_HERE = "They come in DMs only; /checkins in our DM shows the one planned."
 CHECKINS_USAGE = "Use: /checkins | /checkins on | /checkins off"
 # Sent as it is when the model cannot say the reminder (down, over budget).
 REMINDER_FALLBACK = "Reminder: {text}"

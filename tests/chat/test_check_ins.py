@@ -94,7 +94,7 @@ class Chat:
 
 def config_for(tmp_path: Path, url: str, extra: str = ON) -> Any:
     folder = tmp_path / "workspaces" / "lark"
-    folder.mkdir(parents=True)
+    folder.mkdir(parents=True, exist_ok=True)
     (folder / "SOUL.md").write_text(SOUL)
     settings = "heartbeat: {idle_minutes: 300}\ncheck_ins: {per_week: 2}\n"
     dms = "adapters: {telegram: {dm_policy: open}}\n"
@@ -194,6 +194,20 @@ async def test_checkins_off_stops_them_and_drops_what_is_planned(tmp_path: Path)
     assert c.model.planned == 1 and fired == 0
 
 
+async def test_checkins_in_a_group_shows_nothing_planned(tmp_path: Path) -> None:
+    async with chat(tmp_path) as c:
+        c.model.plans.append({"follow_up": True, "about": "the biopsy results",
+                              "when": "2026-12-08T12:00"})  # fmt: skip
+        await c.talk("I get my biopsy results tomorrow. " + LONG)
+        await c.heartbeat()
+        sent = len(c.platform.sent)
+        await c.platform.say("/checkins", user="1", chat="-1001", dm=False, mention=True)
+        [in_group] = (await c.platform.replies(sent + 1))[sent:]
+        in_dm = await c.command("/checkins")
+    assert in_group.text == "\n".join([prompts.CHECKINS_ON, prompts.CHECKINS_NOT_HERE])
+    assert "biopsy" in in_dm
+
+
 async def test_without_the_binding_none_is_planned(tmp_path: Path) -> None:
     async with chat(tmp_path, extra="") as c:
         await c.talk()
@@ -214,6 +228,86 @@ async def test_one_due_in_the_quiet_hours_after_a_downtime_is_dropped(tmp_path: 
     [dropped] = [e for e in logs if e["event"] == "check_ins.dropped"]
     assert dropped["reason"] == "quiet hours"
     assert c.model.written == 0
+
+
+async def test_one_planned_is_dropped_when_its_binding_turned_them_off(tmp_path: Path) -> None:
+    clock = Clock()
+    async with FakeAnthropic() as fake:
+        model = Model(fake)
+        async with running(config_for(tmp_path, fake.url), "telegram", clock) as (
+            runtime, platform,
+        ):  # fmt: skip
+            c = Chat(runtime, platform, model, clock)
+            model.plans.append({"follow_up": True, "about": "the exam", "when": "2026-12-08T12:00"})
+            await c.talk()
+            await c.heartbeat()
+            planned = await c.planned()
+        clock.now = at("2026-12-08T12:00:30+00:00")
+        # Check-ins on for one chat still, but no longer for this person's DM.
+        off = "bindings:\n  - {platform: telegram, chat: '5', soul: lark, check_ins: true}\n"
+        async with running(config_for(tmp_path, fake.url, off), "telegram", clock) as (
+            runtime, platform,
+        ):  # fmt: skip
+            c = Chat(runtime, platform, model, clock)
+            with capture_logs() as logs:
+                fired = await c.tick()
+            left = await c.planned()
+    assert len(planned) == 1 and fired == 0 and left == [] and platform.sent == []
+    [dropped] = [e for e in logs if e["event"] == "check_ins.dropped"]
+    assert dropped["reason"] == "the binding no longer allows them"
+    assert model.written == 0
+
+
+async def test_one_planned_as_they_turned_them_off_is_dropped(tmp_path: Path) -> None:
+    async with chat(tmp_path) as c:
+        c.model.plans.append({"follow_up": True, "about": "the exam", "when": "2026-12-08T12:00"})
+        await c.talk()
+        await c.heartbeat()
+        # `/checkins off` while the plan was being made: the row came after it.
+        await c.runtime.db.run(
+            lambda conn: conn.execute(
+                "INSERT INTO check_in_optouts (platform, user_id, ts) VALUES ('telegram', '1', 0)"
+            )
+        )
+        c.clock.now = at("2026-12-08T12:00:30+00:00")
+        with capture_logs() as logs:
+            fired = await c.tick()
+        left = await c.planned()
+    assert fired == 0 and left == [] and c.model.written == 0
+    [dropped] = [e for e in logs if e["event"] == "check_ins.dropped"]
+    assert dropped["reason"] == "turned off"
+
+
+async def test_a_store_error_after_the_send_counts_it_once_and_sends_it_once(
+    tmp_path: Path,
+) -> None:
+    async with chat(tmp_path) as c:
+        c.model.plans.append({"follow_up": True, "about": "the exam", "when": "2026-12-08T12:00"})
+        await c.talk()
+        await c.heartbeat()
+        assert c.runtime.reminders is not None
+        check_ins = c.runtime.reminders._check_ins
+        assert check_ins is not None
+        real, failures = check_ins.sent, [RuntimeError("database is locked")]
+
+        async def flaky(platform: str, user_id: str, session: str) -> None:
+            if failures:
+                raise failures.pop()
+            await real(platform, user_id, session)
+
+        check_ins.sent = flaky  # type: ignore[method-assign]
+        c.clock.now = at("2026-12-08T12:00:30+00:00")
+        sent = len(c.platform.sent)
+        first = await c.tick()
+        c.clock.now += 301  # sessions.lease_s: the claim expired
+        second = await c.tick()
+        delivered = [m.text for m in c.platform.sent[sent:]]
+        left = await c.planned()
+        counted = await c.runtime.db.run(
+            lambda conn: conn.execute("SELECT COUNT(*) FROM check_ins_sent").fetchone()[0]
+        )
+    assert (first, second) == (0, 0) and delivered == ["How did the exam go?"]
+    assert left == [] and counted == 1 and c.model.written == 1
 
 
 async def test_forget_erases_what_is_planned_and_the_choice(tmp_path: Path) -> None:

@@ -12,9 +12,11 @@ from bot.storage.db import Database
 NOW = 1_800_000_000.0
 
 
-def new(text: str, due: float, user: str = "42", session: str = "telegram:42") -> NewReminder:
-    return NewReminder("lark", f"user:telegram:{user}", session, "telegram", user, "{}", text,
-                       "UTC", due, NOW)  # fmt: skip
+def new(
+    text: str, due: float, user: str = "42", session: str = "telegram:42", scope: str = ""
+) -> NewReminder:
+    return NewReminder("lark", scope or f"user:telegram:{user}", session, "telegram", user, "{}",
+                       text, "UTC", due, NOW)  # fmt: skip
 
 
 async def test_the_pending_limit_and_the_due_rows(db: Database) -> None:
@@ -58,3 +60,17 @@ async def test_forgetting_a_person_and_their_sessions(db: Database) -> None:
     assert [r.text for r in await store.pending("telegram", "7")] == ["hers"]
     await store.forget_sessions(["telegram:-100"])
     assert await store.counts() == (0, 0)
+
+
+async def test_forgetting_a_person_in_one_scope_takes_every_conversation_of_it(
+    db: Database,
+) -> None:
+    store = ReminderStore(db)
+    server = "guild:discord:9:per-member"
+    await store.add(new("here", NOW, session="discord:1", scope=server), max_pending=5)
+    await store.add(new("next door", NOW, session="discord:2", scope=server), max_pending=5)
+    await store.add(new("in private", NOW), max_pending=5)
+    await store.add(new("hers", NOW, user="7", session="discord:1", scope=server), max_pending=5)
+    assert await store.forget_person_in("telegram", "42", server) == 2
+    assert [r.text for r in await store.pending("telegram", "42")] == ["in private"]
+    assert [r.text for r in await store.pending("telegram", "7")] == ["hers"]

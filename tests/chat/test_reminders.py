@@ -19,7 +19,11 @@ from typing import Any
 
 from bot import prompts
 from bot.app.runtime import Runtime
+from bot.chat.reminder_delivery import MAX_TRIES
+from bot.chat.reminders import zone_named
 from bot.config.schema import Config
+from bot.types import Outbound
+from tests.chat.test_member_memory import ANN, BINDINGS, BOB, ask, at
 from tests.engines import postgres_schema
 from tests.fakes.anthropic_fake import FakeAnthropic
 from tests.kit import RecordingPlatform, capture_logs, make_config, running
@@ -135,6 +139,14 @@ async def test_a_reminder_fires_once_at_its_minute_in_the_persons_zone(tmp_path:
     assert listed.startswith(prompts.REMINDERS_NONE)
 
 
+def test_a_zone_is_an_iana_name_of_a_place() -> None:
+    good = ["Europe/Lisbon", "US/Pacific", "Etc/GMT+5", "UTC", " Asia/Tokyo "]
+    bad = ["localtime", "posixrules", "Factory", "right/UTC", "posix/Europe/Lisbon",
+           "europe/lisbon", "../etc/passwd", "/usr/share/zoneinfo/UTC", ""]  # fmt: skip
+    assert [(z := zone_named(n)) and z.key for n in good] == [n.strip() for n in good]
+    assert [zone_named(n) for n in bad] == [None] * len(bad)
+
+
 async def test_utc_is_assumed_until_the_zone_is_known(tmp_path: Path) -> None:
     clock = Clock()
     async with FakeAnthropic() as fake, chat(config_for(tmp_path, fake.url), fake, clock) as c:
@@ -198,6 +210,88 @@ async def test_one_due_while_down_comes_late_with_a_note_or_is_dropped_past_grac
     assert left.startswith(prompts.REMINDERS_NONE)
 
 
+async def test_with_no_grace_one_on_time_comes_and_a_late_one_is_dropped(
+    tmp_path: Path,
+) -> None:
+    clock = Clock()
+    async with FakeAnthropic() as fake:
+        config = config_for(tmp_path, fake.url, "reminders: {grace_s: 0}\n")
+        async with chat(config, fake, clock) as c:
+            await c.remind("PT1M", "the kettle")
+            await c.remind("PT2M", "the oven")
+            clock.now += 60 + 25  # the poll after the kettle's minute
+            fake.script_text("Kettle!")
+            on_time = await c.tick()
+            clock.now += 60 + 181  # the oven is more than 3 minutes late
+            with capture_logs() as logs:
+                late = await c.tick()
+    assert (on_time, late) == (1, 0)
+    assert [e["event"] for e in logs if e["event"].startswith("reminders.")] == [
+        "reminders.dropped"
+    ]
+
+
+async def test_a_store_error_after_the_send_finishes_it_later_without_sending_again(
+    tmp_path: Path,
+) -> None:
+    clock = Clock()
+    async with FakeAnthropic() as fake, chat(config_for(tmp_path, fake.url), fake, clock) as c:
+        await c.remind("PT1M", "the kettle")
+        clock.now += 60
+        assert c.runtime.reminders is not None
+        store = c.runtime.reminders._store
+        real, failures = store.done, [RuntimeError("database is locked")]
+
+        async def flaky(reminder_id: int, holder: str) -> None:
+            if failures:
+                raise failures.pop()
+            await real(reminder_id, holder)
+
+        store.done = flaky  # type: ignore[method-assign]
+        sent = len(c.platform.sent)
+        fake.script_text("Kettle!")
+        with capture_logs() as logs:
+            first = await c.tick()
+            clock.now += 301  # sessions.lease_s: the claim expired
+            second = await c.tick()
+        delivered = [m.text for m in c.platform.sent[sent:]]
+        left = await c.command("/reminders")
+        sources = await c.sources()
+    assert (first, second, delivered) == (0, 0, ["Kettle!"])
+    assert [e["event"] for e in logs if e["event"].startswith("reminders.")] == [
+        "reminders.failed",
+        "reminders.finished",
+    ]
+    assert left.startswith(prompts.REMINDERS_NONE) and sources.count("reminder") == 1
+
+
+async def test_a_send_that_keeps_failing_is_written_once_and_given_up(tmp_path: Path) -> None:
+    clock = Clock()
+    async with FakeAnthropic() as fake, chat(config_for(tmp_path, fake.url), fake, clock) as c:
+        await c.remind("PT1M", "the kettle")
+        clock.now += 60
+        texts: list[str] = []
+
+        async def refuse(message: Outbound) -> list[str]:  # Telegram's 403: the bot was blocked
+            texts.append(message.text)
+            raise RuntimeError("Forbidden: bot was blocked by the user")
+
+        c.platform.send = refuse  # type: ignore[method-assign]
+        fake.script_text("Kettle!")
+        with capture_logs() as logs:
+            for _ in range(MAX_TRIES + 2):
+                await c.tick()
+                clock.now += 301  # sessions.lease_s: the claim expired
+        sources = await c.sources()
+        left = await c.runtime.db.run(
+            lambda conn: conn.execute("SELECT COUNT(*) FROM reminders").fetchone()[0]
+        )
+    events = [e["event"] for e in logs if e["event"].startswith("reminders.")]
+    assert sources.count("reminder") == 1 and texts == ["Kettle!"] * MAX_TRIES
+    assert events == ["reminders.failed"] * MAX_TRIES + ["reminders.undeliverable"]
+    assert left == 0
+
+
 async def test_cancel_and_limits(tmp_path: Path) -> None:
     clock = Clock()
     extra = "reminders: {max_pending: 2, max_days_ahead: 30}\n"
@@ -209,6 +303,7 @@ async def test_cancel_and_limits(tmp_path: Path) -> None:
         far = await c.remind("P31D", "far")
         past = await c.remind("2026-12-01T10:00", "past")
         unreadable = await c.remind("next blue moon", "moon")
+        superscript = await c.command("/reminders cancel ¹")
         cancelled = await c.command("/reminders cancel 1")
         missing = await c.command("/reminders cancel 5")
         listed = await c.command("/reminders")
@@ -217,6 +312,7 @@ async def test_cancel_and_limits(tmp_path: Path) -> None:
         fired = await c.tick()
     codes = [r["details"]["code"] for r in (third, far, past, unreadable)]
     assert codes == ["TOO_MANY", "TOO_FAR", "WHEN_PAST", "WHEN_UNREADABLE"]
+    assert superscript == prompts.REMINDERS_USAGE
     assert cancelled == prompts.REMINDER_CANCELLED.format(number=1, text="one")
     assert missing == prompts.REMINDER_NOT_FOUND.format(number=5)
     assert "1. 2026-12-07 22:00 (UTC): two" in listed.splitlines()
@@ -258,6 +354,34 @@ async def test_forget_erases_a_persons_reminders(tmp_path: Path) -> None:
         fired = await c.tick()
     assert zone == prompts.TIMEZONE_UNKNOWN
     assert fired == 1 and c.platform.sent[-1].chat_id == "2"
+
+
+async def test_a_group_turn_answering_several_people_sets_no_reminder(tmp_path: Path) -> None:
+    """Ann and Bob batched into one turn: the tool cannot tell who asked."""
+    clock = Clock()
+    async with FakeAnthropic() as fake, chat(config_for(tmp_path, fake.url), fake, clock) as c:
+        gate = fake.script_gate()
+        await c.platform.say("hello there", user="3", chat=GROUP, dm=False, mention=True)
+        await gate.reached.wait()
+        await c.platform.say("remind me in an hour to call my mum", user="1", chat=GROUP,
+                             dm=False, mention=True)  # fmt: skip
+        await c.platform.say("lol", user="2", name="Bob", chat=GROUP, dm=False, mention=True)
+        await c.runtime.router.wait(5)
+        before = len(fake.requests)
+        fake.script_tool_use("set_reminder", {"when": "PT1H", "text": "call your mum"})
+        fake.script_tool_use("set_timezone", {"zone": "Europe/Lisbon"})
+        fake.script_text("Who wants it? Say it again on its own.")
+        gate.open()
+        await c.platform.replies(2)
+        assert await c.runtime.sessions.wait(5) == 0
+        requests = fake.requests[before:]
+        rows = await c.runtime.db.run(
+            lambda conn: conn.execute("SELECT COUNT(*) FROM reminders").fetchone()[0]
+        )
+        zone = await c.command("/timezone", user="2")
+    assert tool_result(requests, "set_reminder")["details"]["code"] == "WHO_UNKNOWN"
+    assert tool_result(requests, "set_timezone")["details"]["code"] == "WHO_UNKNOWN"
+    assert rows == 0 and zone == prompts.TIMEZONE_UNKNOWN
 
 
 def shared(tmp_path: Path, url: str, store: str, instance: str, adapter: str) -> Config:
@@ -356,3 +480,22 @@ async def test_a_members_forget_in_a_per_member_group_erases_their_reminders_the
         hers = await c.command("/reminders", user="2")
     assert "mine, in private" in listed and "mine, in the group" not in listed
     assert "hers, in the group" in hers
+
+
+async def test_a_members_forget_in_one_channel_erases_their_reminders_in_the_whole_server(
+    tmp_path: Path,
+) -> None:
+    clock = Clock()
+    async with FakeAnthropic() as model:
+        config = make_config(tmp_path, model.url, BINDINGS)
+        async with running(config, RecordingPlatform("discord"), clock) as (runtime, platform):
+            for who, text in ((ANN, "standup"), (BOB, "lunch")):
+                model.script_tool_use("set_reminder", {"when": "PT1H", "text": text})
+                model.script_text("ok")
+                await ask(runtime, platform, at("700", who, f"remind me in an hour: {text}"))
+                assert await runtime.sessions.wait(5) == 0
+            await ask(runtime, platform, at("701", ANN, "/forget confirm"))  # another channel
+            rows = await runtime.db.run(
+                lambda conn: conn.execute("SELECT user_id, text FROM reminders").fetchall()
+            )
+    assert [tuple(r) for r in rows] == [(BOB, "lunch")]
