@@ -177,3 +177,16 @@ async def test_a_port_taken_is_one_line_and_the_daemon_serves_on(tmp_path: Path)
                 assert runner is None
         [line] = [line for line in logs if line["event"] == "web.error"]
         assert line["listen"] == c.runtime.config.web.listen
+
+
+async def test_a_reload_loads_no_folder_outside_the_workspaces(tmp_path: Path) -> None:
+    async with console(tmp_path) as c, _client() as http:
+        outside = tmp_path / "outside"
+        outside.mkdir()
+        (outside / "SOUL.md").write_text("---\nname: Evil\n---\nI came from outside.\n")
+        csrf = await _signed_in(http, c.url, await c.runtime.web_login.issue_link("cli"))
+        for name in (str(outside), "../outside", "/etc", ".."):
+            async with http.post(c.url + "/souls/reload", data={"csrf": csrf, "soul": name}) as a:
+                assert a.status == 400, name
+                assert "no soul or workspace folder is named" in await a.text(), name
+        assert [s.id for s in c.runtime.registry.all()] == ["lark"]
