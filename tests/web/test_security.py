@@ -5,7 +5,9 @@ page."""
 
 from __future__ import annotations
 
+import asyncio
 import re
+from datetime import UTC, datetime, timedelta
 from pathlib import Path
 
 import aiohttp
@@ -190,3 +192,32 @@ async def test_a_reload_loads_no_folder_outside_the_workspaces(tmp_path: Path) -
                 assert a.status == 400, name
                 assert "no soul or workspace folder is named" in await a.text(), name
         assert [s.id for s in c.runtime.registry.all()] == ["lark"]
+
+
+async def test_a_double_click_on_roll_back_keeps_the_current_text(tmp_path: Path) -> None:
+    async with console(tmp_path) as c, _client() as http:
+        path = c.runtime.registry.get("lark").folder / "SOUL.md"  # type: ignore[union-attr]
+        text = path.read_text()
+        backups = path.parent / "memory" / ".meta" / "backups"
+        backups.mkdir(parents=True)
+        today = datetime.now(UTC).date()
+        (backups / f"SOUL.md.{today}").write_text(text)  # the heartbeat's backup of today
+        (backups / f"SOUL.md.{today - timedelta(days=1)}").write_text(text + "\nyesterday\n")
+        path.write_text(text + "\nthe current edit\n")
+        csrf = await _signed_in(http, c.url, await c.runtime.web_login.issue_link("cli"))
+        form = {"csrf": csrf, "soul": "lark", "day": str(today - timedelta(days=1))}
+
+        async def click() -> int:
+            async with http.post(c.url + "/souls/rollback", data=form) as answer:
+                return answer.status
+
+        assert await asyncio.gather(click(), click()) == [200, 200]
+        assert path.read_text() == text + "\nyesterday\n"
+        kept = [p.name for p in backups.iterdir() if "the current edit" in p.read_text()]
+        kept = [name for name in kept if "T" in name]  # a rollback's timed backup
+        assert len(kept) == 1
+        async with http.get(c.url + "/souls") as answer:  # offered, and it rolls back
+            assert f'name="day" value="{kept[0].removeprefix("SOUL.md.")}"' in await answer.text()
+        form["day"] = kept[0].removeprefix("SOUL.md.")
+        assert await click() == 200
+        assert path.read_text() == text + "\nthe current edit\n"
