@@ -14,6 +14,7 @@ import aiohttp
 import pytest
 
 from bot.chat.weblogin import COOKIE
+from bot.config.schema import AdminsConfig
 from bot.web.service import serving_web
 from tests.kit import capture_logs
 from tests.web.console import ADMIN, CANARY, SECRETS, console
@@ -221,3 +222,31 @@ async def test_a_double_click_on_roll_back_keeps_the_current_text(tmp_path: Path
         form["day"] = kept[0].removeprefix("SOUL.md.")
         assert await click() == 200
         assert path.read_text() == text + "\nthe current edit\n"
+
+
+async def test_a_session_or_link_of_someone_no_longer_an_admin_is_refused(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    async with console(tmp_path) as c, _client() as http:
+        await _signed_in(http, c.url, await c.runtime.web_login.issue_link(f"telegram:{ADMIN}"))
+        kept = await c.runtime.web_login.issue_link(f"telegram:{ADMIN}")
+        config = c.runtime.config
+        monkeypatch.setattr(c.runtime.access, "_config",
+                            config.model_copy(update={"admins": AdminsConfig()}))  # fmt: skip
+        with capture_logs() as logs:
+            async with http.get(c.url + "/souls") as answer:
+                assert answer.status == 401 and "lark" not in await answer.text()
+            token = kept.rsplit("/", 1)[1]
+            async with (
+                _client() as other,
+                other.post(
+                    c.url + "/login", data={"token": token}, allow_redirects=False
+                ) as answer,
+            ):
+                assert answer.status == 403 and COOKIE not in answer.cookies
+        refused = [line for line in logs if line["event"] == "web.login_refused"]
+        assert [line["admin"] for line in refused] == [f"telegram:{ADMIN}"] * 2
+        assert all("no longer" in line["reason"] for line in refused)
+        monkeypatch.setattr(c.runtime.access, "_config", config)  # an admin again:
+        async with http.get(c.url + "/souls") as answer:  # the ended session stays ended
+            assert answer.status == 401
