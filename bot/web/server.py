@@ -116,6 +116,10 @@ async def _guard(request: web.Request, handler: Handler) -> web.StreamResponse:
     except web.HTTPException as exc:  # aiohttp's own answers (404, 405): with the headers too
         exc.headers.update(_HEADERS)
         raise
+    except Exception as exc:  # a page that fails: a page that says so, with the headers
+        log.error("web.error", path=request.path, error=type(exc).__name__)
+        lines = [f"This page failed ({type(exc).__name__}); the log has it (web.error)."]
+        response = console.render(request, "result.html", code=500, lines=lines)
     return _with_headers(response)
 
 

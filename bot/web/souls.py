@@ -16,6 +16,7 @@ from aiohttp import web
 
 from bot.chat.commands import reload_lines
 from bot.errors import SoulbotError
+from bot.memory.wiki import Wiki
 from bot.soul.loader import Soul
 from bot.soul.prompt import estimate_tokens, system_blocks
 from bot.soul.soulfile import SoulFile, rollback_soul
@@ -113,6 +114,7 @@ class SharedWiki:
     catalog: str
     pages: list[tuple[str, str, str]]  # id, summary, body
     conflicts: list[str]  # the pages a compile left waiting
+    unreadable: str = ""  # the error class when the wiki could not be read
 
 
 @dataclass(frozen=True)
@@ -133,21 +135,30 @@ async def memory_page(request: web.Request) -> web.StreamResponse:
             if scope != SHARED:
                 continue
             wiki = memory.wiki(soul.id, SHARED)
-            pages: list[tuple[str, str, str]] = []
-            catalog: str | None = None
-            conflicts: list[str] = []
-            if wiki is not None:
-                found = await asyncio.to_thread(wiki.list_pages)
-                pages = [(p.id, p.summary, p.body) for p in found]
-                catalog = await asyncio.to_thread(wiki.catalog_text)
-                meta = await asyncio.to_thread(wiki.read_meta)
-                conflicts = sorted(meta.get("pending") or {})
-            shared.append(SharedWiki(soul.id, compiled, waiting, catalog or "", pages, conflicts))
+            try:
+                catalog, pages, conflicts = await asyncio.to_thread(_read_shared, wiki)
+            except (OSError, ValueError, SoulbotError) as exc:  # this wiki alone
+                shared.append(SharedWiki(soul.id, compiled, waiting, "", [], [],
+                                         type(exc).__name__))  # fmt: skip
+                continue
+            shared.append(SharedWiki(soul.id, compiled, waiting, catalog, pages, conflicts))
         others = [s for s in status if s[0] != SHARED]
         dates = [c for _, c, _ in others if c]
         private.append(PrivateCount(soul.id, len(others), sum(1 for s in others if s[2]),
                                     max(dates) if dates else None))  # fmt: skip
     return console.render(request, "memory.html", shared=shared, private=private)
+
+
+def _read_shared(wiki: Wiki | None) -> tuple[str, list[tuple[str, str, str]], list[str]]:
+    """A shared wiki's catalog, pages (id, summary, body) and the pages a
+    compile left waiting; empty without a wiki. Raises OSError, ValueError
+    (not UTF-8, not JSON), SoulbotError (SoulLoadError, WikiPathRefused)."""
+    if wiki is None:
+        return "", [], []
+    pages = [(p.id, p.summary, p.body) for p in wiki.list_pages()]
+    catalog = wiki.catalog_text() or ""
+    conflicts = sorted(wiki.read_meta().get("pending") or {})
+    return catalog, pages, conflicts
 
 
 async def compile_action(request: web.Request) -> web.StreamResponse:
