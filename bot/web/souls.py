@@ -17,7 +17,7 @@ from aiohttp import web
 from bot.chat.commands import reload_lines
 from bot.errors import SoulbotError
 from bot.memory.wiki import Wiki
-from bot.soul.loader import Soul
+from bot.soul.loader import BYTES_PER_TOKEN, Soul
 from bot.soul.prompt import estimate_tokens, system_blocks
 from bot.soul.soulfile import SoulFile, rollback_soul
 from bot.types import SHARED
@@ -34,16 +34,33 @@ class Change:
     diff: str
 
 
-def _changes(soul: Soul) -> list[Change]:
+TOO_LARGE = "(too large to show: over the soul loader's limit of {limit:,} bytes)"
+
+
+def _text(path: Path, max_bytes: int) -> str | None:
+    """The file's text, or None when it is over `max_bytes` (it is not read).
+    Raises OSError, UnicodeDecodeError."""
+    if path.stat().st_size > max_bytes:
+        return None
+    return path.read_text("utf-8")
+
+
+def _changes(soul: Soul, max_bytes: int) -> list[Change]:
     """Each backup, newest first, as the diff to the next version (the next
-    backup, or SOUL.md now)."""
+    backup, or SOUL.md now); a file over `max_bytes` (the loader's limit) is
+    not read, and its diffs say it is too large to show. Raises OSError,
+    UnicodeDecodeError."""
     file = SoulFile(soul.folder)
     days = file.dates()
-    texts = [(file.backups / f"SOUL.md.{day}").read_text("utf-8") for day in days]
-    texts.append(file.read())
+    texts = [_text(file.backups / f"SOUL.md.{day}", max_bytes) for day in days]
+    texts.append(_text(file.path, max_bytes))
     changes = []
     for i, day in enumerate(days):
-        lines = difflib.unified_diff(texts[i].splitlines(), texts[i + 1].splitlines(),
+        before, after = texts[i], texts[i + 1]
+        if before is None or after is None:
+            changes.append(Change(day, TOO_LARGE.format(limit=max_bytes)))
+            continue
+        lines = difflib.unified_diff(before.splitlines(), after.splitlines(),
                                      f"SOUL.md {day}", "after", lineterm="")  # fmt: skip
         changes.append(Change(day, "\n".join(list(lines)[:DIFF_LINES])))
     return changes[::-1]
@@ -56,9 +73,10 @@ def _prompt_tokens(soul: Soul) -> int:
 async def souls_page(request: web.Request) -> web.StreamResponse:
     console = console_of(request)
     souls = []
+    max_bytes = console.runtime.registry.max_prompt_tokens * BYTES_PER_TOKEN  # as the loader
     for soul in console.runtime.registry.all():
         try:
-            changes = await asyncio.to_thread(_changes, soul)
+            changes = await asyncio.to_thread(_changes, soul, max_bytes)
         except (OSError, UnicodeDecodeError) as exc:
             changes = [Change("?", f"the backups cannot be read: {exc}")]
         souls.append((soul, _prompt_tokens(soul), changes))

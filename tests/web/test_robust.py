@@ -9,6 +9,7 @@ from pathlib import Path
 import pytest
 
 from bot.memory.page import Page
+from bot.soul.loader import BYTES_PER_TOKEN
 from bot.types import SHARED
 from tests.kit import capture_logs
 from tests.web.console import console
@@ -70,3 +71,21 @@ async def test_a_page_that_fails_is_a_500_page_with_the_headers(
         [line] = [line for line in logs if line["event"] == "web.error"]
         assert (line["path"], line["error"]) == ("/souls", "RuntimeError")
         assert "SECRET" not in repr(logs)
+
+
+async def test_a_backup_over_the_loaders_limit_is_not_diffed(tmp_path: Path) -> None:
+    async with console(tmp_path) as c, _client() as http:
+        path = c.runtime.registry.get("lark").folder / "SOUL.md"  # type: ignore[union-attr]
+        backups = path.parent / "memory" / ".meta" / "backups"
+        backups.mkdir(parents=True)
+        limit = c.runtime.registry.max_prompt_tokens * BYTES_PER_TOKEN
+        line = "a big line of an old SOUL.md\n"
+        (backups / "SOUL.md.2026-11-01").write_text(line * (limit // len(line) + 1))
+        (backups / "SOUL.md.2026-11-02").write_text(path.read_text() + "\na small change\n")
+        await _signed_in(http, c.url, await c.runtime.web_login.issue_link("cli"))
+        async with http.get(c.url + "/souls") as answer:
+            html = await answer.text()
+            assert answer.status == 200
+        assert f"too large to show: over the soul loader&#39;s limit of {limit:,} bytes" in html
+        assert "a big line" not in html
+        assert "-a small change" in html  # the next backup's diff is there
