@@ -437,11 +437,11 @@ def soul() -> None:
 
 @soul.command()
 @click.argument("name")
-@click.argument("day", metavar="YYYY-MM-DD")
+@click.argument("day", metavar="WHEN")
 @common_options
 def rollback(name: str, day: str, config_path: Path | None, log_format: str | None) -> None:
-    """Restore the backup of DAY of soul NAME's SOUL.md (the current file is kept
-    as a backup too)."""
+    """Restore the backup WHEN (YYYY-MM-DD, or a rollback's YYYY-MM-DDTHHMMSS) of
+    soul NAME's SOUL.md (the current file is kept as a backup too)."""
     how = f"roll back from the chat with `/soul rollback {name} {day}`"
     _file_op(config_path, log_format, name, how,
              lambda registry, check: rollback_soul(registry, name, day, check))  # fmt: skip

@@ -198,7 +198,7 @@ ADMIN_HELP = (
     "/soul status shows souls, sessions, memory compiles and today's usage\n"
     "/soul compile [name] compiles the memory wikis now\n"
     "/soul usage [days] shows tokens and cost\n"
-    "/soul rollback NAME YYYY-MM-DD restores a dated backup of SOUL.md\n"
+    "/soul rollback NAME WHEN restores a backup of SOUL.md (YYYY-MM-DD[THHMMSS])\n"
     "/soul epoch NAME starts a new autobiography (core and memory kept)\n"
     "/soul web gives you a sign-in link to the web console (in a DM)\n"
     "/pair approve CODE lets a person talk to me; /pair deny CODE drops a waiting code\n"
@@ -226,7 +226,7 @@ ADMIN_ONLY = "Sorry, only an admin can use /{command}."
 UNKNOWN_COMMAND = "I don't know the command /{command}."
 SOUL_USAGE = (
     "Use: /soul reload [name] | /soul status | /soul compile [name] | /soul usage [days] | "
-    "/soul rollback NAME YYYY-MM-DD | /soul epoch NAME | /soul web"
+    "/soul rollback NAME WHEN | /soul epoch NAME | /soul web"
 )
 WEB_OFF = "The web console is off: set web.enabled in the config and restart."
 WEB_DM_ONLY = "/soul web gives a sign-in link only in a private chat with me, never in a group."

@@ -99,6 +99,16 @@ class SoulRegistry:
             raise SoulbotError(f"{self.workspaces}: the workspaces path is not a folder") from None
         return [p for p in entries if not p.name.startswith(".") and (p.is_symlink() or p.is_dir())]
 
+    def _folder_named(self, name: str) -> Path:
+        """The soul folder under the workspaces folder named `name`: one that
+        `_folders` lists, so never a path, a hidden folder or one outside.
+        Raises SoulbotError when there is none."""
+        if Path(name).name == name and name not in ("", ".", ".."):
+            for folder in self._folders():
+                if folder.name == name:
+                    return folder
+        raise SoulbotError(f"no soul or workspace folder is named '{name}'")
+
     def _load(self, folder: Path, claimed: dict[str, Path]) -> Soul | LoadFailure:
         try:
             soul = load_soul(folder, self.max_prompt_tokens * BYTES_PER_TOKEN)
@@ -146,7 +156,9 @@ class SoulRegistry:
         at its next turn; else a session whose prompt cache is warm keeps the
         version it has (the heartbeat's writes).
 
-        Raises SoulbotError when no soul and no folder has that name.
+        Raises SoulbotError when no soul and no folder has that name (a folder
+        name is a plain name of a folder in the workspaces folder: not a path,
+        not hidden).
         """
         with self._reloading:
             return self._reload(name, at_once)
@@ -176,9 +188,7 @@ class SoulRegistry:
 
     def _reload(self, name: str, at_once: bool) -> ReloadReport:
         current = self._live.get(name)
-        folder = current.soul.folder if current else self.workspaces / name
-        if current is None and not (folder.is_dir() or folder.is_symlink()):
-            raise SoulbotError(f"no soul or workspace folder is named '{name}'")
+        folder = current.soul.folder if current else self._folder_named(name)
         claimed = {k: v.soul.folder for k, v in self._live.items()}
         if current is not None:
             del claimed[current.soul.id]

@@ -5,11 +5,14 @@ Every write goes through `SoulFile.update`: it takes the lock
 (`memory/.meta/soul.lock`, filelock, so other processes are kept out too),
 reads the file as it is now, applies the edit and replaces the file through a
 new file and a rename. Two sessions reflecting at once therefore both land.
-Backups are `memory/.meta/backups/SOUL.md.YYYY-MM-DD` (the last 30 are kept),
-in a folder made 0700, each file 0600, whatever the umask; SOUL.md keeps its
-own mode. `rollback` restores one (keeping what it replaces as a backup too),
-`epoch` starts a new autobiography. Nothing is written through a link that
-leads out of the soul folder (`memory/` or `.meta/` pointing elsewhere).
+Backups are `memory/.meta/backups/SOUL.md.YYYY-MM-DD`, and a rollback's
+`SOUL.md.YYYY-MM-DDTHHMMSS` (`-2`, `-3`... when that name is taken: one is never
+overwritten); the last 30 of either kind are kept, in a folder made 0700, each
+file 0600, whatever the umask; SOUL.md keeps its own mode. `rollback` restores
+any of them (keeping what it replaces as a timed backup; a rollback to a backup
+equal to SOUL.md changes nothing), `epoch` starts a new autobiography. Nothing
+is written through a link that leads out of the soul folder (`memory/` or
+`.meta/` pointing elsewhere).
 These calls block: run them in a worker thread. Each write takes a `check`,
 called under the file lock right before anything is written: on a shared
 store it raises when the soul's lock across processes is no longer held
@@ -42,7 +45,16 @@ from bot.storage.files import (
 
 KEEP_BACKUPS = 30
 LOCK_TIMEOUT_S = 30.0
-_DATE = re.compile(r"^\d{4}-\d{2}-\d{2}$")
+# A backup's name after `SOUL.md.`: a day, or a rollback's time with its counter.
+_WHEN = re.compile(r"^(\d{4}-\d{2}-\d{2})(?:T(\d{6})(?:-([1-9]\d{0,5}))?)?$")
+
+
+def _order(when: str) -> tuple[str, str, int]:
+    """The sort key of a backup name that `_WHEN` matches: day, time, counter."""
+    match = _WHEN.match(when)
+    assert match is not None
+    day, clock, counter = match.groups()
+    return day, clock or "", int(counter or 1)
 
 
 class SoulFile:
@@ -98,30 +110,50 @@ class SoulFile:
         today = self.backups / f"SOUL.md.{now.date().isoformat()}"
         if not today.exists():
             replace_file(today, text.encode("utf-8"), PRIVATE_FILE)
-        for old in sorted(self.backups.glob("SOUL.md.*"))[:-KEEP_BACKUPS]:
-            old.unlink(missing_ok=True)
+        self._prune()
+
+    def _prune(self) -> None:
+        """Keep the last KEEP_BACKUPS backups, days and timed ones together."""
+        for old in self.dates()[:-KEEP_BACKUPS]:
+            (self.backups / f"SOUL.md.{old}").unlink(missing_ok=True)
+
+    def _timed_backup(self, text: str, now: datetime) -> None:
+        """Keep `text` as `SOUL.md.<day>T<time>`, with `-2`, `-3`... after it
+        when that name is taken (under the lock, so no other writer races)."""
+        make_folders(self.backups, PRIVATE_FOLDER)
+        stamp = now.strftime("%Y-%m-%dT%H%M%S")
+        name, counter = stamp, 1
+        while (self.backups / f"SOUL.md.{name}").exists():
+            counter += 1
+            name = f"{stamp}-{counter}"
+        replace_file(self.backups / f"SOUL.md.{name}", text.encode("utf-8"), PRIVATE_FILE)
 
     def dates(self) -> list[str]:
-        """The days with a backup, oldest first."""
+        """The backups' names after `SOUL.md.` (a day, or a rollback's
+        YYYY-MM-DDTHHMMSS with its counter), oldest first."""
         names = (p.name.removeprefix("SOUL.md.") for p in self.backups.glob("SOUL.md.*"))
-        return sorted(name for name in names if _DATE.match(name))
+        return sorted((name for name in names if _WHEN.match(name)), key=_order)
 
-    def rollback(self, day: str, check: Check = unchecked) -> None:
-        """Replace SOUL.md with the backup of `day` (YYYY-MM-DD); what it
-        replaces is kept as a backup named with the time. Raises SoulbotError
-        when there is no such backup, and what `check` raises."""
+    def rollback(self, day: str, check: Check = unchecked) -> bool:
+        """Replace SOUL.md with the backup `day` (a name `dates` gives); what it
+        replaces is kept as a timed backup. Returns False, changing nothing,
+        when the backup is SOUL.md as it is. Raises SoulbotError when there is
+        no such backup, and what `check` raises."""
         source = self.backups / f"SOUL.md.{day}"
-        if not _DATE.match(day) or not source.is_file():
+        if not _WHEN.match(day) or not source.is_file():
             known = ", ".join(self.dates()) or "none"
             raise SoulbotError(f"no backup of {self.path} for {day!r} (backups: {known})")
         with self._lock():
+            restored = source.read_bytes()  # before a prune could take it
+            if restored == self.path.read_bytes():
+                return False
             now = self._now()
             current = self.read()
             check()
+            self._timed_backup(current, now)
             self._backup(current, now)
-            stamp = now.strftime("%Y-%m-%dT%H%M%S")
-            replace_file(self.backups / f"SOUL.md.{stamp}", current.encode("utf-8"), PRIVATE_FILE)
-            replace_file(self.path, source.read_bytes())
+            replace_file(self.path, restored)
+            return True
 
     def epoch(self, check: Check = unchecked) -> int:
         """Start a new epoch (autobiography cleared; core and memory kept).
@@ -147,11 +179,15 @@ def _soul_file(registry: SoulRegistry, name: str) -> SoulFile:
 
 
 def rollback_soul(registry: SoulRegistry, name: str, day: str, check: Check = unchecked) -> str:
-    """Restore the backup of `day` and reload the soul; returns the line to
-    show. Raises SoulbotError (no such soul or backup, the restored file
-    does not load: the registry keeps the previous version live, or what
+    """Restore the backup `day` and reload the soul; returns the line to
+    show. A backup equal to SOUL.md changes nothing (a second click of the
+    same rollback). Raises SoulbotError (no such soul or backup, the restored
+    file does not load: the registry keeps the previous version live, or what
     `check` raises)."""
-    _soul_file(registry, name).rollback(day, check)
+    if not _soul_file(registry, name).rollback(day, check):
+        soul = registry.get(name)
+        version = f" (version {soul.version})" if soul is not None else ""
+        return f"{name}: SOUL.md is the backup of {day} already; nothing changed{version}"
     return _reloaded(registry, name, f"{name}: rolled back to the backup of {day}")
 
 

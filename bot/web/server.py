@@ -4,8 +4,10 @@ Every page needs a session (bot/web/auth.py), but the sign-in
 pages: `GET /login/<token>` shows a button, and only its POST takes the link, so
 a platform's link preview cannot spend it. Every POST carries the session's CSRF
 token (`csrf`, a hidden field). Each answer forbids caching, framing and a
-Referer (a link's token is in its path). Sign-ins and changes are logged
-(`web.login`, `web.login_refused`, `web.change`), never a token.
+Referer (a link's token is in its path). A link or a session is good only while
+its admin is one (in `admins:`, or `cli` for `soulbot web-login`): a session of
+someone no longer there is ended at its next request. Sign-ins and changes are
+logged (`web.login`, `web.login_refused`, `web.change`), never a token.
 """
 
 from __future__ import annotations
@@ -77,12 +79,29 @@ def changed(request: web.Request, what: str, **details: str) -> None:
     log.info("web.change", what=what, by=session_of(request).admin, **details)
 
 
+NOT_ADMIN = "the admin is no longer in admins:"
+
+
+def _still_admin(console: Console, admin: str) -> bool:
+    """Whether a session's or a link's `admin` (`platform:id`, or `cli`) is an
+    admin now: the config's `admins:` may have lost them since the link."""
+    if admin == "cli":
+        return True
+    platform, _, user_id = admin.partition(":")
+    return bool(user_id) and console.runtime.access.is_admin(platform, user_id)
+
+
 @web.middleware
 async def _guard(request: web.Request, handler: Handler) -> web.StreamResponse:
     """No page without a session, no POST without its CSRF token; the headers of every answer."""
     console = console_of(request)
     if not request.path.startswith(_OPEN):
-        session = await console.auth.session(request.cookies.get(COOKIE))
+        cookie = request.cookies.get(COOKIE)
+        session = await console.auth.session(cookie)
+        if session is not None and not _still_admin(console, session.admin):
+            log.warning("web.login_refused", reason=NOT_ADMIN, admin=session.admin)
+            await console.auth.sign_out(cookie or "")
+            session = None
         if session is None:
             return _with_headers(console.render(request, "signed_out.html", code=401))
         request[SESSION_KEY] = session
@@ -97,6 +116,10 @@ async def _guard(request: web.Request, handler: Handler) -> web.StreamResponse:
     except web.HTTPException as exc:  # aiohttp's own answers (404, 405): with the headers too
         exc.headers.update(_HEADERS)
         raise
+    except Exception as exc:  # a page that fails: a page that says so, with the headers
+        log.error("web.error", path=request.path, error=type(exc).__name__)
+        lines = [f"This page failed ({type(exc).__name__}); the log has it (web.error)."]
+        response = console.render(request, "result.html", code=500, lines=lines)
     return _with_headers(response)
 
 
@@ -118,6 +141,10 @@ async def _login(request: web.Request) -> web.StreamResponse:
         log.warning("web.login_refused", reason="the link is unknown, used or expired")
         return console.render(request, "signed_out.html", code=403, refused=True)
     cookie, session = taken
+    if not _still_admin(console, session.admin):
+        await console.auth.sign_out(cookie)
+        log.warning("web.login_refused", reason=NOT_ADMIN, admin=session.admin)
+        return console.render(request, "signed_out.html", code=403, refused=True)
     log.info("web.login", admin=session.admin)
     response = _redirect("/souls")
     response.set_cookie(COOKIE, cookie, httponly=True, samesite="Strict",

@@ -18,7 +18,8 @@ from aiohttp import web
 from bot.chat.commands import reload_lines
 from bot.errors import SoulbotError
 from bot.memory.service import Memory
-from bot.soul.loader import Soul
+from bot.memory.wiki import Wiki
+from bot.soul.loader import BYTES_PER_TOKEN, Soul
 from bot.soul.prompt import estimate_tokens, system_blocks
 from bot.soul.soulfile import SoulFile, rollback_soul
 from bot.types import SHARED
@@ -35,16 +36,33 @@ class Change:
     diff: str
 
 
-def _changes(soul: Soul) -> list[Change]:
+TOO_LARGE = "(too large to show: over the soul loader's limit of {limit:,} bytes)"
+
+
+def _text(path: Path, max_bytes: int) -> str | None:
+    """The file's text, or None when it is over `max_bytes` (it is not read).
+    Raises OSError, UnicodeDecodeError."""
+    if path.stat().st_size > max_bytes:
+        return None
+    return path.read_text("utf-8")
+
+
+def _changes(soul: Soul, max_bytes: int) -> list[Change]:
     """Each backup, newest first, as the diff to the next version (the next
-    backup, or SOUL.md now)."""
+    backup, or SOUL.md now); a file over `max_bytes` (the loader's limit) is
+    not read, and its diffs say it is too large to show. Raises OSError,
+    UnicodeDecodeError."""
     file = SoulFile(soul.folder)
     days = file.dates()
-    texts = [(file.backups / f"SOUL.md.{day}").read_text("utf-8") for day in days]
-    texts.append(file.read())
+    texts = [_text(file.backups / f"SOUL.md.{day}", max_bytes) for day in days]
+    texts.append(_text(file.path, max_bytes))
     changes = []
     for i, day in enumerate(days):
-        lines = difflib.unified_diff(texts[i].splitlines(), texts[i + 1].splitlines(),
+        before, after = texts[i], texts[i + 1]
+        if before is None or after is None:
+            changes.append(Change(day, TOO_LARGE.format(limit=max_bytes)))
+            continue
+        lines = difflib.unified_diff(before.splitlines(), after.splitlines(),
                                      f"SOUL.md {day}", "after", lineterm="")  # fmt: skip
         changes.append(Change(day, "\n".join(list(lines)[:DIFF_LINES])))
     return changes[::-1]
@@ -57,9 +75,10 @@ def _prompt_tokens(soul: Soul) -> int:
 async def souls_page(request: web.Request) -> web.StreamResponse:
     console = console_of(request)
     souls = []
+    max_bytes = console.runtime.registry.max_prompt_tokens * BYTES_PER_TOKEN  # as the loader
     for soul in console.runtime.registry.all():
         try:
-            changes = await asyncio.to_thread(_changes, soul)
+            changes = await asyncio.to_thread(_changes, soul, max_bytes)
         except (OSError, UnicodeDecodeError) as exc:
             changes = [Change("?", f"the backups cannot be read: {exc}")]
         souls.append((soul, _prompt_tokens(soul), changes))
@@ -118,6 +137,7 @@ class SharedWiki:
     catalog: str
     pages: list[tuple[str, str, str]]  # id, summary, body
     conflicts: list[str]  # the pages a compile left waiting
+    unreadable: str = ""  # the error class when the wiki could not be read
 
 
 @dataclass(frozen=True)
@@ -130,17 +150,13 @@ class PrivateCount:
 
 async def _shown(memory: Memory, soul: str, scope: str, compiled: str | None,
                  waiting: bool) -> SharedWiki:  # fmt: skip
-    wiki = memory.wiki(soul, scope)
-    pages: list[tuple[str, str, str]] = []
-    catalog: str | None = None
-    conflicts: list[str] = []
-    if wiki is not None:
-        found = await asyncio.to_thread(wiki.list_pages)
-        pages = [(p.id, p.summary, p.body) for p in found]
-        catalog = await asyncio.to_thread(wiki.catalog_text)
-        meta = await asyncio.to_thread(wiki.read_meta)
-        conflicts = sorted(meta.get("pending") or {})
-    return SharedWiki(soul, scope, compiled, waiting, catalog or "", pages, conflicts)
+    """A shown wiki (the shared one, a group's) as the page lists it; one that
+    cannot be read is listed as such, by its error's class alone."""
+    try:
+        catalog, pages, conflicts = await asyncio.to_thread(_read_shared, memory.wiki(soul, scope))
+    except (OSError, ValueError, SoulbotError) as exc:  # this wiki alone
+        return SharedWiki(soul, scope, compiled, waiting, "", [], [], type(exc).__name__)
+    return SharedWiki(soul, scope, compiled, waiting, catalog, pages, conflicts)
 
 
 async def memory_page(request: web.Request) -> web.StreamResponse:
@@ -159,6 +175,18 @@ async def memory_page(request: web.Request) -> web.StreamResponse:
         private.append(PrivateCount(soul.id, len(others), sum(1 for s in others if s[2]),
                                     max(dates) if dates else None))  # fmt: skip
     return console.render(request, "memory.html", shared=shared, private=private)
+
+
+def _read_shared(wiki: Wiki | None) -> tuple[str, list[tuple[str, str, str]], list[str]]:
+    """A shown wiki's catalog, pages (id, summary, body) and the pages a
+    compile left waiting; empty without a wiki. Raises OSError, ValueError
+    (not UTF-8, not JSON), SoulbotError (SoulLoadError, WikiPathRefused)."""
+    if wiki is None:
+        return "", [], []
+    pages = [(p.id, p.summary, p.body) for p in wiki.list_pages()]
+    catalog = wiki.catalog_text() or ""
+    conflicts = sorted(wiki.read_meta().get("pending") or {})
+    return catalog, pages, conflicts
 
 
 async def compile_action(request: web.Request) -> web.StreamResponse:

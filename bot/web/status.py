@@ -90,10 +90,16 @@ def _headroom(conn: Conn, now: float, budget: BudgetConfig, admins: frozenset[st
     return rows
 
 
+def _days(text: str) -> int:
+    """The days a `days=` query asks for: ASCII digits from 1 to MAX_DAYS, else 14."""
+    if text.isascii() and text.isdigit() and 1 <= int(text) <= MAX_DAYS:
+        return int(text)
+    return 14
+
+
 async def usage_page(request: web.Request) -> web.StreamResponse:
     console = console_of(request)
-    text = request.query.get("days", "14")
-    days = int(text) if text.isdigit() and 1 <= int(text) <= MAX_DAYS else 14
+    days = _days(request.query.get("days", ""))
     by: ChartBy = "soul" if request.query.get("by") == "soul" else "source"
     config, now = console.runtime.config, time.time()
     souls = [soul.id for soul in console.runtime.registry.all()]

@@ -110,6 +110,26 @@ def test_reload_by_folder_name_adds_a_new_soul(make_soul: MakeSoul, tmp_path: Pa
         registry.reload("nobody")
 
 
+@pytest.mark.parametrize("name", ["outside", "../outside", "ABS", ".", "..", ".hidden", "a/b", ""])
+def test_reload_takes_only_a_folder_of_the_workspaces(
+    make_soul: MakeSoul, tmp_path: Path, name: str
+) -> None:
+    make_soul("aria")
+    outside = tmp_path / "outside"
+    outside.mkdir()
+    (outside / "SOUL.md").write_text("---\nname: Evil\n---\nFrom outside.")
+    hidden = tmp_path / "workspaces" / ".hidden"
+    shutil.copytree(outside, hidden)
+    (tmp_path / "workspaces" / "a").mkdir()
+    shutil.copytree(outside, tmp_path / "workspaces" / "a" / "b")
+    name = str(outside) if name == "ABS" else name
+    registry = SoulRegistry(tmp_path / "workspaces")
+    registry.reload_all()
+    with pytest.raises(SoulbotError, match="no soul or workspace folder is named"):
+        registry.reload(name)
+    assert [s.id for s in registry.all()] == ["aria"]
+
+
 def test_reload_with_an_id_change_replaces_the_old_id(make_soul: MakeSoul, tmp_path: Path) -> None:
     folder = make_soul("aria")
     registry = SoulRegistry(tmp_path / "workspaces")

@@ -93,6 +93,62 @@ def test_rollback_restores_a_day_and_keeps_what_it_replaced(tmp_path: Path) -> N
         rollback_soul(registry, "nobody", "2026-11-18")
 
 
+def _three_versions(tmp_path: Path, clock: Clock) -> tuple[SoulRegistry, SoulFile]:
+    """twinkle with backups of 2026-11-18 (SOUL) and 2026-11-19, and a third
+    version in SOUL.md now; the clock stays on 2026-11-20."""
+    folder = soul_folder(tmp_path)
+    registry = SoulRegistry(tmp_path / "workspaces")
+    registry.reload_all()
+    file = SoulFile(folder, clock)
+    for words in ("Day one about Miso.", "Day two about Miso.", "Day three about Miso."):
+        file.update(reflect(words))
+        clock.now += DAY
+    return registry, file
+
+
+def test_a_second_rollback_to_the_same_backup_changes_nothing(tmp_path: Path) -> None:
+    clock = Clock()
+    registry, file = _three_versions(tmp_path, clock)
+    current = file.read()
+    rollback_soul(registry, "twinkle", "2026-11-19")
+    line = rollback_soul(registry, "twinkle", "2026-11-19")  # a double click, same second
+    assert line.startswith("twinkle: SOUL.md is the backup of 2026-11-19 already; nothing changed")
+    timed = [when for when in file.dates() if "T" in when]
+    assert len(timed) == 1
+    assert (file.backups / f"SOUL.md.{timed[0]}").read_text() == current
+
+
+def test_timed_backups_never_overwrite_and_roll_back_too(tmp_path: Path) -> None:
+    clock = Clock()
+    registry, file = _three_versions(tmp_path, clock)
+    current = file.read()
+    day_two = (file.backups / "SOUL.md.2026-11-19").read_text()
+    assert file.rollback("2026-11-19")
+    assert file.rollback("2026-11-18")  # the same second: a name of its own
+    stamp = "2026-11-21T110640"
+    assert file.dates() == ["2026-11-18", "2026-11-19", "2026-11-20", "2026-11-21", stamp,
+                            f"{stamp}-2"]  # fmt: skip
+    assert (file.backups / f"SOUL.md.{stamp}").read_text() == current
+    assert (file.backups / f"SOUL.md.{stamp}-2").read_text() == day_two
+    line = rollback_soul(registry, "twinkle", stamp)
+    assert line.startswith(f"twinkle: rolled back to the backup of {stamp} (version ")
+    assert file.read() == current
+    with pytest.raises(SoulbotError, match="no backup of"):
+        rollback_soul(registry, "twinkle", f"{stamp}-9")
+
+
+def test_rollbacks_keep_the_last_30_backups_of_either_kind(tmp_path: Path) -> None:
+    clock = Clock()
+    _, file = _three_versions(tmp_path, clock)
+    for day in range(1, KEEP_BACKUPS + 1):
+        (file.backups / f"SOUL.md.2026-10-{day:02d}").write_text(SOUL + f"\nday {day}\n")
+    assert file.rollback("2026-10-01")  # the oldest: read before any prune
+    assert "day 1\n" in file.read()
+    dates = file.dates()  # 30 + 3 days, 2026-11-21's and the timed one: 5 pruned
+    assert len(dates) == KEEP_BACKUPS
+    assert dates[0] == "2026-10-06" and dates[-2:] == ["2026-11-21", "2026-11-21T110640"]
+
+
 def test_a_rollback_to_a_file_that_does_not_load_keeps_the_live_version(tmp_path: Path) -> None:
     folder = soul_folder(tmp_path)
     registry = SoulRegistry(tmp_path / "workspaces")

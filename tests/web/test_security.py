@@ -5,14 +5,17 @@ page."""
 
 from __future__ import annotations
 
+import asyncio
 import re
 from dataclasses import replace
+from datetime import UTC, datetime, timedelta
 from pathlib import Path
 
 import aiohttp
 import pytest
 
 from bot.chat.weblogin import COOKIE
+from bot.config.schema import AdminsConfig
 from bot.types import Inbound
 from bot.web.service import serving_web
 from tests.kit import capture_logs
@@ -179,6 +182,76 @@ async def test_a_port_taken_is_one_line_and_the_daemon_serves_on(tmp_path: Path)
                 assert runner is None
         [line] = [line for line in logs if line["event"] == "web.error"]
         assert line["listen"] == c.runtime.config.web.listen
+
+
+async def test_a_reload_loads_no_folder_outside_the_workspaces(tmp_path: Path) -> None:
+    async with console(tmp_path) as c, _client() as http:
+        outside = tmp_path / "outside"
+        outside.mkdir()
+        (outside / "SOUL.md").write_text("---\nname: Evil\n---\nI came from outside.\n")
+        csrf = await _signed_in(http, c.url, await c.runtime.web_login.issue_link("cli"))
+        for name in (str(outside), "../outside", "/etc", ".."):
+            async with http.post(c.url + "/souls/reload", data={"csrf": csrf, "soul": name}) as a:
+                assert a.status == 400, name
+                assert "no soul or workspace folder is named" in await a.text(), name
+        assert [s.id for s in c.runtime.registry.all()] == ["lark"]
+
+
+async def test_a_double_click_on_roll_back_keeps_the_current_text(tmp_path: Path) -> None:
+    async with console(tmp_path) as c, _client() as http:
+        path = c.runtime.registry.get("lark").folder / "SOUL.md"  # type: ignore[union-attr]
+        text = path.read_text()
+        backups = path.parent / "memory" / ".meta" / "backups"
+        backups.mkdir(parents=True)
+        today = datetime.now(UTC).date()
+        (backups / f"SOUL.md.{today}").write_text(text)  # the heartbeat's backup of today
+        (backups / f"SOUL.md.{today - timedelta(days=1)}").write_text(text + "\nyesterday\n")
+        path.write_text(text + "\nthe current edit\n")
+        csrf = await _signed_in(http, c.url, await c.runtime.web_login.issue_link("cli"))
+        form = {"csrf": csrf, "soul": "lark", "day": str(today - timedelta(days=1))}
+
+        async def click() -> int:
+            async with http.post(c.url + "/souls/rollback", data=form) as answer:
+                return answer.status
+
+        assert await asyncio.gather(click(), click()) == [200, 200]
+        assert path.read_text() == text + "\nyesterday\n"
+        kept = [p.name for p in backups.iterdir() if "the current edit" in p.read_text()]
+        kept = [name for name in kept if "T" in name]  # a rollback's timed backup
+        assert len(kept) == 1
+        async with http.get(c.url + "/souls") as answer:  # offered, and it rolls back
+            assert f'name="day" value="{kept[0].removeprefix("SOUL.md.")}"' in await answer.text()
+        form["day"] = kept[0].removeprefix("SOUL.md.")
+        assert await click() == 200
+        assert path.read_text() == text + "\nthe current edit\n"
+
+
+async def test_a_session_or_link_of_someone_no_longer_an_admin_is_refused(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    async with console(tmp_path) as c, _client() as http:
+        await _signed_in(http, c.url, await c.runtime.web_login.issue_link(f"telegram:{ADMIN}"))
+        kept = await c.runtime.web_login.issue_link(f"telegram:{ADMIN}")
+        config = c.runtime.config
+        monkeypatch.setattr(c.runtime.access, "_config",
+                            config.model_copy(update={"admins": AdminsConfig()}))  # fmt: skip
+        with capture_logs() as logs:
+            async with http.get(c.url + "/souls") as answer:
+                assert answer.status == 401 and "lark" not in await answer.text()
+            token = kept.rsplit("/", 1)[1]
+            async with (
+                _client() as other,
+                other.post(
+                    c.url + "/login", data={"token": token}, allow_redirects=False
+                ) as answer,
+            ):
+                assert answer.status == 403 and COOKIE not in answer.cookies
+        refused = [line for line in logs if line["event"] == "web.login_refused"]
+        assert [line["admin"] for line in refused] == [f"telegram:{ADMIN}"] * 2
+        assert all("no longer" in line["reason"] for line in refused)
+        monkeypatch.setattr(c.runtime.access, "_config", config)  # an admin again:
+        async with http.get(c.url + "/souls") as answer:  # the ended session stays ended
+            assert answer.status == 401
 
 
 GROUP_WORD, THREAD_WORD = "GROUP-heron-41", "THREAD-private-93"
