@@ -3,7 +3,8 @@ is the last of a conversation, and what taking it back may answer.
 
 The last exchange is the newest reply the history stores (delivered, and
 stored: not a line that said a turn failed) with the person's messages it
-answered (those after the reply before it). Whom it answered is the person
+answered (those after the reply before it). A row the soul wrote unasked (a
+reminder) answers nothing: it is neither. Whom it answered is the person
 whose message it replied to (the session's reply address); when messages came
 after it that no stored reply answers, who spoke is not known for sure, and
 only an admin may take it back in a group. The session runs a take-back in its
@@ -60,13 +61,16 @@ def last_exchange(entries: Sequence[Entry]) -> Exchange | None:
     """The last exchange of `entries` (a history in order), or None when no
     reply stored and delivered is there, or the messages it answered are
     compacted already."""
-    replies = [i for i, e in enumerate(entries) if e.role == "assistant"]
+    # A reply answers messages (its `reply_to`); a row the soul wrote unasked (a
+    # reminder, a check-in: `Session.keep_unprompted`) answers none, and is no
+    # exchange's end nor the start of the next.
+    replies = [e for e in entries if e.role == "assistant" and e.reply_to is not None]
     if not replies:
         return None
-    reply = entries[replies[-1]]
+    reply = replies[-1]
     if not reply.delivered or reply.id < 0 or reply.reply_to is None:
         return None
-    before = entries[replies[-2]].reply_to or 0 if len(replies) > 1 else 0
+    before = (replies[-2].reply_to or 0) if len(replies) > 1 else 0
     asked = tuple(e for e in entries if e.role == "user" and before < e.id <= reply.reply_to)
     if not asked:  # what it answered was compacted into the summary
         return None

@@ -10,6 +10,7 @@ from pathlib import Path
 from adapters import texts
 from bot import prompts
 from bot.app.runtime import Runtime
+from bot.types import Inbound, Outbound
 from tests.adapters.test_discord import ADMIN as DC_ADMIN
 from tests.adapters.test_discord import BOT, CHANNEL, GUILD, discord_bot, followups
 from tests.adapters.test_telegram import ADMIN, GROUP, telegram
@@ -29,6 +30,14 @@ async def history(runtime: Runtime, session: str) -> list[tuple[str, str]]:
             "SELECT role, content FROM history WHERE session = ? AND kind = 'message' "
             "ORDER BY id", (session,))
     ])  # fmt: skip
+
+
+async def remind(runtime: Runtime, chat: int, text: str) -> None:
+    """Have the soul say `text` unasked in the DM `chat` (as a reminder does)."""
+    inbound = Inbound(platform="telegram", chat_id=str(chat), user_id=str(chat),
+                      user_name="Ann", text="", is_dm=True)  # fmt: skip
+    route = runtime.router.route(inbound)
+    await runtime.sessions.say_unprompted(route, Outbound("telegram", str(chat), text))
 
 
 def long_answer(name: str) -> str:
@@ -140,6 +149,41 @@ async def test_discord_undo_in_a_guild_takes_the_exchange_back(tmp_path: Path) -
     assert rows == [] and traces == 0
     [undone] = [e for e in logs if e["event"] == "chat.undone"]
     assert "kestrel" not in json.dumps(undone)
+
+
+async def test_a_reminder_after_an_answer_leaves_it_to_take_back(tmp_path: Path) -> None:
+    async with telegram(tmp_path) as (tg, model, runtime):
+        model.script_text("Owls hoot.")
+        tg.push_message(ADMIN, "tell me about owls", user_id=ADMIN)
+        await tg.wait_sent(1)
+        await remind(runtime, ADMIN, "Reminder: water the plants.")
+        await tg.wait_sent(2)
+        tg.push_message(ADMIN, "/undo", user_id=ADMIN)
+        await tg.wait_sent(3)
+        rows = await history(runtime, f"telegram:{ADMIN}")
+    assert shown(tg, ADMIN) == ["Reminder: water the plants.", prompts.UNDO_DONE]
+    assert rows == [("assistant", "Reminder: water the plants.")]
+
+
+async def test_a_reminder_between_exchanges_keeps_the_older_one(tmp_path: Path) -> None:
+    async with telegram(tmp_path) as (tg, model, runtime):
+        model.script_text("First answer.")
+        tg.push_message(ADMIN, "my first message", user_id=ADMIN)
+        await tg.wait_sent(1)
+        await remind(runtime, ADMIN, "Reminder: water the plants.")
+        await tg.wait_sent(2)
+        model.script_text("Second answer.")
+        tg.push_message(ADMIN, "my second message", user_id=ADMIN)
+        await tg.wait_sent(3)
+        tg.push_message(ADMIN, "/undo", user_id=ADMIN)
+        await tg.wait_for(lambda f: prompts.UNDO_DONE in shown(f, ADMIN), what="the line")
+        rows = await history(runtime, f"telegram:{ADMIN}")
+        await runtime.memory.drain(5)
+        traces = await runtime.db.run(lambda c: [r[0] for r in c.execute(
+            "SELECT text FROM memory WHERE page IS NULL ORDER BY id")])  # fmt: skip
+    assert rows == [("user", "my first message"), ("assistant", "First answer."),
+                    ("assistant", "Reminder: water the plants.")]  # fmt: skip
+    assert traces == ["my first message", "First answer."]
 
 
 async def test_undo_before_a_compile_leaves_nothing_to_recall(tmp_path: Path) -> None:
