@@ -113,7 +113,7 @@ from bot.soul.prompt import current_mood
 from bot.types import Inbound, Outbound, ReplyStream, Route, Scope, Tool, VoiceNote
 
 if TYPE_CHECKING:
-    from bot.memory.service import Memory
+    from bot.memory.service import Memory, Said
 
 log = structlog.get_logger(__name__)
 
@@ -943,12 +943,12 @@ class Session:
         session = self.route.session
         ids = await self._parts.store.reply_ids(session, exchange.reply.text, exchange.reply.ts)
         if job.undo:
-            await self._unremember(exchange.said(), exchange.since, who)
+            await self._unremember(exchange.said(), exchange.reply.ts, who)
             await self._parts.store.take_back(session, exchange.ids(), ids)
             if self._parts.media_dir is not None:  # `media.keep`: its images go too
                 await unkeep(self._parts.media_dir, session, exchange.ids())
         else:
-            await self._unremember([("assistant", exchange.reply.text)], exchange.reply.ts, who)
+            await self._unremember(exchange.said()[-1:], exchange.reply.ts, who)
             await self._parts.store.take_back(session, [exchange.reply.id], ids)
         gone = set(exchange.ids() if job.undo else [exchange.reply.id])
         self._entries = [e for e in self._entries if e.id not in gone]
@@ -967,9 +967,10 @@ class Session:
         answered = any(e.role == "assistant" and e.reply_to == last for e in self._entries)
         return "retried" if answered else "failed"
 
-    async def _unremember(self, said: list[tuple[str, str]], since: float, who: str | None) -> None:
-        """Take what `said` of the last exchange out of memory: the session's
-        scope; in a per-member place, the member scope of whom it answered."""
+    async def _unremember(self, said: list[Said], until: float, who: str | None) -> None:
+        """Take `said` (rows of the last exchange, which ended at `until`) out
+        of memory: the session's scope; in a per-member place, the member
+        scope of whom it answered."""
         route = member_route(self.route, who)
         if self._parts.memory is not None and route is not None:
-            await self._parts.memory.take_back(route, since, said)
+            await self._parts.memory.take_back(route, said, until)

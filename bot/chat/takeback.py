@@ -20,6 +20,7 @@ from dataclasses import dataclass
 from typing import Literal
 
 from bot.chat.history import Entry
+from bot.memory.service import Said
 from bot.types import Outbound
 
 # What a take-back did: `none` (no answer to take back), `refused` (the answer
@@ -49,9 +50,10 @@ class Exchange:
         """When it began: its first message."""
         return min(e.ts for e in self.asked)
 
-    def said(self) -> list[tuple[str, str]]:
-        """(speaker, text) of each of its rows, as memory traces name them."""
-        return [*(("user", e.text) for e in self.asked), ("assistant", self.reply.text)]
+    def said(self) -> list[Said]:
+        """Its rows (the person's messages, then the reply), as memory takes
+        them back (`Memory.take_back`)."""
+        return [Said(e.role, e.text, e.ts) for e in (*self.asked, self.reply)]
 
     def ids(self) -> list[int]:
         return [*(e.id for e in self.asked), self.reply.id]

@@ -204,6 +204,24 @@ async def test_undo_before_a_compile_leaves_nothing_to_recall(tmp_path: Path) ->
     assert answer["text"] not in shown(tg, ADMIN)  # the bot's answer is out of the chat
 
 
+async def test_undo_leaves_anothers_words_that_the_exchange_holds(tmp_path: Path) -> None:
+    """A trace is the exchange's by its speaker's name, its words and its time:
+    Bob's "ok", overheard after the answer, stays, though Ann's message holds "ok"."""
+    async with telegram(tmp_path, "groups: {remember_unaddressed: true}\n") as (tg, _, runtime):
+        tg.push_message(GROUP, "@soul_test_bot ok so what is a vole", user_id=5,
+                        chat_type="supergroup")  # fmt: skip
+        await tg.wait_sent(1)
+        polls = len(tg.calls_of("getUpdates"))
+        tg.push_message(GROUP, "ok", user_id=6, first_name="Bob", chat_type="supergroup")
+        await tg.wait_for(lambda f: len(f.calls_of("getUpdates")) > polls + 1, what="two polls")
+        await runtime.memory.drain(5)
+        tg.push_message(GROUP, "/undo@soul_test_bot", user_id=5, chat_type="supergroup")
+        await tg.wait_for(lambda f: prompts.UNDO_DONE in shown(f, GROUP), what="the line")
+        after = await runtime.db.run(lambda c: [tuple(r) for r in c.execute(
+            "SELECT speaker, name, text FROM memory WHERE page IS NULL")])  # fmt: skip
+    assert after == [("user", "Bob", "ok")]
+
+
 async def test_undo_after_a_compile_drops_what_the_compile_made_of_it(tmp_path: Path) -> None:
     scope = f"user:telegram:{ADMIN}"
     async with telegram(tmp_path) as (tg, model, runtime):

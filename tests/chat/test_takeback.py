@@ -26,7 +26,8 @@ def test_the_last_exchange_is_the_newest_reply_with_what_it_answered() -> None:
     assert found is not None
     assert (found.reply.id, [e.id for e in found.asked], found.followed) == (5, [3, 4], False)
     assert found.since == 5.0 and found.ids() == [3, 4, 5]
-    assert found.said() == [("user", "u3"), ("user", "u4"), ("assistant", "a5")]
+    said = [(r.speaker, r.text, r.at) for r in found.said()]
+    assert said == [("user", "u3", 5.0), ("user", "u4", 6.0), ("assistant", "a5", 0.0)]
     followed = last_exchange([*history, user(6)])
     assert followed is not None and followed.followed and followed.reply.id == 5
 
