@@ -22,7 +22,7 @@ from bot.chat.history import Entry
 from bot.chat.media import Pictured, kept_folder
 from bot.chat.places import member_route
 from bot.chat.sessions import Session, SessionParts
-from bot.chat.takeback import May, Outcome
+from bot.chat.takeback import May, Taken
 from bot.types import SHARED, Inbound, Outbound, Route, Scope
 
 log = structlog.get_logger(__name__)
@@ -211,13 +211,15 @@ class SessionManager:
         async with self._lock(route.session):
             await (await self._get(route)).reset()
 
-    async def take_back(self, route: Route, undo: bool, may: May) -> asyncio.Future[Outcome]:
+    async def take_back(
+        self, route: Route, undo: bool, may: May, admin: bool = False
+    ) -> asyncio.Future[Taken]:
         """Queue an `/undo` (`undo`) or a `/retry` of the last exchange of the
         route's conversation (`Session.take_back`), after the messages before
         it; returns the future of its outcome."""
         async with self._lock(route.session):
             session = await self._get(route)
-            return session.take_back(undo, may)
+            return session.take_back(undo, may, admin)
 
     async def mood(self, route: Route) -> str | None:
         """The mood of the route's conversation (`Session.mood`), from the

@@ -100,7 +100,7 @@ from bot.chat.media import (
 from bot.chat.moods import set_mood_tool
 from bot.chat.places import member_route
 from bot.chat.reminders import Reminders
-from bot.chat.takeback import Delete, Job, May, Outcome, Replace, last_exchange
+from bot.chat.takeback import Delete, Job, May, Outcome, Replace, Taken, last_exchange
 from bot.chat.turn import Agent, CachedSoul
 from bot.chat.voice import weight as voice_weight
 from bot.chat.voicing import Spoken, Voicing
@@ -506,7 +506,7 @@ class Session:
         finally:  # cancelled (`/forget`, a shutdown): a take-back waiting has nothing left
             for job in self._jobs:
                 if not job.done.done():
-                    job.done.set_result("gone")
+                    job.done.set_result(Taken("gone"))
             self._jobs = []
 
     def _waiting(self) -> tuple[list[Entry], Inbound] | None:
@@ -906,13 +906,15 @@ class Session:
         self._breakpoint = self._soul = None  # the prefix is written again: the live soul
         log.info("history.compacted", entries=cut)
 
-    def take_back(self, undo: bool, may: May) -> asyncio.Future[Outcome]:
+    def take_back(self, undo: bool, may: May, admin: bool = False) -> asyncio.Future[Taken]:
         """Queue an `/undo` (`undo`) or a `/retry` of the conversation's last
         exchange (bot/chat/takeback.py) in the worker's order, after the
         messages received so far; `may` says whether the caller may take back
-        an answer to whom it was. The future returned has the outcome, or what
-        the store or the memory raised (WikiBusy: nothing taken back then)."""
-        job = Job(undo, may, asyncio.get_running_loop().create_future())
+        an answer to whom it was; `admin`, whether the caller is an admin (only
+        an admin's take-back drops the pages a group's wiki made of it). The
+        future returned has how it went, or what the store or the memory raised
+        (WikiBusy: nothing taken back then)."""
+        job = Job(undo, may, asyncio.get_running_loop().create_future(), admin)
         self._jobs.append(job)
         self._start()
         return job.done
@@ -921,12 +923,12 @@ class Session:
         try:
             outcome = await self._take_back(job)
         except asyncio.CancelledError:  # `/forget`, a shutdown: its command is answered
-            job.done.set_result("gone")
+            job.done.set_result(Taken("gone"))
             raise
         except Exception as exc:  # the command says so
             job.done.set_exception(exc)
         else:
-            job.done.set_result(outcome)
+            job.done.set_result(Taken(outcome, job.kept))
 
     async def _take_back(self, job: Job) -> Outcome:
         exchange = last_exchange(self._entries)
@@ -943,12 +945,12 @@ class Session:
         session = self.route.session
         ids = await self._parts.store.reply_ids(session, exchange.reply.text, exchange.reply.ts)
         if job.undo:
-            await self._unremember(exchange.said(), exchange.reply.ts, who)
+            await self._unremember(job, exchange.said(), exchange.reply.ts, who)
             await self._parts.store.take_back(session, exchange.ids(), ids)
             if self._parts.media_dir is not None:  # `media.keep`: its images go too
                 await unkeep(self._parts.media_dir, session, exchange.ids())
         else:
-            await self._unremember(exchange.said()[-1:], exchange.reply.ts, who)
+            await self._unremember(job, exchange.said()[-1:], exchange.reply.ts, who)
             await self._parts.store.take_back(session, [exchange.reply.id], ids)
         gone = set(exchange.ids() if job.undo else [exchange.reply.id])
         self._entries = [e for e in self._entries if e.id not in gone]
@@ -967,10 +969,12 @@ class Session:
         answered = any(e.role == "assistant" and e.reply_to == last for e in self._entries)
         return "retried" if answered else "failed"
 
-    async def _unremember(self, said: list[Said], until: float, who: str | None) -> None:
+    async def _unremember(self, job: Job, said: list[Said], until: float, who: str | None) -> None:
         """Take `said` (rows of the last exchange, which ended at `until`) out
         of memory: the session's scope; in a per-member place, the member
-        scope of whom it answered."""
+        scope of whom it answered. A group's pages made of it go for an admin
+        only (they hold what others said too); `job.kept` counts those kept."""
         route = member_route(self.route, who)
         if self._parts.memory is not None and route is not None:
-            await self._parts.memory.take_back(route, said, until)
+            pages = job.admin or Scope.parse(route.scope).kind != "chat"
+            job.kept += await self._parts.memory.take_back(route, said, until, pages)

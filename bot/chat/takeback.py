@@ -16,7 +16,7 @@ from __future__ import annotations
 
 import asyncio
 from collections.abc import Awaitable, Callable, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Literal
 
 from bot.chat.history import Entry
@@ -80,11 +80,24 @@ def last_exchange(entries: Sequence[Entry]) -> Exchange | None:
     return Exchange(reply, asked, followed)
 
 
+@dataclass(frozen=True)
+class Taken:
+    """How a take-back went: its outcome, and how many pages of the group's
+    wiki made of the exchange stay (a member's take-back leaves them: they
+    hold what others said too)."""
+
+    outcome: Outcome
+    kept: int = 0
+
+
 @dataclass
 class Job:
     """A take-back waiting for the session's worker: `/undo` or `/retry`, who
-    may, and the future its command awaits."""
+    may, whether the caller is an admin (who may drop a group's pages), and
+    the future its command awaits."""
 
     undo: bool
     may: May
-    done: asyncio.Future[Outcome]
+    done: asyncio.Future[Taken]
+    admin: bool = False
+    kept: int = field(default=0)

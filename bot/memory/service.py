@@ -439,18 +439,22 @@ class Memory:
                  traces=len(dropped), log_lines=scrubbed)  # fmt: skip
         return DroppedPage(page_id, len(dropped), scrubbed)
 
-    async def take_back(self, route: Route, said: Sequence[Said], until: float) -> int:
+    async def take_back(
+        self, route: Route, said: Sequence[Said], until: float, pages: bool = True
+    ) -> int:
         """Take an exchange out of the route's scope (`/undo`, `/retry`): the
         traces of `said`'s history rows, one each, of the route's session (see
         `_taken`: a person's by their name and words, within the exchange's
         span, its first row to `until`, the reply's time; the soul's reply by
         its words). Queued traces are stored first (within 5 s). A trace a
         compile folded already takes its pages along, as `drop_page` does (the
-        page is made of it: nothing of it may be recalled); in the shared wiki
-        the page stays, only the traces go. All of it under the wiki's locks,
-        so no compile folds them meanwhile; the scope's erase epoch moves with
-        the traces. Returns how many traces went. Raises WikiBusy when another
-        process is compiling the wiki (nothing is taken then)."""
+        page is made of it: nothing of it may be recalled), when `pages`;
+        without, or in the shared wiki, the page stays, only the traces (and
+        their fold records) go. All of it under the wiki's locks, so no compile
+        folds them meanwhile; the scope's erase epoch moves with the traces.
+        Returns how many pages of a private wiki made of them were kept (not
+        `pages`). Raises WikiBusy when another process is compiling the wiki
+        (nothing is taken then)."""
         soul, scope = route.soul, route.scope
         if not said:
             return 0
@@ -461,16 +465,17 @@ class Memory:
             since = min(row.at for row in said)
             found = await self._store.said_in(soul, scope, route.session, since)
             mine = _taken(found, said, until, route.is_dm)
-            pages = sorted({page for _, folded in mine for page in folded})
+            folded = sorted({page for _, into in mine for page in into})
             if scope == SHARED:
-                pages = []
-            for page in pages:
+                folded = []
+            dropped, kept = (folded, []) if pages else ([], folded)
+            for page in dropped:
                 await self._drop_held(route, self._private_wiki(route), page)
             await self._store.delete_traces(soul, scope, [t.id for t, _ in mine])
         self._scopes.changed(soul, scope)
         log.info("memory.taken_back", soul=soul, scope=scope, traces=len(mine),
-                 pages=len(pages))  # fmt: skip
-        return len(mine)
+                 pages=len(dropped), kept=len(kept))  # fmt: skip
+        return len(kept)
 
     async def member_scopes(self, route: Route) -> list[str]:
         """The `member` scopes of the person whose DM `route` is (its scope is

@@ -247,6 +247,40 @@ async def test_undo_after_a_compile_drops_what_the_compile_made_of_it(tmp_path: 
     assert kept and "heron" not in json.dumps(kept)  # traces and page chunks alike
 
 
+async def test_a_members_undo_leaves_the_groups_pages_and_says_so(tmp_path: Path) -> None:
+    """A group's pages hold what others said too: a member's /undo takes its own
+    traces only, the pages stay (the line says so); an admin's drops them."""
+    scope = f"chat:telegram:{GROUP}"
+    async with telegram(tmp_path) as (tg, model, runtime):
+        model.responder = librarian
+        tg.push_message(GROUP, "@soul_test_bot Ann's locker is falcon 2231", user_id=5,
+                        chat_type="supergroup")  # fmt: skip
+        await tg.wait_sent(1)
+        tg.push_message(GROUP, "@soul_test_bot Bob's bike is heron 7788", user_id=6,
+                        first_name="Bob", chat_type="supergroup")  # fmt: skip
+        await tg.wait_sent(2)
+        await runtime.memory.drain(5)
+        await runtime.memory.compile_one("lark", scope)
+        wiki = runtime.memory.wiki("lark", scope)
+        assert wiki is not None
+        before = {p.id for p in wiki.list_pages()}
+        tg.push_message(GROUP, "/undo@soul_test_bot", user_id=6, first_name="Bob",
+                        chat_type="supergroup")  # fmt: skip
+        await tg.wait_sent(3)
+        kept = {p.id for p in wiki.list_pages()}
+        traces = await runtime.db.run(lambda c: [r[0] for r in c.execute(
+            "SELECT text FROM memory WHERE page IS NULL ORDER BY id")])  # fmt: skip
+        tg.push_message(GROUP, "/undo@soul_test_bot", user_id=ADMIN, first_name="Adm",
+                        chat_type="supergroup")  # fmt: skip
+        await tg.wait_sent(4)
+        after = {p.id for p in wiki.list_pages()}
+    assert before and kept == before
+    assert shown(tg, GROUP)[-2] == prompts.UNDO_DONE + "\n" + prompts.TAKE_BACK_PAGES_KEPT
+    assert len(traces) == 2 and all("falcon" in t for t in traces)  # Ann's exchange stays
+    assert shown(tg, GROUP)[-1] == prompts.UNDO_DONE
+    assert "entities/ann" in before and "entities/ann" not in after  # an admin's drops them
+
+
 async def test_a_slash_retry_edits_the_channel_answer_and_answers_privately(
     tmp_path: Path,
 ) -> None:
