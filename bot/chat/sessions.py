@@ -100,7 +100,16 @@ from bot.chat.media import (
 from bot.chat.moods import set_mood_tool
 from bot.chat.places import member_route
 from bot.chat.reminders import Reminders
-from bot.chat.takeback import Delete, Job, May, Outcome, Replace, Taken, last_exchange
+from bot.chat.takeback import (
+    Delete,
+    Job,
+    May,
+    Outcome,
+    Replace,
+    Taken,
+    last_exchange,
+    unanswered,
+)
 from bot.chat.turn import Agent, CachedSoul
 from bot.chat.voice import weight as voice_weight
 from bot.chat.voicing import Spoken, Voicing
@@ -931,6 +940,12 @@ class Session:
             job.done.set_result(Taken(outcome, job.kept))
 
     async def _take_back(self, job: Job) -> Outcome:
+        """Run `job`: a `/retry` with messages no stored reply answers (a turn
+        failed) answers them anew (`_answer_again`); else the last exchange is
+        taken back, and a `/retry` asks again on its messages."""
+        waiting = unanswered(self._entries)
+        if not job.undo and waiting:
+            return await self._answer_again(job, list(waiting))
         exchange = last_exchange(self._entries)
         address = await self._parts.store.reply_address(self.route.session)
         if exchange is None or address is None:
@@ -966,6 +981,26 @@ class Session:
             self._speakers.update(dict.fromkeys((e.id for e in asked), who))
         await self._turn(asked, target, replacing=ids)
         last = asked[-1].id
+        answered = any(e.role == "assistant" and e.reply_to == last for e in self._entries)
+        return "retried" if answered else "failed"
+
+    async def _answer_again(self, job: Job, waiting: list[Entry]) -> Outcome:
+        """`/retry` after a turn that failed: answer `waiting` (the messages it
+        left without an answer) in a new message, as that turn would have;
+        nothing is edited nor taken back."""
+        address = await self._parts.store.reply_address(self.route.session)
+        if address is None:
+            return "none"
+        target = Inbound.from_address(address[0])
+        known = address[1] is not None and address[1] == waiting[-1].ts
+        who = target.user_id if known else None
+        if not job.may(who):
+            return "refused"
+        log.info("chat.retried", entries=0, messages=0, user_id=who)
+        if who is not None:  # a per-member place reads the memory of whom it answers
+            self._speakers.update(dict.fromkeys((e.id for e in waiting), who))
+        await self._turn(waiting, target)
+        last = waiting[-1].id
         answered = any(e.role == "assistant" and e.reply_to == last for e in self._entries)
         return "retried" if answered else "failed"
 

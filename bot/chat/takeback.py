@@ -80,6 +80,14 @@ def last_exchange(entries: Sequence[Entry]) -> Exchange | None:
     return Exchange(reply, asked, followed)
 
 
+def unanswered(entries: Sequence[Entry]) -> tuple[Entry, ...]:
+    """The person's messages of `entries` (a history in order) after the last
+    that a stored reply answers: those a failed turn (or a failed `/retry`)
+    left without an answer, which `/retry` answers."""
+    last = max((e.reply_to or 0 for e in entries if e.role == "assistant"), default=0)
+    return tuple(e for e in entries if e.role == "user" and e.id > last)
+
+
 @dataclass(frozen=True)
 class Taken:
     """How a take-back went: its outcome, and how many pages of the group's

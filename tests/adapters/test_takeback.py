@@ -374,6 +374,44 @@ async def test_a_retry_that_fails_keeps_the_old_answer_and_says_why(tmp_path: Pa
     assert rows == [("user", "tell me")]  # the old answer is out of the history all the same
 
 
+async def test_a_retry_after_a_failed_retry_answers_again(tmp_path: Path) -> None:
+    async with telegram(tmp_path) as (tg, model, runtime):
+        model.script_text("The answer that stays.")
+        tg.push_message(ADMIN, "tell me", user_id=ADMIN)
+        await tg.wait_sent(1)
+        model.script_error(400, "invalid_request_error")
+        tg.push_message(ADMIN, "/retry", user_id=ADMIN)
+        await tg.wait_for(lambda f: prompts.RETRY_FAILED in shown(f, ADMIN), what="the failure")
+        model.script_text("Now it works.")
+        tg.push_message(ADMIN, "/retry", user_id=ADMIN)  # as RETRY_FAILED says
+        await tg.wait_for(lambda f: prompts.RETRY_DONE in shown(f, ADMIN), what="the line")
+        rows = await history(runtime, f"telegram:{ADMIN}")
+    assert shown(tg, ADMIN)[-2:] == ["Now it works.", prompts.RETRY_DONE]
+    assert user_texts(model.requests[-1])[-1] == "tell me"
+    assert rows == [("user", "tell me"), ("assistant", "Now it works.")]
+
+
+async def test_a_retry_after_a_failed_turn_answers_its_message(tmp_path: Path) -> None:
+    """The turn that failed is run again; the answer before it stays as it was."""
+    async with telegram(tmp_path) as (tg, model, runtime):
+        model.script_text("First answer.")
+        tg.push_message(ADMIN, "first question", user_id=ADMIN)
+        await tg.wait_sent(1)
+        model.script_error(400, "invalid_request_error")
+        tg.push_message(ADMIN, "second question", user_id=ADMIN)
+        await tg.wait_sent(2)
+        model.script_text("Second answer.")
+        tg.push_message(ADMIN, "/retry", user_id=ADMIN)
+        await tg.wait_for(lambda f: prompts.RETRY_DONE in shown(f, ADMIN), what="the line")
+        rows = await history(runtime, f"telegram:{ADMIN}")
+    assert shown(tg, ADMIN) == ["First answer.", prompts.MODEL_REJECTED, "Second answer.",
+                                prompts.RETRY_DONE]  # fmt: skip
+    assert tg.calls_of("editMessageText") == []
+    assert user_texts(model.requests[-1])[-1] == "second question"
+    assert rows == [("user", "first question"), ("assistant", "First answer."),
+                    ("user", "second question"), ("assistant", "Second answer.")]  # fmt: skip
+
+
 async def test_undo_in_a_per_member_place_takes_the_members_traces(tmp_path: Path) -> None:
     extra = f"bindings: [{{platform: telegram, chat: {GROUP}, soul: lark, memory: per-member}}]\n"
     member = f"member:telegram:{GROUP}:5"
