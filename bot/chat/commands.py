@@ -40,6 +40,7 @@ renders on any platform.
 from __future__ import annotations
 
 import asyncio
+import math
 import time
 from collections import Counter
 from collections.abc import Awaitable, Callable, Sequence
@@ -375,6 +376,12 @@ class Commands:
 
         def may(who: str | None) -> bool:
             return route.is_dm or admin or who == inbound.user_id
+
+        # A retry is a model call, held to the rate limit as a message is; an undo
+        # asks nothing of the model, and taking one's words back is never held back.
+        wait = 0.0 if undo else self._sessions.admit(inbound)
+        if wait:
+            return prompts.RETRY_SLOW_DOWN.format(seconds=max(1, math.ceil(wait)))
 
         done = await self._sessions.take_back(route, undo, may, admin)
         task = asyncio.create_task(self._taken_back(inbound, done, undo), name="take-back")

@@ -58,6 +58,18 @@ class SessionManager:
         without `limits.messages_per_minute`."""
         return self._parts.rate.limited() if self._parts.rate is not None else []
 
+    def admit(self, inbound: Inbound) -> float:
+        """Count a command that asks the model (`/retry`) against its sender's
+        rate limit (`limits.messages_per_minute`), as a message counts: the
+        seconds until their window has room (0: go on now; logged as
+        `limits.rate` once a window). The terminal chat is never held back."""
+        if self._parts.rate is None or inbound.platform == "console":
+            return 0.0
+        wait, tell = self._parts.rate.admit(f"{inbound.platform}:{inbound.user_id}")
+        if tell:
+            log.info("limits.rate", user_id=inbound.user_id, wait_s=round(wait, 1))
+        return wait
+
     def __len__(self) -> int:
         return len(self._sessions)
 

@@ -216,6 +216,7 @@ RETRY_FAILED = (
 UNDO_DONE = (
     "Taken back: your last message and my answer are out of this conversation and of my memory."
 )
+RETRY_SLOW_DOWN = "You're asking faster than I can answer: send /retry again in {seconds} seconds."
 TAKE_BACK_PAGES_KEPT = (
     "Some of it was already in my notes on this group, which hold what others said too: "
     "those notes stay. An admin can take them out (/undo as an admin, or /forget)."

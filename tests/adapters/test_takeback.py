@@ -117,6 +117,24 @@ async def test_a_retry_in_a_group_is_for_whom_the_answer_was_to(tmp_path: Path) 
     assert len(model.requests) == 3  # the refusal asked the model nothing
 
 
+async def test_a_retry_counts_against_the_rate_limit(tmp_path: Path) -> None:
+    async with telegram(tmp_path, "limits: {messages_per_minute: 2}\n") as (tg, model, _):
+        tg.push_message(GROUP, "hi @soul_test_bot q", user_id=5, chat_type="supergroup")
+        await tg.wait_sent(1)
+        with capture_logs() as logs:
+            for count in (2, 3, 4):
+                tg.push_message(GROUP, "/retry@soul_test_bot", user_id=5, chat_type="supergroup")
+                await tg.wait_sent(count)
+            tg.push_message(GROUP, "/undo@soul_test_bot", user_id=5, chat_type="supergroup")
+            await tg.wait_sent(5)
+    *_, done, slow, again, undone = shown(tg, GROUP)
+    assert done == prompts.RETRY_DONE and slow == again
+    assert slow.startswith(prompts.RETRY_SLOW_DOWN.split("{")[0])
+    assert undone == prompts.UNDO_DONE  # taking one's words back is never held back
+    assert len(model.requests) == 2  # the message and the one retry let through
+    assert [e["event"] for e in logs].count("limits.rate") == 1  # once a window
+
+
 async def test_nothing_to_retry_or_undo_is_one_line(tmp_path: Path) -> None:
     async with discord_bot(tmp_path) as (dc, model, _):
         dc.push_message(900, "/retry", author_id=DC_ADMIN)
