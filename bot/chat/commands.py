@@ -40,6 +40,7 @@ renders on any platform.
 from __future__ import annotations
 
 import asyncio
+import math
 import time
 from collections import Counter
 from collections.abc import Awaitable, Callable, Sequence
@@ -55,7 +56,7 @@ from bot.chat.manager import SessionManager
 from bot.chat.markup import plain
 from bot.chat.reminder_commands import ReminderCommands
 from bot.chat.sessions import Send, internal_cause, reply_to, send_safely
-from bot.chat.takeback import Outcome
+from bot.chat.takeback import Taken
 from bot.chat.weblogin import WebAuth
 from bot.errors import (
     BudgetExceeded,
@@ -376,17 +377,24 @@ class Commands:
         def may(who: str | None) -> bool:
             return route.is_dm or admin or who == inbound.user_id
 
-        done = await self._sessions.take_back(route, undo, may)
+        # A retry is a model call, held to the rate limit as a message is; an undo
+        # asks nothing of the model, and taking one's words back is never held back.
+        wait = 0.0 if undo else self._sessions.admit(inbound)
+        if wait:
+            return prompts.RETRY_SLOW_DOWN.format(seconds=max(1, math.ceil(wait)))
+
+        done = await self._sessions.take_back(route, undo, may, admin)
         task = asyncio.create_task(self._taken_back(inbound, done, undo), name="take-back")
         self._background.add(task)
         task.add_done_callback(self._background.discard)
         return ""
 
-    async def _taken_back(self, inbound: Inbound, done: Awaitable[Outcome], undo: bool) -> None:
+    async def _taken_back(self, inbound: Inbound, done: Awaitable[Taken], undo: bool) -> None:
         """Say how a take-back went, once it is done."""
         cause = None
         try:
-            outcome = await done
+            taken = await done
+            outcome = taken.outcome
         except WikiBusy:
             text = prompts.MEMORY_BUSY
         except Exception as exc:  # logged here; the person gets the one line
@@ -400,6 +408,8 @@ class Commands:
                     "refused": prompts.TAKE_BACK_OTHER, "gone": prompts.TAKE_BACK_GONE,
                     "undone": prompts.UNDO_DONE, "retried": prompts.RETRY_DONE,
                     "failed": prompts.RETRY_FAILED}[outcome]  # fmt: skip
+            if taken.kept:  # a member's: the group's pages hold what others said too
+                text += "\n" + prompts.TAKE_BACK_PAGES_KEPT
         await send_safely(self._send, reply_to(inbound, text, cause))
 
     async def _cmd_reminders(self, inbound: Inbound, route: Route, args: list[str]) -> str:

@@ -22,7 +22,7 @@ from bot.chat.history import Entry
 from bot.chat.media import Pictured, kept_folder
 from bot.chat.places import member_route
 from bot.chat.sessions import Session, SessionParts
-from bot.chat.takeback import May, Outcome
+from bot.chat.takeback import May, Taken
 from bot.types import SHARED, Inbound, Outbound, Route, Scope
 
 log = structlog.get_logger(__name__)
@@ -57,6 +57,18 @@ class SessionManager:
         """The people the rate limit holds back now (`platform:id`, seconds left); none
         without `limits.messages_per_minute`."""
         return self._parts.rate.limited() if self._parts.rate is not None else []
+
+    def admit(self, inbound: Inbound) -> float:
+        """Count a command that asks the model (`/retry`) against its sender's
+        rate limit (`limits.messages_per_minute`), as a message counts: the
+        seconds until their window has room (0: go on now; logged as
+        `limits.rate` once a window). The terminal chat is never held back."""
+        if self._parts.rate is None or inbound.platform == "console":
+            return 0.0
+        wait, tell = self._parts.rate.admit(f"{inbound.platform}:{inbound.user_id}")
+        if tell:
+            log.info("limits.rate", user_id=inbound.user_id, wait_s=round(wait, 1))
+        return wait
 
     def __len__(self) -> int:
         return len(self._sessions)
@@ -211,13 +223,15 @@ class SessionManager:
         async with self._lock(route.session):
             await (await self._get(route)).reset()
 
-    async def take_back(self, route: Route, undo: bool, may: May) -> asyncio.Future[Outcome]:
+    async def take_back(
+        self, route: Route, undo: bool, may: May, admin: bool = False
+    ) -> asyncio.Future[Taken]:
         """Queue an `/undo` (`undo`) or a `/retry` of the last exchange of the
         route's conversation (`Session.take_back`), after the messages before
         it; returns the future of its outcome."""
         async with self._lock(route.session):
             session = await self._get(route)
-            return session.take_back(undo, may)
+            return session.take_back(undo, may, admin)
 
     async def mood(self, route: Route) -> str | None:
         """The mood of the route's conversation (`Session.mood`), from the

@@ -100,7 +100,16 @@ from bot.chat.media import (
 from bot.chat.moods import set_mood_tool
 from bot.chat.places import member_route
 from bot.chat.reminders import Reminders
-from bot.chat.takeback import Delete, Job, May, Outcome, Replace, last_exchange
+from bot.chat.takeback import (
+    Delete,
+    Job,
+    May,
+    Outcome,
+    Replace,
+    Taken,
+    last_exchange,
+    unanswered,
+)
 from bot.chat.turn import Agent, CachedSoul
 from bot.chat.voice import weight as voice_weight
 from bot.chat.voicing import Spoken, Voicing
@@ -113,7 +122,7 @@ from bot.soul.prompt import current_mood
 from bot.types import Inbound, Outbound, ReplyStream, Route, Scope, Tool, VoiceNote
 
 if TYPE_CHECKING:
-    from bot.memory.service import Memory
+    from bot.memory.service import Memory, Said
 
 log = structlog.get_logger(__name__)
 
@@ -516,7 +525,7 @@ class Session:
         finally:  # cancelled (`/forget`, a shutdown): a take-back waiting has nothing left
             for job in self._jobs:
                 if not job.done.done():
-                    job.done.set_result("gone")
+                    job.done.set_result(Taken("gone"))
             self._jobs = []
 
     def _waiting(self) -> tuple[list[Entry], Inbound] | None:
@@ -916,13 +925,15 @@ class Session:
         self._breakpoint = self._soul = None  # the prefix is written again: the live soul
         log.info("history.compacted", entries=cut)
 
-    def take_back(self, undo: bool, may: May) -> asyncio.Future[Outcome]:
+    def take_back(self, undo: bool, may: May, admin: bool = False) -> asyncio.Future[Taken]:
         """Queue an `/undo` (`undo`) or a `/retry` of the conversation's last
         exchange (bot/chat/takeback.py) in the worker's order, after the
         messages received so far; `may` says whether the caller may take back
-        an answer to whom it was. The future returned has the outcome, or what
-        the store or the memory raised (WikiBusy: nothing taken back then)."""
-        job = Job(undo, may, asyncio.get_running_loop().create_future())
+        an answer to whom it was; `admin`, whether the caller is an admin (only
+        an admin's take-back drops the pages a group's wiki made of it). The
+        future returned has how it went, or what the store or the memory raised
+        (WikiBusy: nothing taken back then)."""
+        job = Job(undo, may, asyncio.get_running_loop().create_future(), admin)
         self._jobs.append(job)
         self._start()
         return job.done
@@ -931,14 +942,20 @@ class Session:
         try:
             outcome = await self._take_back(job)
         except asyncio.CancelledError:  # `/forget`, a shutdown: its command is answered
-            job.done.set_result("gone")
+            job.done.set_result(Taken("gone"))
             raise
         except Exception as exc:  # the command says so
             job.done.set_exception(exc)
         else:
-            job.done.set_result(outcome)
+            job.done.set_result(Taken(outcome, job.kept))
 
     async def _take_back(self, job: Job) -> Outcome:
+        """Run `job`: a `/retry` with messages no stored reply answers (a turn
+        failed) answers them anew (`_answer_again`); else the last exchange is
+        taken back, and a `/retry` asks again on its messages."""
+        waiting = unanswered(self._entries)
+        if not job.undo and waiting:
+            return await self._answer_again(job, list(waiting))
         exchange = last_exchange(self._entries)
         address = await self._parts.store.reply_address(self.route.session)
         if exchange is None or address is None:
@@ -953,12 +970,12 @@ class Session:
         session = self.route.session
         ids = await self._parts.store.reply_ids(session, exchange.reply.text, exchange.reply.ts)
         if job.undo:
-            await self._unremember(exchange.said(), exchange.since, who)
+            await self._unremember(job, exchange.said(), exchange.reply.ts, who)
             await self._parts.store.take_back(session, exchange.ids(), ids)
             if self._parts.media_dir is not None:  # `media.keep`: its images go too
                 await unkeep(self._parts.media_dir, session, exchange.ids())
         else:
-            await self._unremember([("assistant", exchange.reply.text)], exchange.reply.ts, who)
+            await self._unremember(job, exchange.said()[-1:], exchange.reply.ts, who)
             await self._parts.store.take_back(session, [exchange.reply.id], ids)
         gone = set(exchange.ids() if job.undo else [exchange.reply.id])
         self._entries = [e for e in self._entries if e.id not in gone]
@@ -977,9 +994,32 @@ class Session:
         answered = any(e.role == "assistant" and e.reply_to == last for e in self._entries)
         return "retried" if answered else "failed"
 
-    async def _unremember(self, said: list[tuple[str, str]], since: float, who: str | None) -> None:
-        """Take what `said` of the last exchange out of memory: the session's
-        scope; in a per-member place, the member scope of whom it answered."""
+    async def _answer_again(self, job: Job, waiting: list[Entry]) -> Outcome:
+        """`/retry` after a turn that failed: answer `waiting` (the messages it
+        left without an answer) in a new message, as that turn would have;
+        nothing is edited nor taken back."""
+        address = await self._parts.store.reply_address(self.route.session)
+        if address is None:
+            return "none"
+        target = Inbound.from_address(address[0])
+        known = address[1] is not None and address[1] == waiting[-1].ts
+        who = target.user_id if known else None
+        if not job.may(who):
+            return "refused"
+        log.info("chat.retried", entries=0, messages=0, user_id=who)
+        if who is not None:  # a per-member place reads the memory of whom it answers
+            self._speakers.update(dict.fromkeys((e.id for e in waiting), who))
+        await self._turn(waiting, target)
+        last = waiting[-1].id
+        answered = any(e.role == "assistant" and e.reply_to == last for e in self._entries)
+        return "retried" if answered else "failed"
+
+    async def _unremember(self, job: Job, said: list[Said], until: float, who: str | None) -> None:
+        """Take `said` (rows of the last exchange, which ended at `until`) out
+        of memory: the session's scope; in a per-member place, the member
+        scope of whom it answered. A group's pages made of it go for an admin
+        only (they hold what others said too); `job.kept` counts those kept."""
         route = member_route(self.route, who)
         if self._parts.memory is not None and route is not None:
-            await self._parts.memory.take_back(route, since, said)
+            pages = job.admin or Scope.parse(route.scope).kind != "chat"
+            job.kept += await self._parts.memory.take_back(route, said, until, pages)

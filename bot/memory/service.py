@@ -75,6 +75,17 @@ class DroppedPage:
     log_lines: int
 
 
+@dataclass(frozen=True)
+class Said:
+    """A history row of an exchange taken back (`Memory.take_back`): who said it
+    (`user`, `assistant`), its text as the history keeps it, and when it was
+    stored."""
+
+    speaker: str
+    text: str
+    at: float
+
+
 def _whole(value: object) -> int:
     """A watermark read from .meta, 0 when it is missing or not a whole number."""
     return value if isinstance(value, int) and not isinstance(value, bool) and value > 0 else 0
@@ -428,35 +439,43 @@ class Memory:
                  traces=len(dropped), log_lines=scrubbed)  # fmt: skip
         return DroppedPage(page_id, len(dropped), scrubbed)
 
-    async def take_back(self, route: Route, since: float, said: Sequence[tuple[str, str]]) -> int:
-        """Take an exchange out of the route's scope (`/undo`, `/retry`): its
-        traces, those of the route's session made at `since` or later whose
-        speaker is one of `said`'s (speaker, history row text) and whose words
-        that row holds (a person's row carries their name and the quote before
-        them). Queued traces are stored first (within 5 s). A trace a compile
-        folded already takes its pages along, as `drop_page` does (the page is
-        made of it: nothing of it may be recalled); in the shared wiki the page
-        stays, only the traces go. All of it under the wiki's locks, so no
-        compile folds them meanwhile; the scope's erase epoch moves with the
-        traces. Returns how many traces went. Raises WikiBusy when another
-        process is compiling the wiki (nothing is taken then)."""
+    async def take_back(
+        self, route: Route, said: Sequence[Said], until: float, pages: bool = True
+    ) -> int:
+        """Take an exchange out of the route's scope (`/undo`, `/retry`): the
+        traces of `said`'s history rows, one each, of the route's session (see
+        `_taken`: a person's by their name and words, within the exchange's
+        span, its first row to `until`, the reply's time; the soul's reply by
+        its words). Queued traces are stored first (within 5 s). A trace a
+        compile folded already takes its pages along, as `drop_page` does (the
+        page is made of it: nothing of it may be recalled), when `pages`;
+        without, or in the shared wiki, the page stays, only the traces (and
+        their fold records) go. All of it under the wiki's locks, so no compile
+        folds them meanwhile; the scope's erase epoch moves with the traces.
+        Returns how many pages of a private wiki made of them were kept (not
+        `pages`). Raises WikiBusy when another process is compiling the wiki
+        (nothing is taken then)."""
         soul, scope = route.soul, route.scope
+        if not said:
+            return 0
         await self.drain(5.0)
         async with self._lock(soul, scope), self._wiki_lock(soul, scope).hold() as held:
             if not held:
                 raise WikiBusy(soul, scope)
+            since = min(row.at for row in said)
             found = await self._store.said_in(soul, scope, route.session, since)
-            mine = [(trace, pages) for trace, pages in found if _said(trace, said)]
-            pages = sorted({page for _, folded in mine for page in folded})
+            mine = _taken(found, said, until, route.is_dm)
+            folded = sorted({page for _, into in mine for page in into})
             if scope == SHARED:
-                pages = []
-            for page in pages:
+                folded = []
+            dropped, kept = (folded, []) if pages else ([], folded)
+            for page in dropped:
                 await self._drop_held(route, self._private_wiki(route), page)
             await self._store.delete_traces(soul, scope, [t.id for t, _ in mine])
         self._scopes.changed(soul, scope)
         log.info("memory.taken_back", soul=soul, scope=scope, traces=len(mine),
-                 pages=len(pages))  # fmt: skip
-        return len(mine)
+                 pages=len(dropped), kept=len(kept))  # fmt: skip
+        return len(kept)
 
     async def member_scopes(self, route: Route) -> list[str]:
         """The `member` scopes of the person whose DM `route` is (its scope is
@@ -556,15 +575,48 @@ class Memory:
         return lock
 
 
-def _said(trace: Trace, said: Sequence[tuple[str, str]]) -> bool:
-    """Whether `trace` is one of `said`'s rows: a reply's words exactly; a
-    person's words within their row (which carries their name and a quote)."""
-    for speaker, text in said:
-        if trace.speaker != speaker or not trace.text:
-            continue
-        if trace.text == text if speaker == "assistant" else trace.text in text:
-            return True
-    return False
+def _taken(
+    found: Sequence[tuple[Trace, list[str]]], said: Sequence[Said], until: float, dm: bool
+) -> list[tuple[Trace, list[str]]]:
+    """The traces of `found` (oldest first, with their pages) that are `said`'s
+    rows, at most one a row: a person's, the first made at its row's time or
+    later, up to `until`, whose name and words the row holds (`_holds`); the
+    soul's reply, its words exactly, the first made at its row's time or later
+    (it is recorded just after the row), else the last before."""
+    taken: list[tuple[Trace, list[str]]] = []
+    for row in said:
+        left = [(t, pages) for t, pages in found if t.text and all(t.id != k.id for k, _ in taken)]
+        if row.speaker == "assistant":
+            mine = [(t, p) for t, p in left if t.speaker == "assistant" and t.text == row.text]
+            pick = next(((t, p) for t, p in mine if t.created_at >= row.at), None)
+            pick = pick or (mine[-1] if mine else None)
+        else:
+            pick = next(
+                (
+                    (t, p)
+                    for t, p in left
+                    if t.speaker == row.speaker
+                    and row.at <= t.created_at <= until
+                    and _holds(row.text, t, dm)
+                ),
+                None,
+            )
+        if pick is not None:
+            taken.append(pick)
+    return taken
+
+
+def _holds(row: str, trace: Trace, dm: bool) -> bool:
+    """Whether the history row `row` is the person's message `trace` keeps: in a
+    group the row starts with their name ("Ann: "); then, after a quote line or
+    not, the trace's words, the whole of it or its first lines (a line that a
+    voice note was not heard may follow)."""
+    prefix = f"{trace.name}: "
+    if not dm and not row.startswith(prefix):
+        return False
+    body = row if dm else row[len(prefix) :]
+    bodies = [body, *body.split("\n", 1)[1:]]
+    return any(b == trace.text or b.startswith(trace.text + "\n") for b in bodies)
 
 
 def _scrub_logs(wiki: Wiki, traces: Sequence[Trace]) -> int:

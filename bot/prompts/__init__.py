@@ -216,6 +216,11 @@ RETRY_FAILED = (
 UNDO_DONE = (
     "Taken back: your last message and my answer are out of this conversation and of my memory."
 )
+RETRY_SLOW_DOWN = "You're asking faster than I can answer: send /retry again in {seconds} seconds."
+TAKE_BACK_PAGES_KEPT = (
+    "Some of it was already in my notes on this group, which hold what others said too: "
+    "those notes stay. An admin can take them out (/undo as an admin, or /forget)."
+)
 TAKE_BACK_GONE = "This conversation was reset or forgotten meanwhile: nothing to take back."
 RESET_DONE = "Started a new conversation. I still remember what my memory holds."
 FORGET_ASK = (

@@ -10,6 +10,7 @@ from pathlib import Path
 from adapters import texts
 from bot import prompts
 from bot.app.runtime import Runtime
+from bot.types import Inbound, Outbound
 from tests.adapters.test_discord import ADMIN as DC_ADMIN
 from tests.adapters.test_discord import BOT, CHANNEL, GUILD, discord_bot, followups
 from tests.adapters.test_telegram import ADMIN, GROUP, telegram
@@ -29,6 +30,14 @@ async def history(runtime: Runtime, session: str) -> list[tuple[str, str]]:
             "SELECT role, content FROM history WHERE session = ? AND kind = 'message' "
             "ORDER BY id", (session,))
     ])  # fmt: skip
+
+
+async def remind(runtime: Runtime, chat: int, text: str) -> None:
+    """Have the soul say `text` unasked in the DM `chat` (as a reminder does)."""
+    inbound = Inbound(platform="telegram", chat_id=str(chat), user_id=str(chat),
+                      user_name="Ann", text="", is_dm=True)  # fmt: skip
+    route = runtime.router.route(inbound)
+    await runtime.sessions.say_unprompted(route, Outbound("telegram", str(chat), text))
 
 
 def long_answer(name: str) -> str:
@@ -108,6 +117,24 @@ async def test_a_retry_in_a_group_is_for_whom_the_answer_was_to(tmp_path: Path) 
     assert len(model.requests) == 3  # the refusal asked the model nothing
 
 
+async def test_a_retry_counts_against_the_rate_limit(tmp_path: Path) -> None:
+    async with telegram(tmp_path, "limits: {messages_per_minute: 2}\n") as (tg, model, _):
+        tg.push_message(GROUP, "hi @soul_test_bot q", user_id=5, chat_type="supergroup")
+        await tg.wait_sent(1)
+        with capture_logs() as logs:
+            for count in (2, 3, 4):
+                tg.push_message(GROUP, "/retry@soul_test_bot", user_id=5, chat_type="supergroup")
+                await tg.wait_sent(count)
+            tg.push_message(GROUP, "/undo@soul_test_bot", user_id=5, chat_type="supergroup")
+            await tg.wait_sent(5)
+    *_, done, slow, again, undone = shown(tg, GROUP)
+    assert done == prompts.RETRY_DONE and slow == again
+    assert slow.startswith(prompts.RETRY_SLOW_DOWN.split("{")[0])
+    assert undone == prompts.UNDO_DONE  # taking one's words back is never held back
+    assert len(model.requests) == 2  # the message and the one retry let through
+    assert [e["event"] for e in logs].count("limits.rate") == 1  # once a window
+
+
 async def test_nothing_to_retry_or_undo_is_one_line(tmp_path: Path) -> None:
     async with discord_bot(tmp_path) as (dc, model, _):
         dc.push_message(900, "/retry", author_id=DC_ADMIN)
@@ -142,6 +169,41 @@ async def test_discord_undo_in_a_guild_takes_the_exchange_back(tmp_path: Path) -
     assert "kestrel" not in json.dumps(undone)
 
 
+async def test_a_reminder_after_an_answer_leaves_it_to_take_back(tmp_path: Path) -> None:
+    async with telegram(tmp_path) as (tg, model, runtime):
+        model.script_text("Owls hoot.")
+        tg.push_message(ADMIN, "tell me about owls", user_id=ADMIN)
+        await tg.wait_sent(1)
+        await remind(runtime, ADMIN, "Reminder: water the plants.")
+        await tg.wait_sent(2)
+        tg.push_message(ADMIN, "/undo", user_id=ADMIN)
+        await tg.wait_sent(3)
+        rows = await history(runtime, f"telegram:{ADMIN}")
+    assert shown(tg, ADMIN) == ["Reminder: water the plants.", prompts.UNDO_DONE]
+    assert rows == [("assistant", "Reminder: water the plants.")]
+
+
+async def test_a_reminder_between_exchanges_keeps_the_older_one(tmp_path: Path) -> None:
+    async with telegram(tmp_path) as (tg, model, runtime):
+        model.script_text("First answer.")
+        tg.push_message(ADMIN, "my first message", user_id=ADMIN)
+        await tg.wait_sent(1)
+        await remind(runtime, ADMIN, "Reminder: water the plants.")
+        await tg.wait_sent(2)
+        model.script_text("Second answer.")
+        tg.push_message(ADMIN, "my second message", user_id=ADMIN)
+        await tg.wait_sent(3)
+        tg.push_message(ADMIN, "/undo", user_id=ADMIN)
+        await tg.wait_for(lambda f: prompts.UNDO_DONE in shown(f, ADMIN), what="the line")
+        rows = await history(runtime, f"telegram:{ADMIN}")
+        await runtime.memory.drain(5)
+        traces = await runtime.db.run(lambda c: [r[0] for r in c.execute(
+            "SELECT text FROM memory WHERE page IS NULL ORDER BY id")])  # fmt: skip
+    assert rows == [("user", "my first message"), ("assistant", "First answer."),
+                    ("assistant", "Reminder: water the plants.")]  # fmt: skip
+    assert traces == ["my first message", "First answer."]
+
+
 async def test_undo_before_a_compile_leaves_nothing_to_recall(tmp_path: Path) -> None:
     async with telegram(tmp_path) as (tg, model, _):
         tg.push_message(ADMIN, "my locker code is falcon 2231", user_id=ADMIN)
@@ -158,6 +220,24 @@ async def test_undo_before_a_compile_leaves_nothing_to_recall(tmp_path: Path) ->
     assert "falcon 2231" in prompt  # recalled: the exchange before stays
     assert "heron" not in prompt
     assert answer["text"] not in shown(tg, ADMIN)  # the bot's answer is out of the chat
+
+
+async def test_undo_leaves_anothers_words_that_the_exchange_holds(tmp_path: Path) -> None:
+    """A trace is the exchange's by its speaker's name, its words and its time:
+    Bob's "ok", overheard after the answer, stays, though Ann's message holds "ok"."""
+    async with telegram(tmp_path, "groups: {remember_unaddressed: true}\n") as (tg, _, runtime):
+        tg.push_message(GROUP, "@soul_test_bot ok so what is a vole", user_id=5,
+                        chat_type="supergroup")  # fmt: skip
+        await tg.wait_sent(1)
+        polls = len(tg.calls_of("getUpdates"))
+        tg.push_message(GROUP, "ok", user_id=6, first_name="Bob", chat_type="supergroup")
+        await tg.wait_for(lambda f: len(f.calls_of("getUpdates")) > polls + 1, what="two polls")
+        await runtime.memory.drain(5)
+        tg.push_message(GROUP, "/undo@soul_test_bot", user_id=5, chat_type="supergroup")
+        await tg.wait_for(lambda f: prompts.UNDO_DONE in shown(f, GROUP), what="the line")
+        after = await runtime.db.run(lambda c: [tuple(r) for r in c.execute(
+            "SELECT speaker, name, text FROM memory WHERE page IS NULL")])  # fmt: skip
+    assert after == [("user", "Bob", "ok")]
 
 
 async def test_undo_after_a_compile_drops_what_the_compile_made_of_it(tmp_path: Path) -> None:
@@ -183,6 +263,40 @@ async def test_undo_after_a_compile_drops_what_the_compile_made_of_it(tmp_path: 
     assert "heron" not in json.dumps(model.requests[-1])
     assert "heron" not in json.dumps(pages)
     assert kept and "heron" not in json.dumps(kept)  # traces and page chunks alike
+
+
+async def test_a_members_undo_leaves_the_groups_pages_and_says_so(tmp_path: Path) -> None:
+    """A group's pages hold what others said too: a member's /undo takes its own
+    traces only, the pages stay (the line says so); an admin's drops them."""
+    scope = f"chat:telegram:{GROUP}"
+    async with telegram(tmp_path) as (tg, model, runtime):
+        model.responder = librarian
+        tg.push_message(GROUP, "@soul_test_bot Ann's locker is falcon 2231", user_id=5,
+                        chat_type="supergroup")  # fmt: skip
+        await tg.wait_sent(1)
+        tg.push_message(GROUP, "@soul_test_bot Bob's bike is heron 7788", user_id=6,
+                        first_name="Bob", chat_type="supergroup")  # fmt: skip
+        await tg.wait_sent(2)
+        await runtime.memory.drain(5)
+        await runtime.memory.compile_one("lark", scope)
+        wiki = runtime.memory.wiki("lark", scope)
+        assert wiki is not None
+        before = {p.id for p in wiki.list_pages()}
+        tg.push_message(GROUP, "/undo@soul_test_bot", user_id=6, first_name="Bob",
+                        chat_type="supergroup")  # fmt: skip
+        await tg.wait_sent(3)
+        kept = {p.id for p in wiki.list_pages()}
+        traces = await runtime.db.run(lambda c: [r[0] for r in c.execute(
+            "SELECT text FROM memory WHERE page IS NULL ORDER BY id")])  # fmt: skip
+        tg.push_message(GROUP, "/undo@soul_test_bot", user_id=ADMIN, first_name="Adm",
+                        chat_type="supergroup")  # fmt: skip
+        await tg.wait_sent(4)
+        after = {p.id for p in wiki.list_pages()}
+    assert before and kept == before
+    assert shown(tg, GROUP)[-2] == prompts.UNDO_DONE + "\n" + prompts.TAKE_BACK_PAGES_KEPT
+    assert len(traces) == 2 and all("falcon" in t for t in traces)  # Ann's exchange stays
+    assert shown(tg, GROUP)[-1] == prompts.UNDO_DONE
+    assert "entities/ann" in before and "entities/ann" not in after  # an admin's drops them
 
 
 async def test_a_slash_retry_edits_the_channel_answer_and_answers_privately(
@@ -276,6 +390,44 @@ async def test_a_retry_that_fails_keeps_the_old_answer_and_says_why(tmp_path: Pa
                                 prompts.RETRY_FAILED]  # fmt: skip
     assert tg.calls_of("editMessageText") == []
     assert rows == [("user", "tell me")]  # the old answer is out of the history all the same
+
+
+async def test_a_retry_after_a_failed_retry_answers_again(tmp_path: Path) -> None:
+    async with telegram(tmp_path) as (tg, model, runtime):
+        model.script_text("The answer that stays.")
+        tg.push_message(ADMIN, "tell me", user_id=ADMIN)
+        await tg.wait_sent(1)
+        model.script_error(400, "invalid_request_error")
+        tg.push_message(ADMIN, "/retry", user_id=ADMIN)
+        await tg.wait_for(lambda f: prompts.RETRY_FAILED in shown(f, ADMIN), what="the failure")
+        model.script_text("Now it works.")
+        tg.push_message(ADMIN, "/retry", user_id=ADMIN)  # as RETRY_FAILED says
+        await tg.wait_for(lambda f: prompts.RETRY_DONE in shown(f, ADMIN), what="the line")
+        rows = await history(runtime, f"telegram:{ADMIN}")
+    assert shown(tg, ADMIN)[-2:] == ["Now it works.", prompts.RETRY_DONE]
+    assert user_texts(model.requests[-1])[-1] == "tell me"
+    assert rows == [("user", "tell me"), ("assistant", "Now it works.")]
+
+
+async def test_a_retry_after_a_failed_turn_answers_its_message(tmp_path: Path) -> None:
+    """The turn that failed is run again; the answer before it stays as it was."""
+    async with telegram(tmp_path) as (tg, model, runtime):
+        model.script_text("First answer.")
+        tg.push_message(ADMIN, "first question", user_id=ADMIN)
+        await tg.wait_sent(1)
+        model.script_error(400, "invalid_request_error")
+        tg.push_message(ADMIN, "second question", user_id=ADMIN)
+        await tg.wait_sent(2)
+        model.script_text("Second answer.")
+        tg.push_message(ADMIN, "/retry", user_id=ADMIN)
+        await tg.wait_for(lambda f: prompts.RETRY_DONE in shown(f, ADMIN), what="the line")
+        rows = await history(runtime, f"telegram:{ADMIN}")
+    assert shown(tg, ADMIN) == ["First answer.", prompts.MODEL_REJECTED, "Second answer.",
+                                prompts.RETRY_DONE]  # fmt: skip
+    assert tg.calls_of("editMessageText") == []
+    assert user_texts(model.requests[-1])[-1] == "second question"
+    assert rows == [("user", "first question"), ("assistant", "First answer."),
+                    ("user", "second question"), ("assistant", "Second answer.")]  # fmt: skip
 
 
 async def test_undo_in_a_per_member_place_takes_the_members_traces(tmp_path: Path) -> None:

@@ -26,9 +26,23 @@ def test_the_last_exchange_is_the_newest_reply_with_what_it_answered() -> None:
     assert found is not None
     assert (found.reply.id, [e.id for e in found.asked], found.followed) == (5, [3, 4], False)
     assert found.since == 5.0 and found.ids() == [3, 4, 5]
-    assert found.said() == [("user", "u3"), ("user", "u4"), ("assistant", "a5")]
+    said = [(r.speaker, r.text, r.at) for r in found.said()]
+    assert said == [("user", "u3", 5.0), ("user", "u4", 6.0), ("assistant", "a5", 0.0)]
     followed = last_exchange([*history, user(6)])
     assert followed is not None and followed.followed and followed.reply.id == 5
+
+
+def unasked(i: int) -> Entry:
+    """A row the soul wrote unasked (a reminder: `Session.keep_unprompted`)."""
+    return Entry(i, "assistant", f"reminder{i}", 1, None, 0.0, True)
+
+
+def test_a_reminder_is_no_exchange_nor_the_end_of_one() -> None:
+    after = last_exchange([user(1), reply(2, 1), unasked(3)])
+    assert after is not None and (after.reply.id, after.ids()) == (2, [1, 2])
+    between = last_exchange([user(1), reply(2, 1), unasked(3), user(4), reply(5, 4)])
+    assert between is not None and between.ids() == [4, 5]  # the older message stays out
+    assert last_exchange([user(1), unasked(2)]) is None
 
 
 def test_no_exchange_without_a_reply_delivered_or_what_it_answered() -> None:
