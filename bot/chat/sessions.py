@@ -102,6 +102,7 @@ from bot.chat.places import member_route
 from bot.chat.reminders import Reminders
 from bot.chat.takeback import (
     Delete,
+    Exchange,
     Job,
     May,
     Outcome,
@@ -276,6 +277,9 @@ class Session:
         self._latest: Inbound | None = None
         self._received: dict[int, float] = {}
         self._speakers: dict[int, str] = {}  # who sent each message no turn has answered yet
+        # Who sent each message a turn answered, of those the history still holds: whose
+        # member scopes `/undo` takes it out of in a per-member place (in memory only).
+        self._answered: dict[int, str] = {}
         self._task: asyncio.Task[None] | None = None
         self._deferred: asyncio.TimerHandle | None = None  # a start the rate limit put off
         self._unsaved: list[Entry] = []  # replies sent whose store failed, oldest first
@@ -505,7 +509,7 @@ class Session:
             self._mood_changed(was, self.mood, "reset")
         self._unsaved, self._unsent = [], []
         self._pictured = {}
-        self._speakers = {}
+        self._speakers, self._answered = {}, {}
         self._left_out = 0
         self._attempted = 0
         self._elsewhere = set()
@@ -665,9 +669,13 @@ class Session:
         try:
             with bound_contextvars(messages=len(new)):
                 text, stored = await self._answer(route, generation, history, turn)
+            held = {e.id for e in self._entries}
+            self._answered = {k: v for k, v in self._answered.items() if k in held}
             for entry in new:
                 self._received.pop(entry.id, None)
-                self._speakers.pop(entry.id, None)
+                speaker = self._speakers.pop(entry.id, None)
+                if speaker is not None:
+                    self._answered[entry.id] = speaker
             if turn.source == "ambient_reply" and stored is None:
                 # Nobody asked: a failure or an empty answer is silence, never a line.
                 log.warning("ambient.reply_dropped", cause=turn.cause or "no answer")
@@ -970,7 +978,7 @@ class Session:
         session = self.route.session
         ids = await self._parts.store.reply_ids(session, exchange.reply.text, exchange.reply.ts)
         if job.undo:
-            await self._unremember(job, exchange.said(), exchange.reply.ts, who)
+            await self._unremember_each(job, exchange, who)
             await self._parts.store.take_back(session, exchange.ids(), ids)
             if self._parts.media_dir is not None:  # `media.keep`: its images go too
                 await unkeep(self._parts.media_dir, session, exchange.ids())
@@ -1013,6 +1021,22 @@ class Session:
         last = waiting[-1].id
         answered = any(e.role == "assistant" and e.reply_to == last for e in self._entries)
         return "retried" if answered else "failed"
+
+    async def _unremember_each(self, job: Job, exchange: Exchange, who: str | None) -> None:
+        """Take the exchange out of memory (`_unremember`). In a per-member place,
+        each speaker's rows go from their own member scope (a turn may answer
+        several people; an admin may take back an answer whose person is not
+        known), as far as this process saw who said what; else from the scope
+        of `who`, whom it answered."""
+        said, until = exchange.said(), exchange.reply.ts
+        place = Scope.parse(self.route.scope)
+        speakers = {self._answered.get(e.id) for e in exchange.asked} - {None}
+        if not place.per_member or not speakers:
+            await self._unremember(job, said, until, who)
+            return
+        for speaker in sorted(s for s in speakers if s is not None):
+            theirs = {e.id for e in exchange.asked if self._answered.get(e.id) == speaker}
+            await self._unremember(job, exchange.said_of(theirs), until, speaker)
 
     async def _unremember(self, job: Job, said: list[Said], until: float, who: str | None) -> None:
         """Take `said` (rows of the last exchange, which ended at `until`) out

@@ -4,6 +4,7 @@ against the model fake (docs/commands.md)."""
 
 from __future__ import annotations
 
+import asyncio
 import json
 from pathlib import Path
 
@@ -443,6 +444,55 @@ async def test_undo_in_a_per_member_place_takes_the_members_traces(tmp_path: Pat
         await tg.wait_sent(2)
         after = await runtime.memory.store.count("lark", member)
     assert (before, after) == (1, 0)
+
+
+PER_MEMBER = f"bindings: [{{platform: telegram, chat: {GROUP}, soul: lark, memory: per-member}}]\n"
+
+
+async def test_an_admins_undo_in_a_per_member_place_takes_the_members_traces(
+    tmp_path: Path,
+) -> None:
+    """Whom Ann's answer was to is not known once Bob's exchange went: the
+    admin's /undo takes her words out of her member scope all the same."""
+    member = f"member:telegram:{GROUP}:5"
+    async with telegram(tmp_path, PER_MEMBER) as (tg, _, runtime):
+        tg.push_message(GROUP, "hi @soul_test_bot my dog is Biscuit", user_id=5,
+                        chat_type="supergroup")  # fmt: skip
+        await tg.wait_sent(1)
+        tg.push_message(GROUP, "hi @soul_test_bot I am Bob", user_id=6, first_name="Bob",
+                        chat_type="supergroup")  # fmt: skip
+        await tg.wait_sent(2)
+        for user, count in ((6, 3), (ADMIN, 4)):
+            tg.push_message(GROUP, "/undo@soul_test_bot", user_id=user, chat_type="supergroup")
+            await tg.wait_sent(count)
+            await runtime.memory.drain(5)
+        left = await runtime.memory.store.count("lark", member)
+    assert shown(tg, GROUP)[-2:] == [prompts.UNDO_DONE, prompts.UNDO_DONE]
+    assert left == 0
+
+
+async def test_undo_of_an_answer_to_several_members_takes_each_ones_traces(
+    tmp_path: Path,
+) -> None:
+    async with telegram(tmp_path, PER_MEMBER) as (tg, model, runtime):
+        gate = model.script_gate()
+        tg.push_message(GROUP, "hi @soul_test_bot first", user_id=5, chat_type="supergroup")
+        await gate.reached.wait()
+        for user, name in ((6, "Bob"), (7, "Cy")):
+            tg.push_message(GROUP, f"hi @soul_test_bot I am {name}", user_id=user,
+                            first_name=name, chat_type="supergroup")  # fmt: skip
+        async with asyncio.timeout(10):  # both stored, waiting for the turn in flight
+            while len(await history(runtime, f"telegram:{GROUP}")) < 3:
+                await asyncio.sleep(0.01)
+        gate.open()
+        await tg.wait_sent(2)  # the first answer, then one to Bob and Cy together
+        await runtime.memory.drain(5)
+        scopes = [f"member:telegram:{GROUP}:{user}" for user in (6, 7)]
+        before = [await runtime.memory.store.count("lark", scope) for scope in scopes]
+        tg.push_message(GROUP, "/undo@soul_test_bot", user_id=ADMIN, chat_type="supergroup")
+        await tg.wait_sent(3)
+        after = [await runtime.memory.store.count("lark", scope) for scope in scopes]
+    assert before == [1, 1] and after == [0, 0]
 
 
 async def test_a_message_during_a_retry_is_answered_after_it(tmp_path: Path) -> None:
