@@ -482,7 +482,7 @@ async def test_undo_of_an_answer_to_several_members_takes_each_ones_traces(
             tg.push_message(GROUP, f"hi @soul_test_bot I am {name}", user_id=user,
                             first_name=name, chat_type="supergroup")  # fmt: skip
         async with asyncio.timeout(10):  # both stored, waiting for the turn in flight
-            while len(await history(runtime, f"telegram:{GROUP}")) < 3:
+            while len(await history(runtime, f"telegram:{GROUP}")) < 3:  # noqa: ASYNC110
                 await asyncio.sleep(0.01)
         gate.open()
         await tg.wait_sent(2)  # the first answer, then one to Bob and Cy together
