@@ -112,6 +112,19 @@ class Reminders:
         self._config = config
         self._clock = clock
 
+    async def known_zone(self, asked: Inbound | None) -> ZoneInfo | None:
+        """The zone of whom a turn answers (`asked`), when they have told it;
+        None too when the store cannot say (`reminders.zone_unread`: the turn
+        goes on with the UTC clock)."""
+        if asked is None:
+            return None
+        try:
+            name = await self.store.zone(asked.platform, asked.user_id)
+        except Exception as exc:
+            log.warning("reminders.zone_unread", error_class=type(exc).__name__)
+            return None
+        return zone_named(name) if name else None
+
     async def zone(self, platform: str, user_id: str) -> ZoneInfo:
         """A person's zone; UTC while unknown (or no longer known to the tz database)."""
         name = await self.store.zone(platform, user_id)

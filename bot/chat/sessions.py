@@ -435,7 +435,8 @@ class Session:
         return route or self.route
 
     def _asker(self, new: Sequence[Entry], target: Inbound) -> Inbound | None:
-        """Whom a turn's reminder tools act for: the person of `target` (the
+        """Whom a turn's reminder tools act for (and whose clock it is given:
+        their time zone, once known): the person of `target` (the
         newest message) in a DM, or when every message the turn answers is
         theirs; None when it answers several people, or someone not known (a
         message stored before a restart): the tools refuse then (WHO_UNKNOWN)."""
@@ -799,19 +800,22 @@ class Session:
         new = turn.new  # with the rows of images that did not come saying so
         images = {key: p.images for key, p in turn.pictured.items()}
         reader = self._reader(new)
+        asker = self._asker(new, target)
         stored: Entry | None = None
         try:
             async with self._parts.typing(target):
+                reminders = self._parts.reminders
+                zone = await reminders.known_zone(asker) if reminders is not None else None
                 prompt = await self._parts.agent.prompt(
                     reader, self._summary, history, new, self._breakpoint, self._soul,
-                    turn.context, images, self._mood,
+                    turn.context, images, self._mood, zone,
                 )  # fmt: skip
                 persona = prompt.soul.version.soul.persona if prompt.soul else None
                 if persona is not None:
                     await self._mood_allowed(persona, prompt.mood)
                 tools = self._mood_tools(persona)
-                if self._parts.reminders is not None:
-                    tools += self._parts.reminders.tools(route, self._asker(new, target))
+                if reminders is not None:
+                    tools += reminders.tools(route, asker)
                 reply = await self._parts.agent.turn(
                     reader, prompt, turn.on_text(), tools, turn.source
                 )

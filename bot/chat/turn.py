@@ -28,6 +28,7 @@ from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, replace
 from datetime import UTC, datetime
 from typing import TYPE_CHECKING, Any
+from zoneinfo import ZoneInfo
 
 from bot import prompts
 from bot.chat.history import Entry
@@ -119,6 +120,15 @@ def layout(
     return Prompt(system, messages, history[-1].id if history else None)
 
 
+def now_line(now: float, zone: ZoneInfo | None) -> str:
+    """The turn's clock line: UTC, and the person's own time when their zone is known."""
+    stamp = datetime.fromtimestamp(now, UTC).strftime("%Y-%m-%d %H:%M")
+    if zone is None or zone.key == "UTC":
+        return prompts.NOW_LINE.format(now=stamp)
+    local = datetime.fromtimestamp(now, zone).strftime("%a %H:%M")
+    return prompts.NOW_LINE_LOCAL.format(now=stamp, local=local, zone=zone.key)
+
+
 class Agent:
     """Builds each turn's prompt from the live soul and runs it on the model."""
 
@@ -177,10 +187,13 @@ class Agent:
         context: Sequence[str] = (),
         images: Mapping[int, Sequence[Image]] | None = None,
         mood: str | None = None,
+        zone: ZoneInfo | None = None,
     ) -> Prompt:
         """The request for a turn, with the soul version `soul` picks given
         the session's `cached` one; `context`: the group chat's unaddressed
-        lines since the bot last spoke; `images` by entry of `new`; `mood`:
+        lines since the bot last spoke; `images` by entry of `new`; `zone`: the
+        time zone of whom it answers, when known (the clock line gives their
+        time too); `mood`:
         the one the session moved to (None: the soul's default). Raises
         SoulbotError when the soul is gone."""
         now = self._clock()
@@ -207,8 +220,7 @@ class Agent:
             session_blocks.append(prompts.SUMMARY_BLOCK.format(summary=summary))
         if context:
             turn_blocks.append(prompts.CONTEXT_BLOCK.format(lines="\n".join(context)))
-        stamp = datetime.fromtimestamp(now, UTC).strftime("%Y-%m-%d %H:%M")
-        turn_blocks.append(prompts.NOW_LINE.format(now=stamp))
+        turn_blocks.append(now_line(now, zone))
         count = sum(len(v) for v in (images or {}).values())
         if count:
             turn_blocks.append(prompts.IMAGES_NOTE.format(count=count))

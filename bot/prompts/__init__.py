@@ -21,6 +21,8 @@ DAILY_LIMIT = "I've reached my daily limit for today. Let's talk again tomorrow.
 
 # The per-turn line at the head of the newest user message (never cached).
 NOW_LINE = "(Now: {now} UTC.)"
+# ... when the person's time zone is known (bot/chat/reminders.py): their clock too.
+NOW_LINE_LOCAL = "(Now: {now} UTC; {local} where they are, {zone}.)"
 
 # The summary of compacted history, a system block after the soul's own.
 SUMMARY_BLOCK = "## Earlier in this conversation\n{summary}"

@@ -10,12 +10,14 @@ from __future__ import annotations
 
 import asyncio
 import json
+import re
 from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
 from dataclasses import dataclass
 from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
+from zoneinfo import ZoneInfo
 
 from bot import prompts
 from bot.app.runtime import Runtime
@@ -26,7 +28,7 @@ from bot.types import Outbound
 from tests.chat.test_member_memory import ANN, BINDINGS, BOB, ask, at
 from tests.engines import postgres_schema
 from tests.fakes.anthropic_fake import FakeAnthropic
-from tests.kit import RecordingPlatform, capture_logs, make_config, running
+from tests.kit import RecordingPlatform, capture_logs, make_config, running, user_texts
 
 OPEN = "admins: {telegram: [1]}\nadapters: {telegram: {dm_policy: open}}\n"
 START = datetime(2026, 12, 7, 20, 0, tzinfo=UTC).timestamp()
@@ -145,6 +147,27 @@ def test_a_zone_is_an_iana_name_of_a_place() -> None:
            "europe/lisbon", "../etc/passwd", "/usr/share/zoneinfo/UTC", ""]  # fmt: skip
     assert [(z := zone_named(n)) and z.key for n in good] == [n.strip() for n in good]
     assert [zone_named(n) for n in bad] == [None] * len(bad)
+
+
+async def test_once_the_zone_is_known_the_turns_clock_gives_their_time(tmp_path: Path) -> None:
+    clock = Clock()
+    async with FakeAnthropic() as fake, chat(config_for(tmp_path, fake.url), fake, clock) as c:
+        fake.script_text("Hello.")
+        before = user_texts((await c.ask("hello"))[-1])
+        fake.script_tool_use("set_timezone", {"zone": "Asia/Tokyo"})
+        fake.script_text("Noted.")
+        await c.ask("I live in Tokyo")
+        fake.script_text("You are up early.")
+        after = user_texts((await c.ask("good morning"))[-1])
+        fake.script_text("Hi, Bob.")
+        other = user_texts((await c.ask("hi", user="2"))[-1])
+    utc_only = re.compile(re.escape(prompts.NOW_LINE).replace(r"\{now\}", "(.+)"))
+    assert any(utc_only.fullmatch(t) for t in before)
+    assert any(utc_only.fullmatch(t) for t in other)  # another person's DM: UTC alone
+    [line] = [t for t in after if t.startswith("(Now:")]
+    stamp = datetime.strptime(line[6:22], "%Y-%m-%d %H:%M").replace(tzinfo=UTC)
+    tokyo = stamp.astimezone(ZoneInfo("Asia/Tokyo")).strftime("%a %H:%M")
+    assert line == prompts.NOW_LINE_LOCAL.format(now=line[6:22], local=tokyo, zone="Asia/Tokyo")
 
 
 async def test_utc_is_assumed_until_the_zone_is_known(tmp_path: Path) -> None:
