@@ -15,6 +15,7 @@ from bot.types import Inbound, Outbound
 from tests.adapters.test_discord import ADMIN as DC_ADMIN
 from tests.adapters.test_discord import BOT, CHANNEL, GUILD, discord_bot, followups
 from tests.adapters.test_telegram import ADMIN, GROUP, telegram
+from tests.fakes.anthropic_fake import FakeAnthropic
 from tests.fakes.librarian import librarian
 from tests.fakes.telegram_fake import FakeTelegram
 from tests.kit import capture_logs, user_texts, wait_until
@@ -378,14 +379,19 @@ async def test_a_retry_waits_for_the_turn_in_flight_and_takes_its_answer(tmp_pat
     assert [r for r, _ in rows] == ["user", "assistant", "user", "assistant"]
 
 
+async def a_failed_retry(tg: FakeTelegram, model: FakeAnthropic) -> None:
+    """An answer in the admin's DM, then a `/retry` whose call the model refuses."""
+    model.script_text("The answer that stays.")
+    tg.push_message(ADMIN, "tell me", user_id=ADMIN)
+    await tg.wait_sent(1)
+    model.script_error(400, "invalid_request_error")
+    tg.push_message(ADMIN, "/retry", user_id=ADMIN)
+    await tg.wait_for(lambda f: prompts.RETRY_FAILED in shown(f, ADMIN), what="the failure")
+
+
 async def test_a_retry_that_fails_keeps_the_old_answer_and_says_why(tmp_path: Path) -> None:
     async with telegram(tmp_path) as (tg, model, runtime):
-        model.script_text("The answer that stays.")
-        tg.push_message(ADMIN, "tell me", user_id=ADMIN)
-        await tg.wait_sent(1)
-        model.script_error(400, "invalid_request_error")
-        tg.push_message(ADMIN, "/retry", user_id=ADMIN)
-        await tg.wait_sent(3)
+        await a_failed_retry(tg, model)
         rows = await history(runtime, f"telegram:{ADMIN}")
     assert shown(tg, ADMIN) == ["The answer that stays.", prompts.MODEL_REJECTED,
                                 prompts.RETRY_FAILED]  # fmt: skip
@@ -395,12 +401,7 @@ async def test_a_retry_that_fails_keeps_the_old_answer_and_says_why(tmp_path: Pa
 
 async def test_a_retry_after_a_failed_retry_answers_again(tmp_path: Path) -> None:
     async with telegram(tmp_path) as (tg, model, runtime):
-        model.script_text("The answer that stays.")
-        tg.push_message(ADMIN, "tell me", user_id=ADMIN)
-        await tg.wait_sent(1)
-        model.script_error(400, "invalid_request_error")
-        tg.push_message(ADMIN, "/retry", user_id=ADMIN)
-        await tg.wait_for(lambda f: prompts.RETRY_FAILED in shown(f, ADMIN), what="the failure")
+        await a_failed_retry(tg, model)
         model.script_text("Now it works.")
         tg.push_message(ADMIN, "/retry", user_id=ADMIN)  # as RETRY_FAILED says
         await tg.wait_for(lambda f: prompts.RETRY_DONE in shown(f, ADMIN), what="the line")
@@ -431,10 +432,12 @@ async def test_a_retry_after_a_failed_turn_answers_its_message(tmp_path: Path) -
                     ("user", "second question"), ("assistant", "Second answer.")]  # fmt: skip
 
 
+PER_MEMBER = f"bindings: [{{platform: telegram, chat: {GROUP}, soul: lark, memory: per-member}}]\n"
+
+
 async def test_undo_in_a_per_member_place_takes_the_members_traces(tmp_path: Path) -> None:
-    extra = f"bindings: [{{platform: telegram, chat: {GROUP}, soul: lark, memory: per-member}}]\n"
     member = f"member:telegram:{GROUP}:5"
-    async with telegram(tmp_path, extra) as (tg, _, runtime):
+    async with telegram(tmp_path, PER_MEMBER) as (tg, _, runtime):
         tg.push_message(GROUP, "hi @soul_test_bot my dog is Biscuit", user_id=5,
                         chat_type="supergroup")  # fmt: skip
         await tg.wait_sent(1)
@@ -444,9 +447,6 @@ async def test_undo_in_a_per_member_place_takes_the_members_traces(tmp_path: Pat
         await tg.wait_sent(2)
         after = await runtime.memory.store.count("lark", member)
     assert (before, after) == (1, 0)
-
-
-PER_MEMBER = f"bindings: [{{platform: telegram, chat: {GROUP}, soul: lark, memory: per-member}}]\n"
 
 
 async def test_an_admins_undo_in_a_per_member_place_takes_the_members_traces(
