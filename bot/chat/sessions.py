@@ -74,7 +74,7 @@ from __future__ import annotations
 
 import asyncio
 import time
-from collections.abc import Awaitable, Callable, Sequence
+from collections.abc import Awaitable, Callable, Mapping, Sequence
 from contextlib import AbstractAsyncContextManager
 from dataclasses import dataclass, field, replace
 from pathlib import Path
@@ -256,6 +256,16 @@ class SessionParts:
     """Deletes the bot's messages (`/undo`); None: they stay in the chat."""
     reminders: Reminders | None = None
     """The reminder tools every turn is offered (bot/chat/reminders.py); None: none."""
+
+
+def senders(
+    entries: Sequence[Entry], answered: Mapping[int, str], who: str | None
+) -> dict[int, str]:
+    """Who sent each of `entries`: as the session saw it when a turn answered
+    them (`answered`), else `who` (the person of the newest one, when known);
+    an entry whose sender is known neither way is left out."""
+    of = {e.id: answered.get(e.id) or who for e in entries}
+    return {entry: sender for entry, sender in of.items() if sender is not None}
 
 
 class Session:
@@ -999,8 +1009,8 @@ class Session:
             return "undone"
         log.info("chat.retried", entries=len(gone), messages=len(ids), user_id=who)
         asked = list(exchange.asked)
-        if who is not None:  # a per-member place reads the memory of whom it answered
-            self._speakers.update(dict.fromkeys((e.id for e in asked), who))
+        # Whose memory the new turn reads, and whose clock it is given.
+        self._speakers.update(senders(asked, self._answered, who))
         await self._turn(asked, target, replacing=ids)
         last = asked[-1].id
         answered = any(e.role == "assistant" and e.reply_to == last for e in self._entries)
@@ -1019,27 +1029,25 @@ class Session:
         if not job.may(who):
             return "refused"
         log.info("chat.retried", entries=0, messages=0, user_id=who)
-        if who is not None:  # a per-member place reads the memory of whom it answers
-            self._speakers.update(dict.fromkeys((e.id for e in waiting), who))
+        self._speakers.update(senders(waiting, self._answered, who))  # as `_take_back`
         await self._turn(waiting, target)
         last = waiting[-1].id
         answered = any(e.role == "assistant" and e.reply_to == last for e in self._entries)
         return "retried" if answered else "failed"
 
     async def _unremember_each(self, job: Job, exchange: Exchange, who: str | None) -> None:
-        """Take the exchange out of memory (`_unremember`). In a per-member place,
-        each speaker's rows go from their own member scope (a turn may answer
-        several people; an admin may take back an answer whose person is not
-        known), as far as this process saw who said what; else from the scope
-        of `who`, whom it answered."""
-        said, until = exchange.said(), exchange.reply.ts
-        place = Scope.parse(self.route.scope)
-        speakers = {self._answered.get(e.id) for e in exchange.asked} - {None}
-        if not place.per_member or not speakers:
-            await self._unremember(job, said, until, who)
+        """Take the exchange out of memory (`_unremember`): from the session's
+        scope, or of `who` (whom it answered). In a per-member place, each of
+        the person's messages from its sender's member scope (`senders`: one
+        answer may answer several people; an admin may take back one whose
+        person is not known); the reply is in no member scope."""
+        until = exchange.reply.ts
+        if not Scope.parse(self.route.scope).per_member:
+            await self._unremember(job, exchange.said(), until, who)
             return
-        for speaker in sorted(s for s in speakers if s is not None):
-            theirs = {e.id for e in exchange.asked if self._answered.get(e.id) == speaker}
+        of = senders(exchange.asked, self._answered, who)
+        for speaker in sorted(set(of.values())):
+            theirs = {entry for entry, sender in of.items() if sender == speaker}
             await self._unremember(job, exchange.said_of(theirs), until, speaker)
 
     async def _unremember(self, job: Job, said: list[Said], until: float, who: str | None) -> None:

@@ -56,8 +56,8 @@ class Exchange:
         return [Said(e.role, e.text, e.ts) for e in (*self.asked, self.reply)]
 
     def said_of(self, ids: set[int]) -> list[Said]:
-        """`said` of the person's messages among `ids`, then the reply."""
-        return [Said(e.role, e.text, e.ts) for e in self.asked if e.id in ids] + self.said()[-1:]
+        """`said` of the person's messages among `ids` alone."""
+        return [Said(e.role, e.text, e.ts) for e in self.asked if e.id in ids]
 
     def ids(self) -> list[int]:
         return [*(e.id for e in self.asked), self.reply.id]

@@ -495,6 +495,42 @@ async def test_undo_of_an_answer_to_several_members_takes_each_ones_traces(
     assert before == [1, 1] and after == [0, 0]
 
 
+async def test_a_retry_of_an_answer_to_several_members_keeps_who_said_what(
+    tmp_path: Path,
+) -> None:
+    """Cy (in Tokyo) retries an answer to Bob and Cy: the new turn is not given
+    Cy's clock (it answers two people), and an admin's /undo after it takes each
+    one's words out of their own member scope."""
+    async with telegram(tmp_path, PER_MEMBER) as (tg, model, runtime):
+        tg.push_message(GROUP, "/timezone@soul_test_bot Asia/Tokyo", user_id=7,
+                        first_name="Cy", chat_type="supergroup")  # fmt: skip
+        await tg.wait_sent(1)
+        gate = model.script_gate()
+        tg.push_message(GROUP, "hi @soul_test_bot first", user_id=5, chat_type="supergroup")
+        await gate.reached.wait()
+        for user, name in ((6, "Bob"), (7, "Cy")):
+            tg.push_message(GROUP, f"hi @soul_test_bot I am {name}", user_id=user,
+                            first_name=name, chat_type="supergroup")  # fmt: skip
+        async with asyncio.timeout(10):  # both stored, waiting for the turn in flight
+            while len(await history(runtime, f"telegram:{GROUP}")) < 3:  # noqa: ASYNC110
+                await asyncio.sleep(0.01)
+        gate.open()
+        await tg.wait_sent(3)  # the zone's line, the first answer, one to Bob and Cy
+        before = len(model.requests)
+        model.script_text("Retried answer.")
+        tg.push_message(GROUP, "/retry@soul_test_bot", user_id=7, first_name="Cy",
+                        chat_type="supergroup")  # fmt: skip
+        await tg.wait_for(lambda f: prompts.RETRY_DONE in shown(f, GROUP), what="the retry")
+        clocks = [t for r in model.requests[before:] for t in user_texts(r) if "(Now:" in t]
+        tg.push_message(GROUP, "/undo@soul_test_bot", user_id=ADMIN, chat_type="supergroup")
+        await tg.wait_for(lambda f: prompts.UNDO_DONE in shown(f, GROUP), what="the undo")
+        await runtime.memory.drain(5)
+        scopes = [f"member:telegram:{GROUP}:{user}" for user in (6, 7)]
+        left = [await runtime.memory.store.count("lark", scope) for scope in scopes]
+    assert clocks and not any("Asia/Tokyo" in t for t in clocks)
+    assert left == [0, 0]
+
+
 async def test_a_message_during_a_retry_is_answered_after_it(tmp_path: Path) -> None:
     async with telegram(tmp_path) as (tg, model, _):
         tg.push_message(ADMIN, "first question", user_id=ADMIN)

@@ -7,6 +7,7 @@ from pathlib import Path
 
 from bot import prompts
 from bot.chat.history import Entry
+from bot.chat.sessions import senders
 from bot.chat.takeback import last_exchange
 from tests.fakes.anthropic_fake import FakeAnthropic
 from tests.kit import make_config, running
@@ -67,3 +68,13 @@ async def test_a_retry_where_the_platform_cannot_edit_sends_the_answer_anew(
             sent = await platform.replies(3)
     assert [m.text for m in sent] == ["Old answer.", "New answer.", prompts.RETRY_DONE]
     assert sent[1].reply_to == "m1"  # the new answer replies to the question, as the old did
+
+
+def test_each_message_is_its_senders_and_else_the_answered_persons() -> None:
+    """As the session saw them answered; one stored before a restart (not seen
+    answered) counts as the answered person's; with no one known, left out."""
+    before, bob, cy = (Entry(i, "user", f"m{i}", i) for i in (1, 2, 3))
+    answered = {2: "6", 3: "7"}
+    assert senders([before, bob, cy], answered, "7") == {1: "7", 2: "6", 3: "7"}
+    assert senders([before, bob, cy], answered, None) == {2: "6", 3: "7"}
+    assert senders([before], {}, None) == {}
