@@ -205,6 +205,8 @@ class SlashCommands:
             message_id=str(Asked(interaction.id, interaction.user.id)),
             thread_id=str(interaction.channel_id) if thread else None,
             guild_id=str(interaction.guild_id) if interaction.guild_id else None,
+            private_thread=isinstance(channel, discord.Thread)
+            and channel.type == discord.ChannelType.private_thread,
         )
         await deliver(inbound)  # taken: the answer comes through send()
         with contextlib.suppress(TimeoutError):

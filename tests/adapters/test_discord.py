@@ -142,6 +142,29 @@ async def test_a_private_thread_keeps_its_own_memory(tmp_path: Path) -> None:
     assert "ZEBRA42PURPLE" not in json.dumps(model.requests[-1])
 
 
+async def test_a_slash_forget_in_a_private_thread_erases_the_threads_memory(
+    tmp_path: Path,
+) -> None:
+    """A slash command in a private thread is the thread's, as its messages are."""
+    async with discord_bot(tmp_path) as (dc, _, runtime):
+        dc.add_thread(PRIVATE, CHANNEL, GUILD, private=True)
+        for place in (CHANNEL, PRIVATE):
+            dc.push_message(place, f"<@{BOT}> remember {place}", author_id=ADMIN,
+                            guild_id=GUILD, mention_bot=True)  # fmt: skip
+        await dc.wait_sent(2)
+        await runtime.memory.drain(5)
+        confirm = [{"type": 5, "name": "confirm", "value": True}]
+        token = dc.push_interaction("forget", confirm, user_id=ADMIN, channel_id=PRIVATE,
+                                    guild_id=GUILD)  # fmt: skip
+        await dc.wait_for(lambda f: len(followups(f, token)) == 1, what="the answer")
+        left = [await runtime.memory.store.count("lark", f"chat:discord:{place}")
+                for place in (CHANNEL, PRIVATE)]  # fmt: skip
+        places = runtime.router.places
+        groups = await places.groups() if places is not None else set()
+    assert left[0] > 0 and left[1] == 0
+    assert groups == {f"chat:discord:{CHANNEL}"}
+
+
 async def test_a_long_answer_is_split_and_the_first_chunk_replies(tmp_path: Path) -> None:
     async with discord_bot(tmp_path) as (dc, model, _):
         model.script_text("\n\n".join(f"Paragraph {i}. " + "words " * 60 for i in range(20)))
