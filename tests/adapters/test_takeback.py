@@ -471,20 +471,26 @@ async def test_an_admins_undo_in_a_per_member_place_takes_the_members_traces(
     assert left == 0
 
 
+async def bob_and_cy_at_once(tg: FakeTelegram, model: FakeAnthropic, runtime: Runtime) -> None:
+    """A member's message whose turn is held while Bob and Cy write; then one
+    turn answers Bob and Cy together."""
+    gate = model.script_gate()
+    tg.push_message(GROUP, "hi @soul_test_bot first", user_id=5, chat_type="supergroup")
+    await gate.reached.wait()
+    for user, name in ((6, "Bob"), (7, "Cy")):
+        tg.push_message(GROUP, f"hi @soul_test_bot I am {name}", user_id=user,
+                        first_name=name, chat_type="supergroup")  # fmt: skip
+    async with asyncio.timeout(10):  # both stored, waiting for the turn in flight
+        while len(await history(runtime, f"telegram:{GROUP}")) < 3:  # noqa: ASYNC110
+            await asyncio.sleep(0.01)
+    gate.open()
+
+
 async def test_undo_of_an_answer_to_several_members_takes_each_ones_traces(
     tmp_path: Path,
 ) -> None:
     async with telegram(tmp_path, PER_MEMBER) as (tg, model, runtime):
-        gate = model.script_gate()
-        tg.push_message(GROUP, "hi @soul_test_bot first", user_id=5, chat_type="supergroup")
-        await gate.reached.wait()
-        for user, name in ((6, "Bob"), (7, "Cy")):
-            tg.push_message(GROUP, f"hi @soul_test_bot I am {name}", user_id=user,
-                            first_name=name, chat_type="supergroup")  # fmt: skip
-        async with asyncio.timeout(10):  # both stored, waiting for the turn in flight
-            while len(await history(runtime, f"telegram:{GROUP}")) < 3:  # noqa: ASYNC110
-                await asyncio.sleep(0.01)
-        gate.open()
+        await bob_and_cy_at_once(tg, model, runtime)
         await tg.wait_sent(2)  # the first answer, then one to Bob and Cy together
         await runtime.memory.drain(5)
         scopes = [f"member:telegram:{GROUP}:{user}" for user in (6, 7)]
@@ -505,16 +511,7 @@ async def test_a_retry_of_an_answer_to_several_members_keeps_who_said_what(
         tg.push_message(GROUP, "/timezone@soul_test_bot Asia/Tokyo", user_id=7,
                         first_name="Cy", chat_type="supergroup")  # fmt: skip
         await tg.wait_sent(1)
-        gate = model.script_gate()
-        tg.push_message(GROUP, "hi @soul_test_bot first", user_id=5, chat_type="supergroup")
-        await gate.reached.wait()
-        for user, name in ((6, "Bob"), (7, "Cy")):
-            tg.push_message(GROUP, f"hi @soul_test_bot I am {name}", user_id=user,
-                            first_name=name, chat_type="supergroup")  # fmt: skip
-        async with asyncio.timeout(10):  # both stored, waiting for the turn in flight
-            while len(await history(runtime, f"telegram:{GROUP}")) < 3:  # noqa: ASYNC110
-                await asyncio.sleep(0.01)
-        gate.open()
+        await bob_and_cy_at_once(tg, model, runtime)
         await tg.wait_sent(3)  # the zone's line, the first answer, one to Bob and Cy
         before = len(model.requests)
         model.script_text("Retried answer.")
