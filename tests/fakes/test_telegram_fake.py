@@ -62,18 +62,6 @@ Context = ContextTypes.DEFAULT_TYPE
 GROUP = -1001234
 
 
-@pytest.fixture
-async def fake() -> AsyncIterator[FakeTelegram]:
-    async with FakeTelegram() as f:
-        yield f
-
-
-@pytest.fixture
-async def bot(fake: FakeTelegram) -> AsyncIterator[Bot]:
-    async with Bot(fake.token, base_url=fake.base_url, base_file_url=fake.base_file_url) as b:
-        yield b
-
-
 @contextlib.asynccontextmanager
 async def polling(fake: FakeTelegram, *handlers: BaseHandler[Any, Any, Any]) -> AsyncIterator[Any]:
     """A real Application polling the fake, as the daemon runs it."""

@@ -3,8 +3,6 @@ the sizes Telegram makes, keeps the bytes, and refuses as Telegram does."""
 
 from __future__ import annotations
 
-from collections.abc import AsyncIterator
-
 import pytest
 from telegram import Bot, InputFile
 from telegram.error import BadRequest
@@ -12,18 +10,6 @@ from telegram.error import BadRequest
 from tests.fakes.images import image_size, image_type, jpeg, png
 from tests.fakes.telegram_fake import FakeTelegram
 from tests.fakes.telegram_photos import MAX_PHOTO_BYTES
-
-
-@pytest.fixture
-async def fake() -> AsyncIterator[FakeTelegram]:
-    async with FakeTelegram() as server:
-        yield server
-
-
-@pytest.fixture
-async def bot(fake: FakeTelegram) -> AsyncIterator[Bot]:
-    async with Bot(fake.token, base_url=fake.base_url) as client:
-        yield client
 
 
 def test_image_type_and_size_read_png_and_jpeg_headers() -> None:

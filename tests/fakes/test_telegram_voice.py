@@ -3,8 +3,6 @@ OGG/Opus that decodes, and refuses as Telegram does."""
 
 from __future__ import annotations
 
-from collections.abc import AsyncIterator
-
 import pytest
 from telegram import Bot, InputFile, ReplyParameters
 from telegram.error import BadRequest
@@ -12,18 +10,6 @@ from telegram.error import BadRequest
 from bot.voice.encode import decode, voice_note
 from tests.fakes.speech_audio import tone, tone_pcm
 from tests.fakes.telegram_fake import FakeTelegram
-
-
-@pytest.fixture
-async def fake() -> AsyncIterator[FakeTelegram]:
-    async with FakeTelegram() as server:
-        yield server
-
-
-@pytest.fixture
-async def bot(fake: FakeTelegram) -> AsyncIterator[Bot]:
-    async with Bot(fake.token, base_url=fake.base_url) as client:
-        yield client
 
 
 def _ogg(seconds: float) -> bytes:
